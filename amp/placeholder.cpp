@@ -1,0 +1,1 @@
+// Placeholder until the amp layer lands (issue 3).

@@ -1,0 +1,216 @@
+#include "autograd/engine.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "framework/grad_mode.h"
+#include "framework/ops/binary.h"
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/views.h"
+
+namespace hg::autograd {
+
+namespace {
+
+// A gradient arriving at an input: same shape (broadcast undone), dtype and device as it.
+Tensor conform(Tensor g, const Edge& e) {
+  if (g.shape() != e.shape) {
+    HG_CHECK(numel_of(e.shape) == 0 || g.dim() >= static_cast<int64_t>(e.shape.size()), "backward",
+             "gradient of shape {} cannot be reduced to the input's shape {}", g.shape(), e.shape);
+    g = sum_to(g, e.shape);
+  }
+  if (g.dtype() != e.dtype || g.device() != e.device) g = to(g, e.device, e.dtype);
+  return g;
+}
+
+Tensor accumulate(const Tensor& have, const Tensor& add) { return have.defined() ? have + add : add; }
+
+// Restores the thread's autocast state when a node's replay ends (also on exceptions).
+class AutocastReplay {
+ public:
+  explicit AutocastReplay(const AutocastState& s) : saved_(autocast_state()) { autocast_state() = s; }
+  ~AutocastReplay() { autocast_state() = saved_; }
+  AutocastReplay(const AutocastReplay&) = delete;
+  AutocastReplay& operator=(const AutocastReplay&) = delete;
+
+ private:
+  AutocastState saved_;
+};
+
+struct GraphTask {
+  bool retain_graph = false;
+  bool accumulate_into_leaves = true;
+  // For grad(): where each requested input's gradient is captured.
+  std::unordered_map<const AutogradMeta*, size_t> leaf_targets;
+  std::unordered_map<const Node*, std::vector<std::pair<uint32_t, size_t>>> node_targets;
+  TensorList captured;
+};
+
+void deliver_to_leaf(GraphTask& task, const Edge& e, const Tensor& g) {
+  if (auto it = task.leaf_targets.find(e.leaf.get()); it != task.leaf_targets.end()) {
+    task.captured[it->second] = accumulate(task.captured[it->second], g);
+  }
+  if (task.accumulate_into_leaves) {
+    // A fresh, contiguous tensor: the stored grad never aliases another gradient or a view.
+    Tensor owned = e.leaf->grad.defined() ? e.leaf->grad + g : clone(g).contiguous();
+    e.leaf->grad = owned.is_contiguous() ? owned : owned.contiguous();
+  }
+}
+
+void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads) {
+  HG_CHECK(root_grads.empty() || root_grads.size() == roots.size(), "backward", "got {} gradients for {} tensors",
+           root_grads.size(), roots.size());
+  std::vector<Edge> root_edges;
+  TensorList initial;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    HG_CHECK(r.defined() && r.requires_grad(), "backward",
+             "tensor {} does not require grad and has no grad_fn (did you forget requires_grad_(), or run the "
+             "forward under NoGradGuard?)",
+             i);
+    Tensor g = root_grads.empty() ? Tensor() : root_grads[i];
+    if (!g.defined()) {
+      HG_CHECK(r.numel() == 1, "backward",
+               "grad can be created implicitly only for scalar outputs; tensor {} has shape {}, so pass a "
+               "gradient of that shape",
+               i, r.shape());
+      g = ones_like(r.detach());
+    } else {
+      HG_CHECK(g.shape() == r.shape(), "backward", "gradient shape {} does not match tensor shape {}", g.shape(),
+               r.shape());
+    }
+    root_edges.push_back(edge_for(r));
+    initial.push_back(g);
+  }
+
+  // Count, for each node reachable from the roots, how many edges lead into it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  std::unordered_set<Node*> seen;
+  for (const Edge& e : root_edges)
+    if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges()) {
+      if (!e.node) continue;
+      ++deps[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+
+  std::unordered_map<Node*, TensorList> buffers;
+  auto add_to_buffer = [&](const Edge& e, const Tensor& g) {
+    TensorList& buf = buffers[e.node.get()];
+    if (buf.empty()) buf.resize(e.node->num_outputs());
+    buf[e.output_nr] = accumulate(buf[e.output_nr], g);
+  };
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    const Edge& e = root_edges[i];
+    if (e.node) {
+      add_to_buffer(e, initial[i]);
+    } else if (e.leaf) {
+      deliver_to_leaf(task, e, conform(initial[i], e));
+    }
+  }
+
+  std::vector<Node*> ready;
+  for (Node* n : seen)
+    if (deps[n] == 0) ready.push_back(n);
+  // Keep nodes alive while the task runs, even if the user drops the outputs.
+  std::vector<std::shared_ptr<Node>> keep_alive;
+  for (const Edge& e : root_edges)
+    if (e.node) keep_alive.push_back(e.node);
+
+  while (!ready.empty()) {
+    Node* node = ready.back();
+    ready.pop_back();
+    TensorList grads_in = std::move(buffers[node]);
+    buffers.erase(node);
+    grads_in.resize(node->num_outputs());
+    const bool any = std::any_of(grads_in.begin(), grads_in.end(), [](const Tensor& t) { return t.defined(); });
+
+    const auto& metas = node->output_metas();
+    for (size_t slot = 0; slot < metas.size(); ++slot) {
+      if (auto meta = metas[slot].lock(); meta && meta->retains_grad && grads_in[slot].defined()) {
+        meta->grad = accumulate(meta->grad, grads_in[slot]).contiguous();
+      }
+    }
+    if (auto it = task.node_targets.find(node); it != task.node_targets.end()) {
+      for (auto [slot, index] : it->second) task.captured[index] = accumulate(task.captured[index], grads_in[slot]);
+    }
+
+    TensorList grads_out;
+    if (any) {
+      for (size_t i = 0; i < grads_in.size(); ++i) {
+        if (!grads_in[i].defined()) {
+          const auto& m = node->output(i);
+          grads_in[i] = zeros(m.shape, TensorOptions(m.dtype).device(m.device));
+        }
+      }
+      AutocastReplay replay(node->autocast_state());
+      GradModeGuard no_grad(false);
+      BackwardPassGuard in_backward;
+      grads_out = node->apply(grads_in, task.retain_graph);
+    }
+
+    const auto& edges = node->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.active()) continue;
+      if (any && grads_out[i].defined()) {
+        BackwardPassGuard in_backward;
+        Tensor g = conform(grads_out[i], e);
+        if (e.node) {
+          add_to_buffer(e, g);
+        } else {
+          deliver_to_leaf(task, e, g);
+        }
+      }
+      if (e.node && --deps[e.node.get()] == 0) {
+        keep_alive.push_back(e.node);
+        ready.push_back(e.node.get());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+  GraphTask task;
+  task.retain_graph = retain_graph;
+  run(task, roots, grads);
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool allow_unused) {
+  GraphTask task;
+  task.retain_graph = retain_graph;
+  task.accumulate_into_leaves = false;
+  task.captured.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    HG_CHECK(t.defined() && t.requires_grad(), "grad", "input {} does not require grad", i);
+    if (t.is_leaf()) {
+      task.leaf_targets[t.impl()->autograd.get()] = i;
+    } else {
+      task.node_targets[t.grad_fn().get()].emplace_back(t.autograd_meta()->output_nr, i);
+    }
+  }
+  run(task, outputs, grad_outputs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    HG_CHECK(allow_unused || task.captured[i].defined(), "grad",
+             "input {} was not used to compute the outputs; pass allow_unused=true to get an undefined "
+             "gradient for it",
+             i);
+    if (task.captured[i].defined() && task.captured[i].shape() != inputs[i].shape()) {
+      task.captured[i] = sum_to(task.captured[i], inputs[i].shape());
+    }
+  }
+  return task.captured;
+}
+
+}  // namespace hg::autograd

@@ -1,0 +1,30 @@
+#include "autograd/function.h"
+
+namespace hg::autograd {
+
+void AutogradContext::save_for_backward(const TensorList& tensors) {
+  saved_.clear();
+  for (const Tensor& t : tensors) saved_.emplace_back(t, "custom function");
+}
+
+TensorList AutogradContext::saved() const {
+  TensorList out;
+  for (const SavedTensor& s : saved_) out.push_back(s.get());
+  return out;
+}
+
+void detail::attach_function(std::string_view name, const TensorList& inputs, std::vector<Tensor*> outputs,
+                             std::shared_ptr<AutogradContext> ctx,
+                             std::function<TensorList(AutogradContext*, const TensorList&)> backward) {
+  for (Tensor* t : outputs) *t = t->detach();  // forward may return a view of an input: give it its own history
+  const size_t n_inputs = inputs.size();
+  std::string label(name);
+  autograd_hooks().attach(name, inputs, outputs, [ctx, backward, n_inputs, label](const TensorList& g) {
+    TensorList grads = backward(ctx.get(), g);
+    HG_CHECK(grads.size() == n_inputs, label, "backward returned {} gradients for {} tensor inputs", grads.size(),
+             n_inputs);
+    return grads;
+  });
+}
+
+}  // namespace hg::autograd

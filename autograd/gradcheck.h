@@ -1,0 +1,22 @@
+// Checks analytic gradients against float64 central differences.
+#pragma once
+
+#include <functional>
+
+#include "framework/tensor.h"
+
+namespace hg::autograd {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+};
+
+// Runs fn on float64 copies of `inputs` (the floating ones require grad) and compares the
+// gradient of sum(fn(x) * v), for a fixed random v, with central differences, element by
+// element. Returns true, or throws hg::Error naming the input, element and both values.
+bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
+               GradcheckOptions options = {});
+
+}  // namespace hg::autograd

@@ -1,0 +1,104 @@
+#include "framework/allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "framework/error.h"
+
+namespace hg {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// Rounds a request up to a size class: multiples of 512 bytes below 1 MiB, then steps of 1/8
+// of the power of two, so a block can be reused by requests of nearly the same size.
+size_t size_class(size_t n) {
+  if (n <= 512) return 512;
+  if (n < (1u << 20)) return (n + 511) & ~size_t{511};
+  size_t p = size_t{1} << (63 - __builtin_clzll(n));
+  const size_t step = p / 8;
+  return (n + step - 1) / step * step;
+}
+
+class CachingCpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes, Device) override {
+    const size_t size = size_class(nbytes);
+    std::lock_guard lock(mutex_);
+    void* ptr = nullptr;
+    auto& bucket = free_[size];
+    if (!bucket.empty()) {
+      ptr = bucket.back();
+      bucket.pop_back();
+    } else {
+      ptr = std::aligned_alloc(kAlignment, size);
+      if (!ptr) {
+        release_cached_locked();
+        ptr = std::aligned_alloc(kAlignment, size);
+      }
+      HG_CHECK(ptr != nullptr, "allocate", "out of memory asking for {} bytes on the cpu ({} bytes held)", size,
+               stats_.reserved);
+      stats_.reserved += static_cast<int64_t>(size);
+      ++stats_.system_allocations;
+    }
+    stats_.allocated += static_cast<int64_t>(size);
+    stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t nbytes, Device) override {
+    if (!ptr) return;
+    const size_t size = size_class(nbytes);
+    std::lock_guard lock(mutex_);
+    stats_.allocated -= static_cast<int64_t>(size);
+    free_[size].push_back(ptr);
+  }
+
+  MemoryStats stats() {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+  void empty_cache() {
+    std::lock_guard lock(mutex_);
+    release_cached_locked();
+  }
+
+ private:
+  void release_cached_locked() {
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+      stats_.reserved -= static_cast<int64_t>(size * blocks.size());
+      blocks.clear();
+    }
+  }
+
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;
+  MemoryStats stats_;
+};
+
+CachingCpuAllocator& cpu_allocator() {
+  static auto* a = new CachingCpuAllocator();  // never destroyed: tensors may outlive statics
+  return *a;
+}
+
+Allocator* g_allocators[kNumDeviceTypes] = {&cpu_allocator(), nullptr};
+
+}  // namespace
+
+Allocator* get_allocator(DeviceType type) {
+  Allocator* a = g_allocators[static_cast<int>(type)];
+  HG_CHECK(a != nullptr, "allocate", "no allocator for device type {}: halfgrad was built without CUDA support", type);
+  return a;
+}
+
+void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[static_cast<int>(type)] = allocator; }
+
+MemoryStats cpu_memory_stats() { return cpu_allocator().stats(); }
+void cpu_empty_cache() { cpu_allocator().empty_cache(); }
+
+}  // namespace hg

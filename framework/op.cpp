@@ -1,0 +1,107 @@
+#include "framework/op.h"
+
+#include <algorithm>
+
+#include "framework/autocast_state.h"
+#include "framework/grad_mode.h"
+
+namespace hg {
+
+namespace {
+std::vector<const OpDef*>& registry() {
+  static std::vector<const OpDef*> ops;
+  return ops;
+}
+AutocastHook g_autocast_hook = nullptr;
+AutogradHooks* g_autograd_hooks = nullptr;
+thread_local std::vector<OpRecorder*> t_recorders;
+thread_local bool t_in_backward = false;
+thread_local bool t_grad_mode = true;
+thread_local AutocastState t_autocast;
+}  // namespace
+
+bool GradMode::is_enabled() { return t_grad_mode; }
+void GradMode::set_enabled(bool enabled) { t_grad_mode = enabled; }
+AutocastState& autocast_state() { return t_autocast; }
+
+OpDef::OpDef(const char* n, bool diff, std::vector<const DispatchStubBase*> k)
+    : name(n), differentiable(diff), kernels(std::move(k)) {
+  registry().push_back(this);
+}
+
+const std::vector<const OpDef*>& op_registry() { return registry(); }
+
+const OpDef* find_op(std::string_view name) {
+  for (const OpDef* op : registry())
+    if (name == op->name) return op;
+  return nullptr;
+}
+
+void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
+void set_autograd_hooks(AutogradHooks* hooks) { g_autograd_hooks = hooks; }
+AutogradHooks& autograd_hooks() {
+  HG_CHECK(g_autograd_hooks != nullptr, "autograd", "the autograd layer is not linked into this program");
+  return *g_autograd_hooks;
+}
+
+OpRecorder::OpRecorder() { t_recorders.push_back(this); }
+OpRecorder::~OpRecorder() { std::erase(t_recorders, this); }
+size_t OpRecorder::count(std::string_view name, std::optional<bool> backward) const {
+  return static_cast<size_t>(std::count_if(events_.begin(), events_.end(), [&](const OpEvent& e) {
+    return e.name == name && (!backward || e.backward == *backward);
+  }));
+}
+
+bool in_backward_pass() { return t_in_backward; }
+BackwardPassGuard::BackwardPassGuard() : prev_(t_in_backward) { t_in_backward = true; }
+BackwardPassGuard::~BackwardPassGuard() { t_in_backward = prev_; }
+
+OpCall::OpCall(const OpDef& op, TensorList inputs) : op_(op), inputs_(std::move(inputs)) {
+  if (g_autocast_hook && t_autocast.any_enabled()) {
+    AutocastResult r = g_autocast_hook(op_, std::move(inputs_));
+    inputs_ = std::move(r.inputs);
+    output_dtype_ = r.output_dtype;
+  }
+}
+
+bool OpCall::needs_grad() const {
+  if (!op_.differentiable || !GradMode::is_enabled()) return false;
+  return std::any_of(inputs_.begin(), inputs_.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
+void OpCall::finish(const std::vector<Tensor*>& outputs, BackwardFn backward) {
+  if (!t_recorders.empty()) {
+    OpEvent e{op_.name, t_in_backward, kCPU, {}, {}};
+    bool device_set = false;
+    for (const Tensor& t : inputs_) {
+      if (!t.defined()) continue;
+      e.inputs.push_back(t.dtype());
+      if (!device_set) e.device = t.device(), device_set = true;
+    }
+    for (const Tensor* t : outputs) {
+      if (!t->defined()) continue;
+      e.outputs.push_back(t->dtype());
+      if (!device_set) e.device = t->device(), device_set = true;
+    }
+    for (OpRecorder* r : t_recorders) r->events_.push_back(e);
+  }
+  if (backward && needs_grad()) autograd_hooks().attach(op_.name, inputs_, outputs, std::move(backward));
+}
+
+SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
+  if (!t.defined()) return;
+  tensor_ = t.detach();
+  version_ = t.version();
+}
+
+const Tensor& SavedTensor::get() const {
+  if (tensor_.defined() && tensor_.version() != version_) {
+    fail(op_,
+         "a tensor saved for backward (shape {}, {}) was modified in place after it was saved "
+         "(version {} now, {} when saved); use an out-of-place op or clone() it first",
+         tensor_.shape(), tensor_.dtype(), tensor_.version(), version_);
+  }
+  return tensor_;
+}
+
+}  // namespace hg

@@ -1,0 +1,128 @@
+// The plumbing every public op goes through: its OpDef (name and kernels, listed in the op
+// registry), and OpCall, which applies autocast to the inputs, tells the op recorder what ran,
+// and hands the backward formula to autograd. autocast and autograd are hooks that the amp and
+// autograd layers install, so the tensor core never depends on them.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "framework/dispatch.h"
+#include "framework/tensor.h"
+
+namespace hg {
+
+struct OpDef {
+  const char* name;
+  bool differentiable = true;
+  std::vector<const DispatchStubBase*> kernels;  // the stubs whose kernels this op runs
+
+  OpDef(const char* name, bool differentiable, std::vector<const DispatchStubBase*> kernels = {});
+  OpDef(const OpDef&) = delete;
+  OpDef& operator=(const OpDef&) = delete;
+};
+
+// Every OpDef ever constructed, in construction order.
+const std::vector<const OpDef*>& op_registry();
+const OpDef* find_op(std::string_view name);
+
+// Maps the gradients of an op's outputs to the gradients of its inputs (one per input, an
+// undefined Tensor where an input gets none). A missing output gradient is an undefined Tensor.
+using BackwardFn = std::function<TensorList(const TensorList& grad_outputs)>;
+
+// ---- hooks filled by the upper layers ----
+struct AutocastResult {
+  TensorList inputs;
+  std::optional<Dtype> output_dtype;  // set by the "fp32 with output dtype" policy
+};
+using AutocastHook = AutocastResult (*)(const OpDef& op, TensorList inputs);
+void set_autocast_hook(AutocastHook hook);
+
+struct AutogradHooks {
+  virtual ~AutogradHooks() = default;
+  virtual void attach(std::string_view name, const TensorList& inputs, const std::vector<Tensor*>& outputs,
+                      BackwardFn backward) = 0;
+  virtual void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) = 0;
+};
+void set_autograd_hooks(AutogradHooks* hooks);
+AutogradHooks& autograd_hooks();  // throws when the autograd layer is not linked
+
+// ---- the op recorder (AMP-SPEC section 6) ----
+struct OpEvent {
+  std::string name;
+  bool backward = false;  // run by the autograd engine
+  Device device;
+  std::vector<Dtype> inputs;
+  std::vector<Dtype> outputs;
+};
+
+// Records, while alive, every op run on this thread (nested recorders each see every op).
+class OpRecorder {
+ public:
+  OpRecorder();
+  ~OpRecorder();
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+  const std::vector<OpEvent>& events() const { return events_; }
+  void clear() { events_.clear(); }
+  // Events with this name (e.g. count("to") after an autocast region).
+  size_t count(std::string_view name, std::optional<bool> backward = std::nullopt) const;
+
+ private:
+  friend class OpCall;
+  std::vector<OpEvent> events_;
+};
+
+// Whether the current thread is running a backward formula (set by the autograd engine).
+bool in_backward_pass();
+class BackwardPassGuard {
+ public:
+  BackwardPassGuard();
+  ~BackwardPassGuard();
+  BackwardPassGuard(const BackwardPassGuard&) = delete;
+  BackwardPassGuard& operator=(const BackwardPassGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// One call of a public op:
+//   OpCall call(kMmOp, {a, b});              // autocast applied to the inputs here
+//   const Tensor& x = call.input(0);
+//   ... check, run the kernel into `out` ...
+//   BackwardFn bw; if (call.needs_grad()) bw = [...](const TensorList& g) { ... };
+//   call.finish({&out}, std::move(bw));      // recorder event + autograd node
+class OpCall {
+ public:
+  OpCall(const OpDef& op, TensorList inputs);
+  const Tensor& input(size_t i) const { return inputs_[i]; }
+  const TensorList& inputs() const { return inputs_; }
+  std::optional<Dtype> output_dtype() const { return output_dtype_; }
+  std::string_view name() const { return op_.name; }
+  bool needs_grad() const;
+  void finish(const std::vector<Tensor*>& outputs, BackwardFn backward = nullptr);
+
+ private:
+  const OpDef& op_;
+  TensorList inputs_;
+  std::optional<Dtype> output_dtype_;
+};
+
+// A tensor kept for backward: a detached alias plus the storage version at save time.
+// get() throws, naming the op, when the tensor was modified in place since.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, const char* op);
+  const Tensor& get() const;
+
+ private:
+  Tensor tensor_;
+  uint32_t version_ = 0;
+  const char* op_ = "";
+};
+
+}  // namespace hg

@@ -1,0 +1,118 @@
+#include "framework/ops/copy.h"
+
+#include "framework/grad_mode.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/views.h"
+
+namespace hg {
+
+HG_DEFINE_STUB(copy_stub, CopyFn);
+HG_DEFINE_STUB(cross_device_copy_stub, CopyFn);
+HG_DEFINE_STUB(fill_stub, FillFn);
+
+namespace {
+const OpDef kTo{"to", true, {&copy_stub, &cross_device_copy_stub}};
+const OpDef kContiguous{"contiguous", true, {&copy_stub}};
+const OpDef kClone{"clone", true, {&copy_stub}};
+const OpDef kCopyInPlace{"copy_", false, {&copy_stub}};
+const OpDef kFillInPlace{"fill_", false, {&fill_stub}};
+const OpDef kZeroInPlace{"zero_", false, {&fill_stub}};
+
+// Same-device copy into a fresh contiguous tensor of `dtype`.
+Tensor convert(const Tensor& t, Dtype dtype) {
+  Tensor out = empty(t.shape(), TensorOptions(dtype).device(t.device()));
+  if (t.numel()) copy_stub(t.device().type, out, t);
+  return out;
+}
+
+// Tensors written in place must not be part of a graph being recorded: halfgrad does not
+// rewrite history, so it refuses rather than compute wrong gradients.
+void check_in_place(const Tensor& self, std::string_view op, const Tensor& other = Tensor()) {
+  if (!GradMode::is_enabled()) return;
+  HG_CHECK(!self.requires_grad() && !(other.defined() && other.requires_grad()), op,
+           "in-place ops on tensors that require grad are not recorded by autograd; use the out-of-place "
+           "op, or run it under hg::NoGradGuard");
+}
+}  // namespace
+
+Tensor to(const Tensor& t, Device device, Dtype dtype) {
+  if (t.device() == device && t.dtype() == dtype) return t;
+  OpCall call(kTo, {t});
+  const Tensor& x = call.input(0);
+  Tensor out;
+  if (x.device() == device) {
+    out = convert(x, dtype);
+  } else {
+    // Convert on the side that is the CPU, then move the bytes.
+    Tensor src = x.device().is_cpu() ? convert(x, dtype) : x.contiguous();
+    out = empty(x.shape(), TensorOptions(src.dtype()).device(device));
+    if (x.numel()) cross_device_copy_stub(kCUDA, out, src);
+    if (out.dtype() != dtype) out = convert(out, dtype);
+  }
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [device = x.device(), dtype = x.dtype()](const TensorList& g) -> TensorList {
+      return {to(g[0], device, dtype)};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+Tensor contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  OpCall call(kContiguous, {t});
+  Tensor out = convert(call.input(0), t.dtype());
+  BackwardFn bw;
+  if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+Tensor clone(const Tensor& t) {
+  OpCall call(kClone, {t});
+  Tensor out = convert(call.input(0), t.dtype());
+  BackwardFn bw;
+  if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+Tensor Tensor::to(Dtype d) const { return hg::to(*this, device(), d); }
+Tensor Tensor::to(Device d) const { return hg::to(*this, d, dtype()); }
+Tensor Tensor::to(Device d, Dtype dt) const { return hg::to(*this, d, dt); }
+Tensor Tensor::contiguous() const { return hg::contiguous(*this); }
+Tensor Tensor::clone() const { return hg::clone(*this); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_in_place(*this, "copy_", src);
+  OpCall call(kCopyInPlace, {src});
+  HG_CHECK(src.defined(), "copy_", "source tensor is undefined");
+  Tensor s = src;
+  if (s.device() != device()) s = hg::to(s.detach(), device(), s.dtype());
+  s = hg::expand(s.detach(), shape());
+  if (numel()) copy_stub(device().type, *this, s);
+  bump_version();
+  call.finish({this});
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_in_place(*this, "fill_");
+  OpCall call(kFillInPlace, {});
+  if (numel()) fill_stub(device().type, *this, value);
+  bump_version();
+  call.finish({this});
+  return *this;
+}
+
+Tensor& Tensor::zero_() {
+  check_in_place(*this, "zero_");
+  OpCall call(kZeroInPlace, {});
+  if (numel()) fill_stub(device().type, *this, 0.0);
+  bump_version();
+  call.finish({this});
+  return *this;
+}
+
+}  // namespace hg

@@ -1,0 +1,122 @@
+#include "framework/ops/unary.h"
+
+#include <cmath>
+
+#include "framework/ops/binary.h"
+#include "framework/ops/creation.h"
+
+namespace hg {
+
+HG_DEFINE_STUB(unary_stub, UnaryFn);
+
+namespace {
+const OpDef kNeg{"neg", true, {&unary_stub}};
+const OpDef kExp{"exp", true, {&unary_stub}};
+const OpDef kLog{"log", true, {&unary_stub}};
+const OpDef kLog1p{"log1p", true, {&unary_stub}};
+const OpDef kSqrt{"sqrt", true, {&unary_stub}};
+const OpDef kRsqrt{"rsqrt", true, {&unary_stub}};
+const OpDef kReciprocal{"reciprocal", true, {&unary_stub}};
+const OpDef kAbs{"abs", true, {&unary_stub}};
+const OpDef kSigmoid{"sigmoid", true, {&unary_stub}};
+const OpDef kTanh{"tanh", true, {&unary_stub}};
+const OpDef kRelu{"relu", true, {&unary_stub}};
+const OpDef kGelu{"gelu", true, {&unary_stub}};
+const OpDef kSoftplus{"softplus", true, {&unary_stub}};
+const OpDef kPowScalar{"pow", true, {&unary_stub}};
+const OpDef kErf{"erf", true, {&unary_stub}};
+
+bool keeps_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu; }
+
+// The gradient of op at x (saved input) / y (saved output), times the incoming gradient g.
+Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y, double p0, double p1) {
+  switch (op) {
+    case UnaryOp::Neg: return neg(g);
+    case UnaryOp::Exp: return g * y;
+    case UnaryOp::Log: return g / x;
+    case UnaryOp::Log1p: return g / (x + 1.0);
+    case UnaryOp::Sqrt: return g / (y * 2.0);
+    case UnaryOp::Rsqrt: return g * pow(y, 3.0) * -0.5;
+    case UnaryOp::Reciprocal: return -g * y * y;
+    case UnaryOp::Abs: return g * (gt(x, zeros_like(x)).to(g.dtype()) - lt(x, zeros_like(x)).to(g.dtype()));
+    case UnaryOp::Sigmoid: return g * y * (1.0 - y);
+    case UnaryOp::Tanh: return g * (1.0 - y * y);
+    case UnaryOp::Relu: return g * gt(y, zeros_like(y)).to(g.dtype());
+    case UnaryOp::Gelu: {
+      // d/dx x Phi(x) = Phi(x) + x phi(x)
+      Tensor cdf = (1.0 + erf(x * M_SQRT1_2)) * 0.5;
+      return g * (cdf + x * exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2));
+    }
+    case UnaryOp::GeluTanh: {
+      constexpr double k = 0.7978845608028654, c = 0.044715;  // sqrt(2/pi)
+      Tensor inner = (x + pow(x, 3.0) * c) * k;
+      Tensor th = tanh(inner);
+      Tensor dinner = (1.0 + x * x * (3 * c)) * k;
+      return g * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * dinner);
+    }
+    case UnaryOp::Softplus: {
+      // sigmoid(beta x), and 1 where beta x > threshold
+      Tensor bx = x * p0;
+      Tensor s = sigmoid(bx);
+      Tensor above = gt(bx, full_like(bx, p1)).to(g.dtype());
+      return g * (s * (1.0 - above) + above);
+    }
+    case UnaryOp::Erf: return g * exp(x * x * -1.0) * M_2_SQRTPI;
+    case UnaryOp::PowScalar: return p0 == 0 ? zeros_like(g) : g * pow(x, p0 - 1.0) * p0;
+  }
+  return Tensor();
+}
+
+Tensor run(const OpDef& def, UnaryOp op, const Tensor& t, double p0 = 0, double p1 = 0) {
+  OpCall call(def, {t});
+  const Tensor& x = call.input(0);
+  HG_CHECK(x.defined(), def.name, "got an undefined tensor");
+  HG_CHECK(x.dtype() != kBool, def.name, "not supported on bool tensors");
+  const Dtype dtype = is_floating(x.dtype()) || keeps_integers(op) ? x.dtype() : kFloat32;
+  const Tensor in = x.dtype() == dtype ? x : x.to(dtype);
+  Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
+  if (out.numel()) unary_stub(x.device().type, op, out, in, p0, p1);
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [op, p0, p1, sx = SavedTensor(x, def.name), sy = SavedTensor(out, def.name)](
+             const TensorList& g) -> TensorList { return {derivative(op, g[0], sx.get(), sy.get(), p0, p1)}; };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+}  // namespace
+
+Tensor neg(const Tensor& t) { return run(kNeg, UnaryOp::Neg, t); }
+Tensor exp(const Tensor& t) { return run(kExp, UnaryOp::Exp, t); }
+Tensor log(const Tensor& t) { return run(kLog, UnaryOp::Log, t); }
+Tensor log1p(const Tensor& t) { return run(kLog1p, UnaryOp::Log1p, t); }
+Tensor sqrt(const Tensor& t) { return run(kSqrt, UnaryOp::Sqrt, t); }
+Tensor rsqrt(const Tensor& t) { return run(kRsqrt, UnaryOp::Rsqrt, t); }
+Tensor reciprocal(const Tensor& t) { return run(kReciprocal, UnaryOp::Reciprocal, t); }
+Tensor abs(const Tensor& t) { return run(kAbs, UnaryOp::Abs, t); }
+Tensor sigmoid(const Tensor& t) { return run(kSigmoid, UnaryOp::Sigmoid, t); }
+Tensor tanh(const Tensor& t) { return run(kTanh, UnaryOp::Tanh, t); }
+Tensor relu(const Tensor& t) { return run(kRelu, UnaryOp::Relu, t); }
+Tensor gelu(const Tensor& t, bool approx) { return run(kGelu, approx ? UnaryOp::GeluTanh : UnaryOp::Gelu, t); }
+Tensor softplus(const Tensor& t, double beta, double threshold) {
+  HG_CHECK(beta != 0, "softplus", "beta must be non-zero");
+  return run(kSoftplus, UnaryOp::Softplus, t, beta, threshold);
+}
+Tensor erf(const Tensor& t) { return run(kErf, UnaryOp::Erf, t); }
+Tensor pow(const Tensor& t, double exponent) { return run(kPowScalar, UnaryOp::PowScalar, t, exponent); }
+
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor Tensor::neg() const { return hg::neg(*this); }
+Tensor Tensor::exp() const { return hg::exp(*this); }
+Tensor Tensor::log() const { return hg::log(*this); }
+Tensor Tensor::sqrt() const { return hg::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return hg::rsqrt(*this); }
+Tensor Tensor::pow(double e) const { return hg::pow(*this, e); }
+Tensor Tensor::abs() const { return hg::abs(*this); }
+Tensor Tensor::sigmoid() const { return hg::sigmoid(*this); }
+Tensor Tensor::tanh() const { return hg::tanh(*this); }
+Tensor Tensor::relu() const { return hg::relu(*this); }
+Tensor Tensor::gelu(bool approx) const { return hg::gelu(*this, approx); }
+Tensor Tensor::softplus(double beta, double threshold) const { return hg::softplus(*this, beta, threshold); }
+
+}  // namespace hg

@@ -1,0 +1,162 @@
+// Tensor accessors, storage and the autograd slot. Ops are in framework/ops/.
+#include "framework/tensor.h"
+
+#include <cstring>
+
+#include "framework/allocator.h"
+#include "framework/grad_mode.h"
+#include "framework/op.h"
+#include "framework/ops/copy.h"
+
+namespace hg {
+
+Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  data = n ? get_allocator(d.type)->allocate(n, d) : nullptr;
+}
+
+Storage::~Storage() {
+  if (data) get_allocator(device.type)->deallocate(data, nbytes, device);
+}
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, Dtype dtype)
+    : impl_(std::make_shared<TensorImpl>(
+          TensorImpl{std::move(storage), std::move(shape), std::move(strides), offset, dtype, nullptr})) {}
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  HG_CHECK(impl != nullptr, "tensor", "use of an undefined tensor");
+  return *impl;
+}
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+const Strides& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim(d, dim(), "stride")]; }
+int64_t Tensor::numel() const { return numel_of(shape()); }
+int64_t Tensor::offset() const { return checked(impl_).offset; }
+Dtype Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage->device; }
+const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
+
+bool Tensor::is_contiguous() const {
+  const auto& s = shape();
+  const auto& st = strides();
+  int64_t expected = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  const auto& impl = checked(impl_);
+  if (!impl.storage->data) return nullptr;
+  return static_cast<char*>(impl.storage->data) + impl.offset * static_cast<int64_t>(element_size(impl.dtype));
+}
+
+void Tensor::check_dtype_for_access(Dtype wanted, const char* what) const {
+  HG_CHECK(dtype() == wanted, what, "tensor has dtype {}, accessed as {}", dtype(), wanted);
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = detach().to(Device(kCPU), dtype_of<T>).contiguous();
+  const auto* p = static_cast<const T*>(c.raw_data());
+  return std::vector<T>(p, p + c.numel());
+}
+
+template <class T>
+T Tensor::item() const {
+  HG_CHECK(numel() == 1, "item", "a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
+           shape());
+  return to_vector<T>()[0];
+}
+
+#define HG_INSTANTIATE_READERS(T)                       \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+HG_INSTANTIATE_READERS(float)
+HG_INSTANTIATE_READERS(double)
+HG_INSTANTIATE_READERS(Half)
+HG_INSTANTIATE_READERS(BFloat16)
+HG_INSTANTIATE_READERS(int64_t)
+HG_INSTANTIATE_READERS(int32_t)
+HG_INSTANTIATE_READERS(uint8_t)
+HG_INSTANTIATE_READERS(bool)
+#undef HG_INSTANTIATE_READERS
+
+// ---- autograd slot ----
+
+AutogradMeta* Tensor::autograd_meta() const { return checked(impl_).autograd.get(); }
+
+AutogradMeta& Tensor::ensure_autograd_meta() const {
+  auto& meta = checked(impl_).autograd;
+  if (!meta) const_cast<TensorImpl&>(*impl_).autograd = std::make_shared<AutogradMeta>();
+  return *impl_->autograd;
+}
+
+bool Tensor::requires_grad() const {
+  const AutogradMeta* m = autograd_meta();
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  HG_CHECK(is_leaf() || on, "requires_grad_",
+           "cannot turn off requires_grad on a non-leaf tensor; use detach() instead");
+  HG_CHECK(!on || is_floating_point(), "requires_grad_",
+           "only floating-point tensors can require gradients, this one is {}", dtype());
+  ensure_autograd_meta().requires_grad = on;
+  return *this;
+}
+
+const Tensor& Tensor::grad() const {
+  static const Tensor kUndefined;
+  const AutogradMeta* m = autograd_meta();
+  return m ? m->grad : kUndefined;
+}
+
+void Tensor::set_grad(Tensor grad) const {
+  if (grad.defined()) {
+    HG_CHECK(grad.shape() == shape(), "set_grad", "gradient of shape {} does not match tensor shape {}", grad.shape(),
+             shape());
+  }
+  ensure_autograd_meta().grad = std::move(grad);
+}
+
+bool Tensor::is_leaf() const {
+  const AutogradMeta* m = autograd_meta();
+  return !m || !m->grad_fn;
+}
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<autograd::Node> kNone;
+  const AutogradMeta* m = autograd_meta();
+  return m ? m->grad_fn : kNone;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd_hooks().backward({*this}, {gradient}, retain_graph);
+}
+
+void Tensor::retain_grad() const {
+  HG_CHECK(requires_grad(), "retain_grad", "the tensor does not require grad");
+  if (!is_leaf()) ensure_autograd_meta().retains_grad = true;
+}
+
+bool Tensor::retains_grad() const {
+  const AutogradMeta* m = autograd_meta();
+  return m && m->retains_grad;
+}
+
+Tensor Tensor::detach() const {
+  const auto& impl = checked(impl_);
+  return Tensor(impl.storage, impl.shape, impl.strides, impl.offset, impl.dtype);
+}
+
+uint32_t Tensor::version() const { return storage()->version.load(std::memory_order_relaxed); }
+void Tensor::bump_version() const { storage()->version.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace hg

@@ -1,0 +1,248 @@
+// hg::Tensor: a strided view over shared storage, with an optional autograd slot.
+// Ops live in framework/ops/; the methods here forward to them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "framework/device.h"
+#include "framework/dtype.h"
+#include "framework/error.h"
+#include "framework/shape.h"
+
+namespace hg {
+
+namespace autograd {
+class Node;  // defined by the autograd layer; the tensor core only holds a pointer to it
+}
+
+// A block of memory on one device. `version` counts in-place writes, so autograd can tell
+// when a tensor saved for backward was modified.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::atomic<uint32_t> version{0};
+
+  Storage(size_t nbytes, Device device);  // allocates through the device's allocator
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct TensorOptions {
+  Dtype dtype_ = kFloat32;
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+
+  TensorOptions() = default;
+  TensorOptions(Dtype d) : dtype_(d) {}        // NOLINT: implicit, so zeros({2}, kFloat16) works
+  TensorOptions(Device d) : device_(d) {}      // NOLINT
+  TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(Dtype d) const {
+    auto o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r = true) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
+};
+
+struct AutogradMeta;
+struct TensorImpl;
+class Tensor;
+using TensorList = std::vector<Tensor>;
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined tensor: defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A tensor viewing `storage` with the given geometry.
+  Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, Dtype dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Strides& strides() const;
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const;
+  int64_t offset() const;
+  Dtype dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  const std::shared_ptr<Storage>& storage() const;
+  // Pointer to the first element (storage data + offset).
+  void* raw_data() const;
+  template <class T>
+  T* data_ptr() const {
+    check_dtype_for_access(dtype_of<T>, "data_ptr");
+    return static_cast<T*>(raw_data());
+  }
+  // Identity of the underlying TensorImpl (two Tensor handles can share it).
+  const TensorImpl* impl() const { return impl_.get(); }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // Reading values (copies to the CPU when needed). item() needs exactly one element.
+  template <class T>
+  T item() const;
+  template <class T>
+  std::vector<T> to_vector() const;
+  std::string to_string() const;  // PyTorch-style repr
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);
+  const Tensor& grad() const;  // undefined tensor when no gradient has arrived
+  void set_grad(Tensor grad) const;
+  bool is_leaf() const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  void retain_grad() const;
+  bool retains_grad() const;
+  Tensor detach() const;                // shares storage, no autograd history
+  AutogradMeta* autograd_meta() const;  // nullptr when the tensor never took part in autograd
+  AutogradMeta& ensure_autograd_meta() const;
+  uint32_t version() const;
+  void bump_version() const;
+
+  // ---- views (share storage) ----
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+
+  // ---- conversion ----
+  Tensor to(Dtype dtype) const;
+  Tensor to(Device device) const;
+  Tensor to(DeviceType device) const { return to(Device(device)); }
+  Tensor to(Device device, Dtype dtype) const;
+
+  // ---- elementwise ----
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor pow(double exponent) const;
+  Tensor abs() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor relu() const;
+  Tensor gelu(bool tanh_approximation = false) const;
+  Tensor softplus(double beta = 1.0, double threshold = 20.0) const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+
+  // ---- reductions ----
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+
+  // ---- linear algebra, softmax ----
+  Tensor mm(const Tensor& other) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // ---- in place (bump the version counter) ----
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double value);
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double value);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double value);
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);
+
+ private:
+  void check_dtype_for_access(Dtype wanted, const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// What autograd keeps for a tensor. Filled by the autograd layer; the core only stores it.
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;
+  Dtype dtype = kFloat32;
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+
+}  // namespace hg
+
+template <>
+struct fmt::formatter<hg::Tensor> : fmt::formatter<std::string_view> {
+  auto format(const hg::Tensor& t, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(t.to_string(), ctx);
+  }
+};

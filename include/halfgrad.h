@@ -1,0 +1,20 @@
+// halfgrad: everything a program needs, in one include.
+#pragma once
+
+#include "autograd/engine.h"
+#include "autograd/function.h"
+#include "autograd/gradcheck.h"
+#include "framework/allocator.h"
+#include "framework/device.h"
+#include "framework/dtype.h"
+#include "framework/error.h"
+#include "framework/grad_mode.h"
+#include "framework/op.h"
+#include "framework/ops/binary.h"
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/matmul.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/unary.h"
+#include "framework/ops/views.h"
+#include "framework/tensor.h"

@@ -1,0 +1,66 @@
+// CPU reductions over the last dim of a contiguous [outer, inner] tensor.
+#include <limits>
+
+#include "framework/ops/reduce.h"
+#include "kernels/cpu/loops.h"
+
+namespace hg::cpu {
+namespace {
+
+// Sums accumulate in double for float64/integers and in float otherwise; pairs of partial sums
+// (8 lanes) keep float32 rounding error low and let the loop vectorise.
+template <class T, class Acc>
+Acc sum_row(const T* row, int64_t n) {
+  constexpr int kLanes = 8;
+  Acc lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<Acc>(row[i + l]);
+  Acc total = 0;
+  for (; i < n; ++i) total += static_cast<Acc>(row[i]);
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+template <class T>
+void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in) {
+  const int64_t outer = in.shape()[0], inner = in.shape()[1];
+  const T* data = static_cast<const T*>(in.raw_data());
+  using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_integral_v<T>,
+                                 std::conditional_t<std::is_floating_point_v<T>, double, int64_t>, float>;
+  parallel_for(outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const T* row = data + r * inner;
+      if (op == ReduceOp::Sum) {
+        const Acc s = sum_row<T, Acc>(row, inner);
+        dispatch_dtype(out.dtype(), [&]<class O>(TypeTag<O>) {
+          static_cast<O*>(out.raw_data())[r] = static_cast<O>(static_cast<acc_t<O>>(s));
+        });
+        continue;
+      }
+      // max/min/argmax/argmin: first extreme wins; NaN wins over everything (as PyTorch).
+      int64_t best = 0;
+      auto bv = static_cast<acc_t<T>>(row[0]);
+      const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
+      for (int64_t i = 1; i < inner && bv == bv; ++i) {
+        const auto v = static_cast<acc_t<T>>(row[i]);
+        if (v != v || (want_max ? v > bv : v < bv)) bv = v, best = i;
+      }
+      if (op == ReduceOp::ArgMax || op == ReduceOp::ArgMin) {
+        static_cast<int64_t*>(out.raw_data())[r] = best;
+      } else {
+        static_cast<T*>(out.raw_data())[r] = row[best];
+      }
+    }
+  });
+}
+
+void reduce_cpu(ReduceOp op, const Tensor& out, const Tensor& in) {
+  dispatch_dtype(in.dtype(), [&]<class T>(TypeTag<T>) { reduce_typed<T>(op, out, in); });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(reduce_stub, kCPU, reduce_cpu);
+
+}  // namespace hg::cpu

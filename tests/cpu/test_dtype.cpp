@@ -1,0 +1,114 @@
+// dtypes: sizes, promotion, and exhaustive float16/bfloat16 conversion checks.
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+using namespace hg;
+
+namespace {
+// Reference decode of a binary16 pattern, in double.
+double half_reference(uint16_t h) {
+  const int sign = (h & 0x8000) ? -1 : 1;
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  if (exp == 0x1f) return mant ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  return sign * std::ldexp(1024 + mant, exp - 25);
+}
+double bf16_reference(uint16_t b) {
+  const int sign = (b & 0x8000) ? -1 : 1;
+  const int exp = (b >> 7) & 0xff;
+  const int mant = b & 0x7f;
+  if (exp == 0xff) return mant ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, -133);
+  return sign * std::ldexp(128 + mant, exp - 134);
+}
+
+// Checks decode against the reference, encode(decode(x)) == x, and that the midpoint between
+// each pattern and the next larger magnitude rounds to the one with an even mantissa.
+template <class T>
+void check_format(double (*reference)(uint16_t), uint16_t inf_bits) {
+  int failures = 0;
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const auto b = static_cast<uint16_t>(bits);
+    const double ref = reference(b);
+    const float f = T::to_float(b);
+    if (std::isnan(ref)) {
+      failures += !std::isnan(f) || !std::isnan(static_cast<float>(T(f)));
+      continue;
+    }
+    failures += static_cast<double>(f) != ref;
+    failures += T::from_float(f) != b;
+    const uint16_t next = static_cast<uint16_t>(b + 1);
+    if ((next & 0x7fff) >= inf_bits) continue;  // no finite neighbour above (overflow tested below)
+    const double next_ref = reference(next);
+    const auto mid = static_cast<float>((ref + next_ref) / 2);  // exact in float
+    const uint16_t even = (b & 1) ? next : b;
+    failures += T::from_float(mid) != even;
+    // Just off the midpoint goes to the nearer neighbour.
+    failures += T::from_float(std::nextafter(mid, static_cast<float>(ref))) != b;
+    failures += T::from_float(std::nextafter(mid, static_cast<float>(next_ref))) != next;
+  }
+  CHECK(failures == 0);
+}
+}  // namespace
+
+TEST_CASE("float16 conversion: all 65,536 patterns, round to nearest even, subnormals, inf/NaN") {
+  check_format<Half>(half_reference, 0x7c00);
+  CHECK(Half::from_float(65504.0f) == 0x7bff);
+  CHECK(Half::from_float(65520.0f) == 0x7c00);  // halfway to the next binade overflows to inf
+  CHECK(Half::from_float(65519.99f) == 0x7bff);
+  CHECK(Half::from_float(1e-8f) == 0);        // below half the smallest subnormal
+  CHECK(Half::from_float(-1e-8f) == 0x8000);  // keeps the sign
+  CHECK(Half::from_float(std::ldexp(1.0f, -24)) == 1);
+  CHECK(std::isnan(static_cast<float>(Half(NAN))));
+}
+
+TEST_CASE("bfloat16 conversion: all 65,536 patterns, round to nearest even, inf/NaN") {
+  check_format<BFloat16>(bf16_reference, 0x7f80);
+  CHECK(BFloat16::from_float(3.0e38f) == 0x7f62);
+  CHECK(std::isinf(static_cast<float>(BFloat16(3.4e38f))));
+}
+
+TEST_CASE("dtype sizes, names and promotion follow PyTorch") {
+  CHECK(element_size(kFloat16) == 2);
+  CHECK(element_size(kInt64) == 8);
+  CHECK(dtype_name(kBFloat16) == "bfloat16");
+  CHECK(promote_types(kFloat16, kBFloat16) == kFloat32);
+  CHECK(promote_types(kInt64, kFloat16) == kFloat16);
+  CHECK(promote_types(kInt32, kInt64) == kInt64);
+  CHECK(promote_types(kBool, kUInt8) == kUInt8);
+  CHECK(promote_types(kFloat32, kFloat64) == kFloat64);
+  CHECK(promote_types(kUInt8, kFloat32) == kFloat32);
+  CHECK((ones({2}, kFloat16) + ones({2}, kBFloat16)).dtype() == kFloat32);
+  CHECK((ones({2}, kInt64) * 2.5).dtype() == kFloat32);
+  CHECK((ones({2}, kInt64) * 2.0).dtype() == kInt64);
+  CHECK((ones({2}, kFloat16) * 3.0).dtype() == kFloat16);
+}
+
+TEST_CASE("to() converts between every pair of dtypes") {
+  const std::vector<double> values{0, 1, 2, 3, 100, 1};
+  for (Dtype from : kAllDtypes) {
+    for (Dtype to : kAllDtypes) {
+      Tensor t = tensor(values).to(from).to(to);
+      CHECK(t.dtype() == to);
+      auto back = t.to_vector<double>();
+      for (size_t i = 0; i < values.size(); ++i) {
+        const double expect = (from == kBool || to == kBool) ? (values[i] != 0) : values[i];
+        CHECK_MESSAGE(back[i] == expect, dtype_name(from) << "->" << dtype_name(to));
+      }
+    }
+  }
+}
+
+TEST_CASE("printing looks like PyTorch's repr") {
+  CHECK(tensor(std::vector<float>{1, 2.5}).to_string() == "tensor([1.0000, 2.5000])");
+  CHECK(tensor(std::vector<int64_t>{1, 2}).to_string() == "tensor([1, 2])");
+  CHECK(ones({2}, kBFloat16).to_string() == "tensor([1.0000, 1.0000], dtype=bfloat16)");
+  CHECK(tensor(std::vector<bool>{true, false}).to_string() == "tensor([True, False])");
+  CHECK(zeros({0, 3}).to_string() == "tensor([], size=[0, 3])");
+  const std::string big = fmt::format("{}", arange(0.0, 2000.0, 1.0, kFloat32));
+  CHECK(big.find("...") != std::string::npos);
+  CHECK(big.size() < 200);
+}

@@ -1,0 +1,100 @@
+// Matrix products and sums against float64 references.
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::check_close;
+using hg::test::check_error;
+using hg::test::non_contiguous;
+using hg::test::Tolerance;
+
+namespace {
+Tensor mm_reference(const Tensor& a, const Tensor& b) {
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  std::vector<double> r(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += x[i * k + p] * y[p * n + j];
+      r[i * n + j] = s;
+    }
+  return tensor(r, {m, n});
+}
+}  // namespace
+
+TEST_CASE("mm matches float64 in every float dtype, with transposed and strided operands") {
+  manual_seed(4);
+  const Tensor a64 = randn({13, 17}, kFloat64), b64 = randn({17, 9}, kFloat64);
+  for (Dtype d : {kFloat32, kFloat16, kBFloat16, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    const Tensor a = a64.to(d), b = b64.to(d);
+    const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
+    // Accumulation over k=17 in float32, one rounding at the end.
+    const Tolerance tol = d == kFloat64   ? Tolerance{1e-10, 1e-10}
+                          : d == kFloat32 ? Tolerance{1e-4, 1e-4}
+                                          : hg::test::tolerance(d);
+    check_close(mm(a, b), ref, tol);
+    check_close(mm(non_contiguous(a), non_contiguous(b)), ref, tol);
+    check_close(mm(a.t().contiguous().t(), b), ref, tol);
+    check_close(mm(a.slice(1, 0, 17, 1), b.slice(0, 0, 17, 1)), ref, tol);
+    CHECK(mm(a, b).dtype() == d);
+  }
+}
+
+TEST_CASE("bmm, matmul broadcasting and linear") {
+  manual_seed(5);
+  const Tensor a = randn({3, 4, 5}, kFloat64), b = randn({3, 5, 2}, kFloat64);
+  const Tensor c = bmm(a, b);
+  for (int i = 0; i < 3; ++i) check_close(c.select(0, i), mm_reference(a.select(0, i), b.select(0, i)));
+  check_close(matmul(a, b.select(0, 1)).select(0, 2), mm_reference(a.select(0, 2), b.select(0, 1)));
+  CHECK(matmul(randn({5}, kFloat64), b.select(0, 0)).shape() == Shape{2});
+  CHECK(matmul(randn({5}, kFloat64), randn({5}, kFloat64)).shape() == Shape{});
+  const Tensor x = randn({2, 3, 5}, kFloat64), w = randn({4, 5}, kFloat64), bias = randn({4}, kFloat64);
+  const Tensor y = linear(x, w, bias);
+  CHECK(y.shape() == Shape{2, 3, 4});
+  check_close(y.reshape({6, 4}), mm_reference(x.reshape({6, 5}), w.t().contiguous()) + bias);
+  check_close(linear(x, w).reshape({6, 4}), mm_reference(x.reshape({6, 5}), w.t().contiguous()));
+}
+
+TEST_CASE("matmul gradients") {
+  manual_seed(6);
+  using autograd::gradcheck;
+  CHECK(gradcheck([](const TensorList& x) { return mm(x[0], x[1]); }, {randn({3, 4}), randn({4, 2})}));
+  CHECK(gradcheck([](const TensorList& x) { return mm(x[0].t(), x[1]); }, {randn({4, 3}), randn({4, 2})}));
+  CHECK(gradcheck([](const TensorList& x) { return bmm(x[0], x[1]); }, {randn({2, 3, 4}), randn({2, 4, 2})}));
+  CHECK(gradcheck([](const TensorList& x) { return matmul(x[0], x[1]); }, {randn({2, 3, 4}), randn({4, 2})}));
+  CHECK(gradcheck([](const TensorList& x) { return linear(x[0], x[1], x[2]); },
+                  {randn({2, 3, 4}), randn({5, 4}), randn({5})}));
+  CHECK(gradcheck([](const TensorList& x) { return linear(x[0], x[1]); }, {randn({3, 4}), randn({5, 4})}));
+}
+
+TEST_CASE("matmul errors: shapes, mixed dtypes, integer operands") {
+  check_error([] { mm(zeros({2, 3}), zeros({4, 2})); }, {"[mm]", "[2, 3]", "[4, 2]"});
+  check_error([] { mm(zeros({2, 3}), zeros({3, 2}, kBFloat16)); }, {"[mm]", "float32", "bfloat16", "same dtype"});
+  check_error([] { mm(zeros({2, 3}, kInt64), zeros({3, 2}, kInt64)); }, {"[mm]", "int64"});
+  check_error([] { mm(zeros({2}), zeros({2})); }, {"[mm]", "2-d"});
+  check_error([] { linear(zeros({2, 3}), zeros({4, 5})); }, {"[linear]", "in_features"});
+  check_error([] { bmm(zeros({2, 3, 4}), zeros({3, 4, 2})); }, {"[bmm]"});
+}
+
+TEST_CASE("sum and mean over dims, keepdim, dtypes, accumulation in float32") {
+  Tensor a = arange(0.0, 24.0, 1.0, kFloat32).reshape({2, 3, 4});
+  CHECK(a.sum().item<float>() == 276.0f);
+  CHECK(a.sum({0}).shape() == Shape{3, 4});
+  CHECK(a.sum({0, 2}).to_vector<float>() == std::vector<float>{60, 92, 124});
+  CHECK(a.sum({-1}, true).shape() == Shape{2, 3, 1});
+  CHECK(a.mean({1}).to_vector<float>()[0] == 4.0f);
+  CHECK(non_contiguous(a.reshape({6, 4})).sum({0}).to_vector<float>() == a.reshape({6, 4}).sum({0}).to_vector<float>());
+  // 4096 ones in bfloat16: a bfloat16 accumulator would stop at 256.
+  CHECK(ones({4096}, kBFloat16).sum().item<float>() == 4096.0f);
+  CHECK(ones({3}, kInt32).sum().dtype() == kInt64);
+  CHECK(sum(ones({3}, kFloat16), kFloat32).dtype() == kFloat32);
+  CHECK(ones({3}, kFloat16).mean().dtype() == kFloat16);
+  check_error([] { ones({3}, kInt64).mean(); }, {"[mean]", "int64"});
+  check_error([&] { a.sum({3}); }, {"[sum]", "dim 3"});
+  check_error([&] { a.sum({1, 1}); }, {"[sum]", "more than once"});
+  using autograd::gradcheck;
+  CHECK(gradcheck([](const TensorList& x) { return x[0].sum({1}); }, {randn({3, 4, 2})}));
+  CHECK(gradcheck([](const TensorList& x) { return x[0].mean({0, 2}, true); }, {randn({3, 4, 2})}));
+  CHECK(gradcheck([](const TensorList& x) { return x[0].sum(); }, {randn({3, 4})}));
+}

