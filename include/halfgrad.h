@@ -17,4 +17,6 @@
 #include "framework/ops/reduce.h"
 #include "framework/ops/unary.h"
 #include "framework/ops/views.h"
+#include "framework/optim/optimizer.h"
+#include "framework/optim/sgd.h"
 #include "framework/tensor.h"

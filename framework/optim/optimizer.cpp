@@ -1,0 +1,91 @@
+#include "framework/optim/optimizer.h"
+
+#include "framework/grad_mode.h"
+#include "framework/ops/creation.h"
+
+namespace hg::optim {
+
+Optimizer::Optimizer(TensorList params, double lr, const char* name)
+    : state_(params.size()), params_(std::move(params)), lr_(lr), name_(name) {
+  HG_CHECK(lr >= 0, name_, "invalid learning rate {}", lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    HG_CHECK(params_[i].defined() && params_[i].is_leaf() && params_[i].is_floating_point(), name_,
+             "parameter {} must be a defined floating-point leaf tensor", i);
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : params_) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      Tensor g = p.grad();
+      g.zero_();
+    }
+  }
+}
+
+void Optimizer::step(const Tensor& skip_if) {
+  if (skip_if.defined()) {
+    HG_CHECK(skip_if.numel() == 1, name_, "skip_if must have one element, got shape {}", skip_if.shape());
+    // On the CPU reading the flag is free; CUDA optimizers read it inside their kernels.
+    if (skip_if.device().is_cpu() && skip_if.item<double>() != 0) return;
+  }
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& g = params_[i].grad();
+    if (!g.defined()) continue;
+    HG_CHECK(g.shape() == params_[i].shape(), name_, "gradient of parameter {} has shape {}, parameter has {}", i,
+             g.shape(), params_[i].shape());
+    update(i, params_[i], g);
+  }
+  ++steps_;
+}
+
+StateDict Optimizer::state_dict() const {
+  StateDict out;
+  out["lr"] = scalar_tensor(lr_, kFloat64);
+  for (const auto& [key, value] : const_cast<Optimizer*>(this)->hyperparameters())
+    out["hp." + key] = scalar_tensor(*value, kFloat64);
+  out["steps"] = scalar_tensor(static_cast<double>(steps_), kInt64);
+  for (size_t i = 0; i < state_.size(); ++i)
+    for (const auto& [key, t] : state_[i]) out[fmt::format("state.{}.{}", i, key)] = t.clone();
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& state) {
+  auto get = [&](const std::string& key) -> const Tensor& {
+    auto it = state.find(key);
+    HG_CHECK(it != state.end(), name_, "load_state_dict: missing key '{}'", key);
+    return it->second;
+  };
+  lr_ = get("lr").item<double>();
+  auto hps = hyperparameters();
+  for (auto& [key, value] : hps) *value = get("hp." + key).item<double>();
+  steps_ = get("steps").item<int64_t>();
+  for (size_t i = 0; i < state_.size(); ++i) {
+    state_[i].clear();
+    const std::string prefix = fmt::format("state.{}.", i);
+    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.starts_with(prefix); ++it) {
+      const std::string key = it->first.substr(prefix.size());
+      HG_CHECK(it->second.shape() == params_[i].shape(), name_,
+               "load_state_dict: '{}' has shape {}, parameter {} has shape {}", it->first, it->second.shape(), i,
+               params_[i].shape());
+      state_[i][key] = it->second.to(params_[i].device()).clone();
+    }
+  }
+  for (const auto& [key, t] : state) {
+    if (key.starts_with("state.")) {
+      const size_t index = std::stoul(key.substr(6));
+      HG_CHECK(index < state_.size(), name_, "load_state_dict: '{}' names parameter {} but there are {}", key, index,
+               state_.size());
+      continue;
+    }
+    HG_CHECK(key == "lr" || key == "steps" || (key.starts_with("hp.") && hps.count(key.substr(3))), name_,
+             "load_state_dict: unexpected key '{}'", key);
+  }
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,55 @@
+// The optimizer base: owns the parameter list, zero_grad, state_dict, and the skip flag that
+// lets a GradScaler's found_inf tensor veto a step without a host round trip on the GPU.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "framework/tensor.h"
+
+namespace hg::optim {
+
+// Named tensors (optimizer state, module parameters); ordered so files come out the same.
+using StateDict = std::map<std::string, Tensor>;
+
+class Optimizer {
+ public:
+  Optimizer(TensorList params, double lr, const char* name);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  const TensorList& params() const { return params_; }
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  const char* name() const { return name_; }
+  int64_t steps() const { return steps_; }
+
+  // Sets every parameter's gradient to undefined (set_to_none) or to zeros.
+  void zero_grad(bool set_to_none = true);
+  // One update of every parameter that has a gradient. `skip_if` is an optional one-element
+  // tensor (the GradScaler's found_inf): when it is non-zero the whole step is skipped and no
+  // parameter or state changes. Kernels read it where it lives, so a GPU step never syncs.
+  void step(const Tensor& skip_if = Tensor());
+
+  // Hyper-parameters (as 0-d float64 tensors), the step count and every state tensor.
+  virtual StateDict state_dict() const;
+  // Restores what state_dict() saved; throws naming the key on a missing or mismatched entry.
+  virtual void load_state_dict(const StateDict& state);
+
+ protected:
+  // Applies the update to parameter i (grad defined); called under NoGradGuard.
+  virtual void update(size_t i, const Tensor& param, const Tensor& grad) = 0;
+  // The optimizer's scalar hyper-parameters besides lr (momentum, betas, ...), saved in state_dict.
+  virtual std::map<std::string, double*> hyperparameters() { return {}; }
+  // State tensors per parameter, by name ("momentum_buffer", "exp_avg", ...).
+  std::vector<StateDict> state_;
+
+ private:
+  TensorList params_;
+  double lr_;
+  const char* name_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace hg::optim

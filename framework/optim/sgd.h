@@ -1,0 +1,30 @@
+// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's rule).
+#pragma once
+
+#include "framework/optim/optimizer.h"
+
+namespace hg::optim {
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(TensorList params, SGDOptions options = {});
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  void update(size_t i, const Tensor& param, const Tensor& grad) override;
+  std::map<std::string, double*> hyperparameters() override;
+
+ private:
+  SGDOptions options_;
+  double nesterov_ = 0;  // options_.nesterov as a number, for state_dict
+};
+
+}  // namespace hg::optim
