@@ -1,6 +1,6 @@
 // Times forward + backward of the MNIST CNN's two conv layers (1->32 and 32->64, 3x3, 28x28,
 // batch 128) in float32, bfloat16 and float16, and prints the median step in ms and GFLOP/s.
-// Usage: bench_conv [iterations]   (a fuller benchmark may replace it: tools/ issue 6)
+// Usage: bench_conv [iterations [dtype]]   (a fuller benchmark may replace it: issue 6)
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   const double flops = 2 * f1 + 3 * f2;
   hg::manual_seed(0);
   for (hg::Dtype d : {hg::kFloat32, hg::kBFloat16, hg::kFloat16}) {
+    if (argc > 2 && hg::dtype_name(d) != argv[2]) continue;
     const hg::Tensor x = hg::randn({n, 1, 28, 28}).to(d);
     hg::Tensor w1 = (hg::randn({32, 1, 3, 3}) * 0.3).to(d).requires_grad_();
     hg::Tensor b1 = hg::zeros({32}, d).requires_grad_();

@@ -2,10 +2,12 @@
 // buffer stays in cache between its packing and its gemm. float16/bfloat16 are widened to
 // float32 while packing, accumulated in float32 and rounded once when written back.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "framework/ops/conv.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/workspace.h"
 
@@ -63,7 +65,7 @@ void im2col(const T* x, Acc* col, const Geometry& g) {
           const T* src = x + (c * g.h + iy) * g.w;
           std::fill(dst, dst + r.lo, Acc(0));
           if (sw == 1) {
-            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox] = static_cast<Acc>(src[ox + r.off]);
+            load_run(src + r.lo + r.off, dst + r.lo, r.hi - r.lo);
           } else {
             for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox] = static_cast<Acc>(src[ox * sw + r.off]);
           }
@@ -101,18 +103,27 @@ void col2im(const Acc* col, Acc* dx, const Geometry& g) {
 
 template <class T, class Acc>
 void widen(const T* src, Acc* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
+  load_run(src, dst, n);
 }
 
-// Runs body(begin, end) over the samples: split across threads (BLAS single-threaded) when
-// there are at least two samples, else on this thread with BLAS's own threads.
+// Runs body(claim) once per thread; claim() hands out the next unprocessed sample, or -1 when
+// none is left. Samples are claimed one at a time rather than split in fixed halves, so a
+// thread slowed down by other work on the machine does not leave the other one waiting. With
+// two or more samples each thread runs BLAS single-threaded; a single sample runs on this
+// thread with BLAS's own threads.
 template <class Body>
 void for_samples(int64_t n, Body&& body) {
+  std::atomic<int64_t> next{0};
+  auto claim = [&]() -> int64_t {
+    const int64_t s = next.fetch_add(1, std::memory_order_relaxed);
+    return s < n ? s : -1;
+  };
   if (n >= 2) {
     BlasSingleThreadGuard guard;
-    parallel_for(n, 1, body);
+#pragma omp parallel
+    body(claim);
   } else if (n == 1) {
-    body(int64_t{0}, int64_t{1});
+    body(claim);
   }
 }
 
@@ -145,9 +156,9 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
   std::vector<Acc> b(static_cast<size_t>(g.o), Acc(0));
   if (bias.defined()) widen(static_cast<const T*>(bias.raw_data()), b.data(), g.o);
   const bool pack = !(g.pointwise() && kSame);
-  for_samples(g.n, [&](int64_t begin, int64_t end) {
+  for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(pack ? g.ckk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
-    for (int64_t s = begin; s < end; ++s) {
+    for (int64_t s; (s = claim()) >= 0;) {
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
         T* yg = y + (s * g.o + gi * g.og) * g.p;
@@ -164,13 +175,9 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
         for (int64_t r = 0; r < g.og; ++r) {
           const Acc bv = b[static_cast<size_t>(gi * g.og + r)];
           Acc* a = dst + r * g.p;
-          T* o = yg + r * g.p;
-          if constexpr (kSame) {
-            if (bv != Acc(0))
-              for (int64_t j = 0; j < g.p; ++j) a[j] += bv;
-          } else {
-            for (int64_t j = 0; j < g.p; ++j) o[j] = static_cast<T>(a[j] + bv);
-          }
+          if (bv != Acc(0))
+            for (int64_t j = 0; j < g.p; ++j) a[j] += bv;
+          if constexpr (!kSame) store_run(a, yg + r * g.p, g.p);
         }
       }
     }
@@ -188,9 +195,9 @@ void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
   const int64_t chw = g.c * g.h * g.w;
   const bool direct = g.pointwise() && kSame;  // the gemm writes the input gradient itself
-  for_samples(g.n, [&](int64_t begin, int64_t end) {
+  for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(direct ? 0 : g.ckk * g.p), gyw(kSame ? 0 : g.o * g.p), gxw(kSame ? 0 : chw);
-    for (int64_t s = begin; s < end; ++s) {
+    for (int64_t s; (s = claim()) >= 0;) {
       const Acc* gys;
       if constexpr (kSame) {
         gys = gy + s * g.o * g.p;
@@ -211,10 +218,7 @@ void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const
           col2im(col.data(), dxg, g);
         }
       }
-      if constexpr (!kSame) {
-        T* o = gx + s * chw;
-        for (int64_t i = 0; i < chw; ++i) o[i] = static_cast<T>(dx[i]);
-      }
+      if constexpr (!kSame) store_run(dx, gx + s * chw, chw);
     }
   });
 }
@@ -231,10 +235,10 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
   const bool pack = !(g.pointwise() && kSame);
   // Each thread sums its samples into its own partial; the partials are added once at the end.
   std::vector<Acc> dw(static_cast<size_t>(g.o * g.ckk), Acc(0)), db(static_cast<size_t>(g.o), Acc(0));
-  for_samples(g.n, [&](int64_t begin, int64_t end) {
+  for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(pack ? g.ckk * g.p : 0), gyw(kSame ? 0 : g.o * g.p);
     std::vector<Acc> pdw(dw.size(), Acc(0)), pdb(db.size(), Acc(0));
-    for (int64_t s = begin; s < end; ++s) {
+    for (int64_t s; (s = claim()) >= 0;) {
       const Acc* gys;
       if constexpr (kSame) {
         gys = gy + s * g.o * g.p;
