@@ -17,6 +17,7 @@
 #include "framework/ops/loss.h"
 #include "framework/ops/matmul.h"
 #include "framework/ops/minmax.h"
+#include "framework/ops/nn_misc.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/softmax.h"
 #include "framework/ops/unary.h"
