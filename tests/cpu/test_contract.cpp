@@ -26,5 +26,11 @@ TEST_CASE("the foundation contract compiles and runs") {
     auto y = hg::mm(x, w);
     CHECK_FALSE(y.requires_grad());
   }
+  auto y2 = hg::cross_entropy(hg::mm(x, w), hg::tensor(std::vector<int64_t>{0, 1, 2, 0, 1}));
+  CHECK(y2.shape() == hg::Shape{});
+  CHECK(y2.requires_grad());
+  CHECK(std::isfinite(y2.item<float>()));
+  auto p = hg::softmax(y2, /*dim=*/-1);
+  CHECK(p.item<float>() == 1.0f);  // softmax of a 0-d tensor, as PyTorch
   CHECK(hg::Device(hg::kCUDA, 0).is_cuda());
 }
