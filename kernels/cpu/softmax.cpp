@@ -1,6 +1,7 @@
 // CPU softmax / log_softmax, forward and backward, one row at a time.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "framework/ops/softmax.h"
 #include "kernels/cpu/rows.h"
@@ -22,17 +23,22 @@ void softmax_typed(const Tensor& out, const Tensor& in, bool log) {
       const C v = static_cast<C>(xr[i * stride]);
       m = (v > m || v != v) ? v : m;  // NaN propagates to the whole row
     }
-    // An all -inf row gives NaN, as PyTorch (exp(-inf - -inf)).
+    // An all -inf row gives NaN, as PyTorch (exp(-inf - -inf)). Each exp is computed once:
+    // kept in a per-thread row buffer (reused across calls, so no allocation per row) and scaled.
+    thread_local std::vector<C> row;
+    if (!log) row.resize(static_cast<size_t>(n));
     C s = 0;
-    for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<C>(xr[i * stride]) - m);
+    for (int64_t i = 0; i < n; ++i) {
+      const C e = std::exp(static_cast<C>(xr[i * stride]) - m);
+      if (!log) row[static_cast<size_t>(i)] = e;
+      s += e;
+    }
     if (log) {
       const C lse = m + std::log(s);
       for (int64_t i = 0; i < n; ++i) yr[i * stride] = static_cast<Out>(static_cast<C>(xr[i * stride]) - lse);
     } else {
       const C inv = C(1) / s;
-      for (int64_t i = 0; i < n; ++i) {
-        yr[i * stride] = static_cast<Out>(std::exp(static_cast<C>(xr[i * stride]) - m) * inv);
-      }
+      for (int64_t i = 0; i < n; ++i) yr[i * stride] = static_cast<Out>(row[static_cast<size_t>(i)] * inv);
     }
   });
 }
