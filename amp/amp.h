@@ -6,4 +6,5 @@
 #include "amp/autocast_scope.h"
 #include "amp/cast_cache.h"
 #include "amp/device_support.h"
+#include "amp/grad_scaler.h"
 #include "amp/policy.h"
