@@ -138,6 +138,12 @@ constexpr PolicyRow kTable[] = {
   // -- pooling --
   {"max_pool2d",                         Pass,    Pass,    "exact in any dtype"},
   {"avg_pool2d",                         Pass,    Pass,    "not listed"},
+  // -- gradient kernels recorded as ops: they run in the dtypes their forward saved --
+  {"conv2d_backward",                    Pass,    Pass,    "backward of conv2d"},
+  {"layer_norm_backward",                Pass,    Pass,    "backward of layer_norm"},
+  {"batch_norm_backward",                Pass,    Pass,    "backward of batch_norm"},
+  {"max_pool2d_backward",                Pass,    Pass,    "backward of max_pool2d"},
+  {"avg_pool2d_backward",                Pass,    Pass,    "backward of avg_pool2d"},
 };
 // clang-format on
 
