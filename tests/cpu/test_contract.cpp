@@ -29,5 +29,11 @@ TEST_CASE("the foundation contract compiles and runs") {
   hg::Tensor img = hg::randn({2, 3, 8, 8}), weight = hg::randn({4, 3, 3, 3}), bias = hg::zeros({4});
   auto c = hg::conv2d(img, weight, bias, /*stride=*/{1, 1}, /*padding=*/{1, 1});
   CHECK(c.shape() == hg::Shape{2, 4, 8, 8});
+  auto y2 = hg::cross_entropy(hg::mm(x, w), hg::tensor(std::vector<int64_t>{0, 1, 2, 0, 1}));
+  CHECK(y2.shape() == hg::Shape{});
+  CHECK(y2.requires_grad());
+  CHECK(std::isfinite(y2.item<float>()));
+  auto p = hg::softmax(y2, /*dim=*/-1);
+  CHECK(p.item<float>() == 1.0f);  // softmax of a 0-d tensor, as PyTorch
   CHECK(hg::Device(hg::kCUDA, 0).is_cuda());
 }

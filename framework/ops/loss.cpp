@@ -1,0 +1,150 @@
+// Classification losses: cross_entropy (one fused kernel each way) and nll_loss, plus the
+// reduction every loss shares.
+#include "framework/ops/loss.h"
+
+#include "framework/ops/binary.h"
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/reduce.h"
+
+namespace hg {
+
+HG_DEFINE_STUB(cross_entropy_stub, CrossEntropyFn);
+HG_DEFINE_STUB(cross_entropy_backward_stub, CrossEntropyBackwardFn);
+HG_DEFINE_STUB(nll_stub, NllFn);
+HG_DEFINE_STUB(nll_backward_stub, NllBackwardFn);
+
+namespace detail {
+Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dtype out_dtype) {
+  const Device dev = losses.device();
+  Tensor r = losses;
+  if (reduction != Reduction::None) {
+    r = empty({}, TensorOptions(losses.dtype()).device(dev));
+    if (losses.numel() == 0) {
+      fill_stub(dev.type, r, 0.0);
+    } else {
+      const Tensor flat(losses.storage(), {1, losses.numel()}, {losses.numel(), 1}, losses.offset(), losses.dtype());
+      reduce_stub(dev.type, ReduceOp::Sum, Tensor(r.storage(), {1}, {1}, 0, r.dtype()), flat);
+    }
+    if (reduction == Reduction::Mean) {  // 0 / 0 gives NaN when every target is ignored, as PyTorch
+      const Tensor n = scalar_tensor(static_cast<double>(count), TensorOptions(r.dtype()).device(dev));
+      binary_stub(dev.type, BinaryOp::Div, r, r, n, 1.0);
+    }
+  }
+  if (r.dtype() == out_dtype) return r;
+  Tensor out = empty(r.shape(), TensorOptions(out_dtype).device(dev));
+  if (out.numel()) copy_stub(dev.type, out, r);
+  return out;
+}
+}  // namespace detail
+
+namespace {
+const OpDef kCrossEntropy{"cross_entropy", true, {&cross_entropy_stub, &cross_entropy_backward_stub, &reduce_stub}};
+const OpDef kNllLoss{"nll_loss", true, {&nll_stub, &nll_backward_stub, &reduce_stub}};
+
+// The [N, C, S] / [N, S] views of (input, target) shared by cross_entropy and nll_loss.
+struct ClassLayout {
+  Tensor input, target;  // contiguous, [N, C, S] and [N, S]
+};
+ClassLayout class_layout(std::string_view op, const Tensor& x, const Tensor& target) {
+  HG_CHECK(x.defined() && target.defined(), op, "got an undefined tensor");
+  HG_CHECK(x.device() == target.device(), op, "input and target are on different devices: {} and {}", x.device(),
+           target.device());
+  HG_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got {} (shape {})", x.dtype(), x.shape());
+  HG_CHECK(target.dtype() == kInt64, op,
+           "expected target to hold int64 class indices, got {} (shape {}); convert it with to(hg::kInt64)",
+           target.dtype(), target.shape());
+  HG_CHECK(x.dim() >= 1, op, "expected an input of shape [N, C, ...] or [C], got a 0-d tensor");
+  Shape want;  // the target shape the input implies
+  int64_t n = 1, c = 0, s = 1;
+  if (x.dim() == 1) {
+    c = x.shape()[0];
+  } else {
+    n = x.shape()[0];
+    c = x.shape()[1];
+    want.push_back(n);
+    for (int64_t d = 2; d < x.dim(); ++d) {
+      want.push_back(x.shape()[static_cast<size_t>(d)]);
+      s *= x.shape()[static_cast<size_t>(d)];
+    }
+  }
+  HG_CHECK(target.shape() == want, op, "expected target of shape {} for input of shape {}, got target shape {}", want,
+           x.shape(), target.shape());
+  const Tensor xc = contiguous(x.detach()), tc = contiguous(target.detach());
+  return {Tensor(xc.storage(), {n, c, s}, {c * s, s, 1}, xc.offset(), xc.dtype()),
+          Tensor(tc.storage(), {n, s}, {s, 1}, tc.offset(), kInt64)};
+}
+
+// The per-sample weight of the upstream gradient: [N, S] for None, 0-d otherwise (divided by
+// the non-ignored count for Mean), in the compute dtype.
+Tensor grad_weight(const Tensor& g, Reduction reduction, int64_t count, Dtype compute, int64_t n, int64_t s) {
+  Tensor w = g.dtype() == compute ? g : g.to(compute);
+  if (reduction == Reduction::None) return contiguous(w).reshape({n, s});
+  if (reduction == Reduction::Mean) w = w * (1.0 / static_cast<double>(count));
+  return w;
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing) {
+  OpCall call(kCrossEntropy, {logits, target});
+  const Tensor& x = call.input(0);
+  HG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy",
+           "label_smoothing must be in [0, 1], got {}", label_smoothing);
+  ClassLayout l = class_layout("cross_entropy", x, call.input(1));
+  const int64_t n = l.input.shape()[0], s = l.input.shape()[2];
+  const Dtype compute = detail::loss_compute_dtype(x.dtype());
+  Tensor losses = empty(call.input(1).shape(), TensorOptions(compute).device(x.device()));
+  Tensor lse = empty({n, s}, TensorOptions(compute).device(x.device()));
+  const int64_t count = n * s > 0
+                            ? cross_entropy_stub(x.device().type, Tensor(losses.storage(), {n, s}, {s, 1}, 0, compute),
+                                                 lse, l.input, l.target, ignore_index, label_smoothing)
+                            : 0;
+  Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [l, sx = SavedTensor(x, "cross_entropy"), lse, reduction, count, ignore_index, label_smoothing, compute, n,
+          s](const TensorList& g) -> TensorList {
+      const Tensor& x = sx.get();  // checks x was not modified in place since the forward
+      Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+      if (gx.numel()) {
+        const Tensor w = grad_weight(g[0], reduction, count, compute, n, s);
+        const Tensor g3(gx.storage(), l.input.shape(), l.input.strides(), 0, gx.dtype());
+        cross_entropy_backward_stub(x.device().type, g3, w, l.input, l.target, lse, ignore_index, label_smoothing);
+      }
+      return {gx, Tensor()};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  OpCall call(kNllLoss, {log_probs, target});
+  const Tensor& x = call.input(0);
+  ClassLayout l = class_layout("nll_loss", x, call.input(1));
+  const int64_t n = l.input.shape()[0], s = l.input.shape()[2];
+  const Dtype compute = detail::loss_compute_dtype(x.dtype());
+  Tensor losses = empty(call.input(1).shape(), TensorOptions(compute).device(x.device()));
+  const int64_t count = n * s > 0 ? nll_stub(x.device().type, Tensor(losses.storage(), {n, s}, {s, 1}, 0, compute),
+                                             l.input, l.target, ignore_index)
+                                  : 0;
+  Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [target = l.target, shape = x.shape(), dtype = x.dtype(), c = l.input.shape()[1], reduction, count,
+          ignore_index, compute, n, s](const TensorList& g) -> TensorList {
+      Tensor gx = zeros(shape, TensorOptions(dtype).device(g[0].device()));
+      if (gx.numel()) {
+        const Tensor w = grad_weight(g[0], reduction, count, compute, n, s);
+        nll_backward_stub(gx.device().type, Tensor(gx.storage(), {n, c, s}, {c * s, s, 1}, 0, dtype), w, target,
+                          ignore_index);
+      }
+      return {gx, Tensor()};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+}  // namespace hg

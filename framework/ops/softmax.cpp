@@ -1,0 +1,63 @@
+// softmax / log_softmax: one fused kernel pass forward, one backward, reusing the output.
+#include "framework/ops/softmax.h"
+
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+
+namespace hg {
+
+HG_DEFINE_STUB(softmax_stub, SoftmaxFn);
+HG_DEFINE_STUB(softmax_backward_stub, SoftmaxBackwardFn);
+
+namespace {
+const OpDef kSoftmax{"softmax", true, {&softmax_stub, &softmax_backward_stub}};
+const OpDef kLogSoftmax{"log_softmax", true, {&softmax_stub, &softmax_backward_stub}};
+
+// [outer, n, inner] alias of a contiguous tensor, with dim the middle one (0-d: [1, 1, 1]).
+Tensor as_3d(const Tensor& t, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d < dim) outer *= t.shape()[static_cast<size_t>(d)];
+    if (d > dim) inner *= t.shape()[static_cast<size_t>(d)];
+  }
+  const int64_t n = t.dim() == 0 ? 1 : t.shape()[static_cast<size_t>(dim)];
+  return Tensor(t.storage(), {outer, n, inner}, {n * inner, inner, 1}, t.offset(), t.dtype());
+}
+
+Tensor run(const OpDef& def, bool log, const Tensor& t, int64_t dim_in, std::optional<Dtype> dtype) {
+  OpCall call(def, {t});
+  const Tensor& x = call.input(0);
+  HG_CHECK(x.defined(), def.name, "got an undefined tensor");
+  HG_CHECK(is_floating(x.dtype()), def.name, "expected a floating-point tensor, got {} (shape {})", x.dtype(),
+           x.shape());
+  const Dtype out_dtype = dtype.value_or(call.output_dtype().value_or(x.dtype()));
+  HG_CHECK(is_floating(out_dtype), def.name, "the output dtype must be floating-point, got {}", out_dtype);
+  // A 0-d tensor accepts dim 0 or -1 (as PyTorch) and is one row of one element.
+  const int64_t dim = normalize_dim(dim_in, x.dim(), def.name);
+  const Tensor in = contiguous(x.detach());
+  Tensor out = empty(x.shape(), TensorOptions(out_dtype).device(x.device()));
+  if (out.numel()) softmax_stub(x.device().type, as_3d(out, dim), as_3d(in, dim), log);
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [log, dim, sy = SavedTensor(out, def.name)](const TensorList& g) -> TensorList {
+      const Tensor& y = sy.get();
+      const Tensor go = contiguous(g[0].dtype() == y.dtype() ? g[0] : g[0].to(y.dtype()));
+      Tensor gx = empty(y.shape(), TensorOptions(y.dtype()).device(y.device()));
+      if (gx.numel()) softmax_backward_stub(y.device().type, as_3d(gx, dim), as_3d(go, dim), as_3d(y, dim), log);
+      return {gx};  // in the output's dtype; the engine casts it to the input's
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) { return run(kSoftmax, false, x, dim, dtype); }
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<Dtype> dtype) {
+  return run(kLogSoftmax, true, x, dim, dtype);
+}
+
+Tensor Tensor::softmax(int64_t dim) const { return hg::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return hg::log_softmax(*this, dim); }
+
+}  // namespace hg

@@ -1,0 +1,36 @@
+// CPU dropout mask: a counter-based generator (splitmix64 of seed + i), so each element's draw
+// is independent of how the loop is split across threads.
+#include "framework/ops/nn_misc.h"
+#include "kernels/cpu/loops.h"
+
+namespace hg::cpu {
+namespace {
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void dropout_mask_cpu(const Tensor& mask, double p, uint64_t seed) {
+  // Keep when the 53-bit uniform draw u >= p: P(drop) = p exactly up to 2^-53.
+  const auto threshold = static_cast<uint64_t>(p * 0x1.0p53);
+  const double scale = 1.0 / (1.0 - p);
+  dispatch_floating(mask.dtype(), "dropout", [&]<class T>(TypeTag<T>) {
+    T* m = static_cast<T*>(mask.raw_data());
+    const T keep = static_cast<T>(static_cast<acc_t<T>>(scale));
+    parallel_for(mask.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const uint64_t u = splitmix64(seed + static_cast<uint64_t>(i)) >> 11;
+        m[i] = u >= threshold ? keep : T(0);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(dropout_mask_stub, kCPU, dropout_mask_cpu);
+
+}  // namespace hg::cpu
