@@ -26,5 +26,8 @@ TEST_CASE("the foundation contract compiles and runs") {
     auto y = hg::mm(x, w);
     CHECK_FALSE(y.requires_grad());
   }
+  hg::Tensor img = hg::randn({2, 3, 8, 8}), weight = hg::randn({4, 3, 3, 3}), bias = hg::zeros({4});
+  auto c = hg::conv2d(img, weight, bias, /*stride=*/{1, 1}, /*padding=*/{1, 1});
+  CHECK(c.shape() == hg::Shape{2, 4, 8, 8});
   CHECK(hg::Device(hg::kCUDA, 0).is_cuda());
 }

@@ -1,0 +1,114 @@
+// conv2d: argument checks, output geometry and the backward formula; the arithmetic lives in
+// the three stubs (kernels/cpu/conv.cpp on the CPU).
+#include "framework/ops/conv.h"
+
+#include "framework/ops/creation.h"
+#include "framework/ops/views.h"
+
+namespace hg {
+
+HG_DEFINE_STUB(conv2d_forward_stub, Conv2dForwardFn);
+HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
+HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
+
+namespace {
+const OpDef kConv2d{"conv2d", true, {&conv2d_forward_stub}};
+// The backward runs as its own (recorded, non-differentiable) op, so an OpRecorder shows which
+// dtypes the gradient kernels ran in.
+const OpDef kConv2dBackward{"conv2d_backward", false, {&conv2d_backward_data_stub, &conv2d_backward_filter_stub}};
+
+// Expands a 1- or 2-element argument to {h, w}.
+void pair_arg(const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
+  HG_CHECK(v.size() == 1 || v.size() == 2, "conv2d", "{} must have 1 or 2 values, got {}", what, v.size());
+  out[0] = v[0];
+  out[1] = v.size() == 2 ? v[1] : v[0];
+}
+
+Tensor contiguous_detached(const Tensor& t) { return t.is_contiguous() ? t.detach() : t.detach().contiguous(); }
+}  // namespace
+
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, std::vector<int64_t> stride,
+              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+  OpCall call(kConv2d, {input_in, weight_in, bias_in});
+  const Tensor& input = call.input(0);
+  const Tensor& weight = call.input(1);
+  const Tensor& bias = call.input(2);
+  HG_CHECK(input.defined() && weight.defined(), "conv2d", "got an undefined input or weight");
+  HG_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d",
+           "expected a 3-d (unbatched) or 4-d input [N, C, H, W], got shape {}", input.shape());
+  HG_CHECK(weight.dim() == 4, "conv2d", "expected a 4-d weight [out, in/groups, kh, kw], got shape {}", weight.shape());
+  HG_CHECK(input.device() == weight.device() && (!bias.defined() || bias.device() == input.device()), "conv2d",
+           "input, weight and bias must be on one device, got {} and {}", input.device(), weight.device());
+  HG_CHECK(is_floating(input.dtype()), "conv2d", "expected a floating-point input, got {}", input.dtype());
+  HG_CHECK(input.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == input.dtype()), "conv2d",
+           "input ({}), weight ({}) and bias ({}) must have the same dtype; convert with to() or use autocast",
+           input.dtype(), weight.dtype(), bias.defined() ? dtype_name(bias.dtype()) : "none");
+  Conv2dParams p;
+  pair_arg(stride, "stride", p.stride);
+  pair_arg(padding, "padding", p.padding);
+  pair_arg(dilation, "dilation", p.dilation);
+  p.groups = groups;
+  for (int i = 0; i < 2; ++i) {
+    HG_CHECK(p.stride[i] > 0 && p.dilation[i] > 0 && p.padding[i] >= 0, "conv2d",
+             "stride and dilation must be positive and padding non-negative, got stride {}, padding {}, dilation {}",
+             stride, padding, dilation);
+  }
+  HG_CHECK(groups > 0, "conv2d", "groups must be positive, got {}", groups);
+  const bool unbatched = input.dim() == 3;
+  const Tensor x = unbatched ? input.detach().unsqueeze(0) : input.detach();
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t o = weight.size(0), kh = weight.size(2), kw = weight.size(3);
+  HG_CHECK(kh > 0 && kw > 0, "conv2d", "weight shape {} has an empty kernel", weight.shape());
+  HG_CHECK(weight.size(1) * groups == c, "conv2d",
+           "input shape {} has {} channels, but weight shape {} with groups={} expects {}", input.shape(), c,
+           weight.shape(), groups, weight.size(1) * groups);
+  HG_CHECK(o % groups == 0, "conv2d", "weight shape {}: {} output channels are not divisible by groups={}",
+           weight.shape(), o, groups);
+  HG_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), "conv2d",
+           "bias must have shape [{}] for weight shape {}, got {}", o, weight.shape(), bias.shape());
+  const int64_t eff_h = p.dilation[0] * (kh - 1) + 1, eff_w = p.dilation[1] * (kw - 1) + 1;
+  const int64_t ph = h + 2 * p.padding[0], pw = w + 2 * p.padding[1];
+  HG_CHECK(ph >= eff_h && pw >= eff_w, "conv2d",
+           "input shape {} padded to {}x{} is smaller than the (dilated) kernel {}x{} of weight shape {}",
+           input.shape(), ph, pw, eff_h, eff_w, weight.shape());
+  const int64_t oh = (ph - eff_h) / p.stride[0] + 1, ow = (pw - eff_w) / p.stride[1] + 1;
+
+  const Tensor xc = contiguous_detached(x), wc = contiguous_detached(weight);
+  const Tensor bc = bias.defined() ? contiguous_detached(bias) : Tensor();
+  Tensor out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
+  if (out4.numel()) conv2d_forward_stub(x.device().type, out4, xc, wc, bc, p);
+  Tensor out = unbatched ? out4.squeeze(0) : out4;
+
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [sx = SavedTensor(xc, "conv2d"), sw = SavedTensor(wc, "conv2d"), p, has_bias = bias.defined(),
+          need_x = input.requires_grad(), need_w = weight.requires_grad(),
+          need_b = bias.defined() && bias.requires_grad(),
+          in_shape = input.shape()](const TensorList& g) -> TensorList {
+      if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      const Tensor& x = sx.get();
+      const Tensor& w = sw.get();
+      OpCall bcall(kConv2dBackward, {g[0], x, w});
+      Tensor go = bcall.input(0).dtype() == x.dtype() ? bcall.input(0) : bcall.input(0).to(x.dtype());
+      go = contiguous_detached(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
+      const DeviceType dev = x.device().type;
+      Tensor gx, gw, gb;
+      if (need_x) {
+        gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+        if (gx.numel()) conv2d_backward_data_stub(dev, gx, go, w, p);
+        gx = gx.reshape(in_shape);
+      }
+      if (need_w || need_b) {
+        gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()));
+        if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
+        conv2d_backward_filter_stub(dev, gw, gb, go, x, p);
+      }
+      bcall.finish({&gx, &gw, &gb});
+      return {gx, need_w ? gw : Tensor(), need_b ? gb : Tensor()};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+}  // namespace hg

@@ -1,0 +1,158 @@
+// layer_norm and batch_norm: argument checks and backward formulas; the fused kernels live in
+// kernels/cpu/norm.cpp.
+#include "framework/ops/norm.h"
+
+#include "framework/grad_mode.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/views.h"
+
+namespace hg {
+
+HG_DEFINE_STUB(layer_norm_stub, LayerNormFn);
+HG_DEFINE_STUB(layer_norm_backward_stub, LayerNormBackwardFn);
+HG_DEFINE_STUB(batch_norm_stub, BatchNormFn);
+HG_DEFINE_STUB(batch_norm_backward_stub, BatchNormBackwardFn);
+
+namespace {
+const OpDef kLayerNorm{"layer_norm", true, {&layer_norm_stub}};
+const OpDef kLayerNormBackward{"layer_norm_backward", false, {&layer_norm_backward_stub}};
+const OpDef kBatchNorm{"batch_norm", true, {&batch_norm_stub}};
+const OpDef kBatchNormBackward{"batch_norm_backward", false, {&batch_norm_backward_stub}};
+
+Tensor contiguous_detached(const Tensor& t) {
+  if (!t.defined()) return t;
+  return t.is_contiguous() ? t.detach() : t.detach().contiguous();
+}
+
+Dtype stats_dtype(Dtype x) { return x == kFloat64 ? kFloat64 : kFloat32; }
+
+// A per-feature parameter (weight, bias, running stat): optional, of `shape`, on x's device,
+// floating and either x's dtype or float32 (the usual master-weight layout for 16-bit x).
+void check_param(const char* op, const char* what, const Tensor& p, const Tensor& x, const Shape& shape) {
+  if (!p.defined()) return;
+  HG_CHECK(p.device() == x.device(), op, "{} is on {} but the input is on {}", what, p.device(), x.device());
+  HG_CHECK(p.shape() == shape, op, "{} must have shape {} for input shape {}, got {}", what, shape, x.shape(),
+           p.shape());
+  HG_CHECK(p.dtype() == x.dtype() || p.dtype() == kFloat32, op,
+           "{} has dtype {}, expected the input's dtype {} or float32", what, p.dtype(), x.dtype());
+}
+
+// The gradient arriving for the output, contiguous and of x's dtype, with x's shape.
+Tensor grad_like(const Tensor& g, const Tensor& x) {
+  Tensor go = g.dtype() == x.dtype() ? g.detach() : g.detach().to(x.dtype());
+  go = go.reshape(x.shape());
+  return go.is_contiguous() ? go : go.contiguous();
+}
+
+Tensor empty_as(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& w_in, const Tensor& b_in,
+                  double eps) {
+  OpCall call(kLayerNorm, {x_in, w_in, b_in});
+  const Tensor& input = call.input(0);
+  const Tensor& weight = call.input(1);
+  const Tensor& bias = call.input(2);
+  HG_CHECK(input.defined(), "layer_norm", "got an undefined input");
+  HG_CHECK(is_floating(input.dtype()), "layer_norm", "expected a floating-point input, got {}", input.dtype());
+  const auto k = static_cast<int64_t>(normalized_shape.size());
+  HG_CHECK(k >= 1, "layer_norm", "normalized_shape must have at least one dim, got {}", normalized_shape);
+  HG_CHECK(input.dim() >= k && Shape(input.shape().end() - k, input.shape().end()) == normalized_shape, "layer_norm",
+           "input shape {} does not end with normalized_shape {}", input.shape(), normalized_shape);
+  check_param("layer_norm", "weight", weight, input, normalized_shape);
+  check_param("layer_norm", "bias", bias, input, normalized_shape);
+  const int64_t cols = numel_of(normalized_shape), rows = cols ? input.numel() / cols : 0;
+  const Tensor x = contiguous_detached(input), w = contiguous_detached(weight), b = contiguous_detached(bias);
+  const TensorOptions sopt = TensorOptions(stats_dtype(x.dtype())).device(x.device());
+  Tensor out = empty_as(x), mean = empty({rows}, sopt), rstd = empty({rows}, sopt);
+  if (out.numel()) layer_norm_stub(x.device().type, out, mean, rstd, x, w, b, eps);
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [sx = SavedTensor(x, "layer_norm"), sw = SavedTensor(w, "layer_norm"), mean, rstd,
+          need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
+          need_b = bias.defined() && bias.requires_grad(), bias_dtype = bias.defined() ? bias.dtype() : kFloat32,
+          normalized_shape](const TensorList& g) -> TensorList {
+      if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      const Tensor& x = sx.get();
+      const Tensor& w = sw.get();
+      OpCall bcall(kLayerNormBackward, {g[0], x, w});
+      const Tensor go = grad_like(bcall.input(0), x);
+      Tensor gx = need_x ? empty_as(x) : Tensor();
+      Tensor gw = need_w ? empty_as(w) : Tensor();
+      Tensor gb = need_b ? empty(normalized_shape, TensorOptions(bias_dtype).device(x.device())) : Tensor();
+      layer_norm_backward_stub(x.device().type, gx, gw, gb, go, x, mean, rstd, w);
+      bcall.finish({&gx, &gw, &gb});
+      return {gx, gw, gb};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& w_in,
+                  const Tensor& b_in, bool training, double momentum, double eps) {
+  OpCall call(kBatchNorm, {x_in, w_in, b_in});
+  const Tensor& input = call.input(0);
+  const Tensor& weight = call.input(1);
+  const Tensor& bias = call.input(2);
+  HG_CHECK(input.defined(), "batch_norm", "got an undefined input");
+  HG_CHECK(is_floating(input.dtype()), "batch_norm", "expected a floating-point input, got {}", input.dtype());
+  HG_CHECK(input.dim() >= 2, "batch_norm", "expected an input [N, C, ...] with at least 2 dims, got shape {}",
+           input.shape());
+  const int64_t n = input.size(0), c = input.size(1), s = c && n ? input.numel() / (n * c) : 0;
+  const Shape cshape{c};
+  check_param("batch_norm", "weight", weight, input, cshape);
+  check_param("batch_norm", "bias", bias, input, cshape);
+  check_param("batch_norm", "running_mean", running_mean, input, cshape);
+  check_param("batch_norm", "running_var", running_var, input, cshape);
+  HG_CHECK(running_mean.defined() == running_var.defined(), "batch_norm",
+           "running_mean and running_var must both be given or both be omitted");
+  HG_CHECK(training || running_mean.defined(), "batch_norm",
+           "running_mean and running_var are needed in eval mode (training=false), input shape {}", input.shape());
+  HG_CHECK(!training || n * s > 1, "batch_norm",
+           "expected more than 1 value per channel when training, got input shape {}", input.shape());
+  HG_CHECK(!running_mean.defined() || (!running_mean.requires_grad() && !running_var.requires_grad()), "batch_norm",
+           "running_mean and running_var are updated in place and must not require grad");
+  const Tensor x = contiguous_detached(input), w = contiguous_detached(weight), b = contiguous_detached(bias);
+  // The kernel updates contiguous running stats in place; other layouts go through a copy.
+  Tensor rm = running_mean, rv = running_var;
+  const bool update = training && rm.defined();
+  if (rm.defined() && !(rm.is_contiguous() && rv.is_contiguous())) rm = rm.contiguous(), rv = rv.contiguous();
+  const TensorOptions sopt = TensorOptions(stats_dtype(x.dtype())).device(x.device());
+  Tensor out = empty_as(x), save_mean = empty({c}, sopt), save_invstd = empty({c}, sopt);
+  if (c > 0) batch_norm_stub(x.device().type, out, save_mean, save_invstd, x, w, b, rm, rv, training, momentum, eps);
+  if (update) {
+    if (rm.is_same(running_mean)) {
+      running_mean.bump_version();
+      running_var.bump_version();
+    } else {
+      NoGradGuard ng;
+      Tensor(running_mean).copy_(rm);
+      Tensor(running_var).copy_(rv);
+    }
+  }
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(w, "batch_norm"), save_mean, save_invstd, training,
+          need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
+          need_b = bias.defined() && bias.requires_grad(),
+          bias_dtype = bias.defined() ? bias.dtype() : kFloat32](const TensorList& g) -> TensorList {
+      if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      const Tensor& x = sx.get();
+      const Tensor& w = sw.get();
+      OpCall bcall(kBatchNormBackward, {g[0], x, w});
+      const Tensor go = grad_like(bcall.input(0), x);
+      Tensor gx = need_x ? empty_as(x) : Tensor();
+      Tensor gw = need_w ? empty_as(w) : Tensor();
+      Tensor gb = need_b ? empty({x.size(1)}, TensorOptions(bias_dtype).device(x.device())) : Tensor();
+      if (x.size(1) > 0)
+        batch_norm_backward_stub(x.device().type, gx, gw, gb, go, x, w, save_mean, save_invstd, training);
+      bcall.finish({&gx, &gw, &gb});
+      return {gx, gw, gb};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+}  // namespace hg

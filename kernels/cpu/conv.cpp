@@ -1,0 +1,300 @@
+// CPU conv2d: im2col + OpenBLAS gemm, one sample at a time per thread so each sample's column
+// buffer stays in cache between its packing and its gemm. float16/bfloat16 are widened to
+// float32 while packing, accumulated in float32 and rounded once when written back.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "framework/ops/conv.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/workspace.h"
+
+namespace hg::cpu {
+namespace {
+
+// The shapes of one call; per-group sizes, since every gemm works on one group.
+struct Geometry {
+  int64_t n, c, h, w, o, kh, kw, oh, ow;
+  int64_t groups, cg, og, ckk, p;  // channels per group, outputs per group, kh*kw*cg, oh*ow
+  Conv2dParams prm;
+  // 1x1 kernels with unit stride and no padding need no packing: the input is the column matrix.
+  bool pointwise() const {
+    return kh == 1 && kw == 1 && prm.stride[0] == 1 && prm.stride[1] == 1 && prm.padding[0] == 0 && prm.padding[1] == 0;
+  }
+};
+
+Geometry geometry(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, const Conv2dParams& p) {
+  Geometry g{};
+  g.n = input.size(0), g.c = input.size(1), g.h = input.size(2), g.w = input.size(3);
+  g.o = weight.size(0), g.kh = weight.size(2), g.kw = weight.size(3), g.oh = oh, g.ow = ow;
+  g.groups = p.groups, g.cg = g.c / p.groups, g.og = g.o / p.groups;
+  g.ckk = g.cg * g.kh * g.kw, g.p = oh * ow, g.prm = p;
+  return g;
+}
+
+// For kernel column kj, the output columns [lo, hi) whose input column lies inside the image.
+struct ColRange {
+  int64_t lo, hi, off;  // input column of output column ow is ow * stride + off
+};
+ColRange col_range(const Geometry& g, int64_t kj) {
+  const int64_t sw = g.prm.stride[1], off = kj * g.prm.dilation[1] - g.prm.padding[1];
+  int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+  int64_t hi = g.w - 1 - off < 0 ? 0 : std::min(g.ow, (g.w - 1 - off) / sw + 1);
+  lo = std::min(lo, hi);
+  return {lo, hi, off};
+}
+
+// col [cg*kh*kw, oh*ow] from one group's input planes x [cg, h, w].
+template <class T, class Acc>
+void im2col(const T* x, Acc* col, const Geometry& g) {
+  const int64_t sh = g.prm.stride[0], sw = g.prm.stride[1];
+  for (int64_t c = 0; c < g.cg; ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        Acc* row = col + ((c * g.kh + ki) * g.kw + kj) * g.p;
+        const ColRange r = col_range(g, kj);
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          Acc* dst = row + oy * g.ow;
+          const int64_t iy = oy * sh - g.prm.padding[0] + ki * g.prm.dilation[0];
+          if (iy < 0 || iy >= g.h) {
+            std::fill(dst, dst + g.ow, Acc(0));
+            continue;
+          }
+          const T* src = x + (c * g.h + iy) * g.w;
+          std::fill(dst, dst + r.lo, Acc(0));
+          if (sw == 1) {
+            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox] = static_cast<Acc>(src[ox + r.off]);
+          } else {
+            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox] = static_cast<Acc>(src[ox * sw + r.off]);
+          }
+          std::fill(dst + r.hi, dst + g.ow, Acc(0));
+        }
+      }
+    }
+  }
+}
+
+// dx [cg, h, w] += the column gradient scattered back to the pixels it was packed from.
+template <class Acc>
+void col2im(const Acc* col, Acc* dx, const Geometry& g) {
+  const int64_t sh = g.prm.stride[0], sw = g.prm.stride[1];
+  for (int64_t c = 0; c < g.cg; ++c) {
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const Acc* row = col + ((c * g.kh + ki) * g.kw + kj) * g.p;
+        const ColRange r = col_range(g, kj);
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          const int64_t iy = oy * sh - g.prm.padding[0] + ki * g.prm.dilation[0];
+          if (iy < 0 || iy >= g.h) continue;
+          const Acc* src = row + oy * g.ow;
+          Acc* dst = dx + (c * g.h + iy) * g.w;
+          if (sw == 1) {
+            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox + r.off] += src[ox];
+          } else {
+            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox * sw + r.off] += src[ox];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T, class Acc>
+void widen(const T* src, Acc* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
+}
+
+// Runs body(begin, end) over the samples: split across threads (BLAS single-threaded) when
+// there are at least two samples, else on this thread with BLAS's own threads.
+template <class Body>
+void for_samples(int64_t n, Body&& body) {
+  if (n >= 2) {
+    BlasSingleThreadGuard guard;
+    parallel_for(n, 1, body);
+  } else if (n == 1) {
+    body(int64_t{0}, int64_t{1});
+  }
+}
+
+// Weights as a dense Acc matrix [o, ckk]: the tensor itself for float/double, a widened copy
+// for 16-bit types.
+template <class T, class Acc>
+struct AccMatrix {
+  std::vector<Acc> copy;
+  const Acc* ptr;
+  AccMatrix(const T* src, int64_t n) {
+    if constexpr (std::is_same_v<T, Acc>) {
+      ptr = src;
+    } else {
+      copy.resize(static_cast<size_t>(n));
+      widen(src, copy.data(), n);
+      ptr = copy.data();
+    }
+  }
+};
+
+template <class T>
+void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& prm) {
+  using Acc = acc_t<T>;
+  constexpr bool kSame = std::is_same_v<T, Acc>;
+  const Geometry g = geometry(input, weight, out.size(2), out.size(3), prm);
+  const T* x = static_cast<const T*>(input.raw_data());
+  T* y = static_cast<T*>(out.raw_data());
+  const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
+  std::vector<Acc> b(static_cast<size_t>(g.o), Acc(0));
+  if (bias.defined()) widen(static_cast<const T*>(bias.raw_data()), b.data(), g.o);
+  const bool pack = !(g.pointwise() && kSame);
+  for_samples(g.n, [&](int64_t begin, int64_t end) {
+    Workspace<Acc> col(pack ? g.ckk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
+    for (int64_t s = begin; s < end; ++s) {
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
+        T* yg = y + (s * g.o + gi * g.og) * g.p;
+        const Acc* cols;
+        if (pack) {
+          im2col(xg, col.data(), g);
+          cols = col.data();
+        } else {
+          cols = reinterpret_cast<const Acc*>(xg);
+        }
+        Acc* dst = kSame ? reinterpret_cast<Acc*>(yg) : acc.data();
+        gemm(false, false, g.og, g.p, g.ckk, Acc(1), wm.ptr + gi * g.og * g.ckk, g.ckk, cols, g.p, Acc(0), dst, g.p);
+        // Bias and the single rounding to T, while the block is still in cache.
+        for (int64_t r = 0; r < g.og; ++r) {
+          const Acc bv = b[static_cast<size_t>(gi * g.og + r)];
+          Acc* a = dst + r * g.p;
+          T* o = yg + r * g.p;
+          if constexpr (kSame) {
+            if (bv != Acc(0))
+              for (int64_t j = 0; j < g.p; ++j) a[j] += bv;
+          } else {
+            for (int64_t j = 0; j < g.p; ++j) o[j] = static_cast<T>(a[j] + bv);
+          }
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                         const Conv2dParams& prm) {
+  using Acc = acc_t<T>;
+  constexpr bool kSame = std::is_same_v<T, Acc>;
+  const Geometry g = geometry(grad_input, weight, grad_out.size(2), grad_out.size(3), prm);
+  const T* gy = static_cast<const T*>(grad_out.raw_data());
+  T* gx = static_cast<T*>(grad_input.raw_data());
+  const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
+  const int64_t chw = g.c * g.h * g.w;
+  const bool direct = g.pointwise() && kSame;  // the gemm writes the input gradient itself
+  for_samples(g.n, [&](int64_t begin, int64_t end) {
+    Workspace<Acc> col(direct ? 0 : g.ckk * g.p), gyw(kSame ? 0 : g.o * g.p), gxw(kSame ? 0 : chw);
+    for (int64_t s = begin; s < end; ++s) {
+      const Acc* gys;
+      if constexpr (kSame) {
+        gys = gy + s * g.o * g.p;
+      } else {
+        widen(gy + s * g.o * g.p, gyw.data(), g.o * g.p);
+        gys = gyw.data();
+      }
+      Acc* dx = kSame ? reinterpret_cast<Acc*>(gx + s * chw) : gxw.data();
+      if (!direct) std::fill(dx, dx + chw, Acc(0));
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        const Acc* wg = wm.ptr + gi * g.og * g.ckk;
+        const Acc* gyg = gys + gi * g.og * g.p;
+        Acc* dxg = dx + gi * g.cg * g.h * g.w;
+        if (direct) {
+          gemm(true, false, g.ckk, g.p, g.og, Acc(1), wg, g.ckk, gyg, g.p, Acc(0), dxg, g.p);
+        } else {
+          gemm(true, false, g.ckk, g.p, g.og, Acc(1), wg, g.ckk, gyg, g.p, Acc(0), col.data(), g.p);
+          col2im(col.data(), dxg, g);
+        }
+      }
+      if constexpr (!kSame) {
+        T* o = gx + s * chw;
+        for (int64_t i = 0; i < chw; ++i) o[i] = static_cast<T>(dx[i]);
+      }
+    }
+  });
+}
+
+template <class T>
+void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                           const Tensor& input, const Conv2dParams& prm) {
+  using Acc = acc_t<T>;
+  constexpr bool kSame = std::is_same_v<T, Acc>;
+  const Geometry g = geometry(input, grad_weight, grad_out.size(2), grad_out.size(3), prm);
+  const T* x = static_cast<const T*>(input.raw_data());
+  const T* gy = static_cast<const T*>(grad_out.raw_data());
+  const bool want_bias = grad_bias.defined();
+  const bool pack = !(g.pointwise() && kSame);
+  // Each thread sums its samples into its own partial; the partials are added once at the end.
+  std::vector<Acc> dw(static_cast<size_t>(g.o * g.ckk), Acc(0)), db(static_cast<size_t>(g.o), Acc(0));
+  for_samples(g.n, [&](int64_t begin, int64_t end) {
+    Workspace<Acc> col(pack ? g.ckk * g.p : 0), gyw(kSame ? 0 : g.o * g.p);
+    std::vector<Acc> pdw(dw.size(), Acc(0)), pdb(db.size(), Acc(0));
+    for (int64_t s = begin; s < end; ++s) {
+      const Acc* gys;
+      if constexpr (kSame) {
+        gys = gy + s * g.o * g.p;
+      } else {
+        widen(gy + s * g.o * g.p, gyw.data(), g.o * g.p);
+        gys = gyw.data();
+      }
+      if (want_bias) {
+        for (int64_t r = 0; r < g.o; ++r) {
+          Acc sum = 0;
+          for (int64_t j = 0; j < g.p; ++j) sum += gys[r * g.p + j];
+          pdb[static_cast<size_t>(r)] += sum;
+        }
+      }
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
+        const Acc* cols;
+        if (pack) {
+          im2col(xg, col.data(), g);
+          cols = col.data();
+        } else {
+          cols = reinterpret_cast<const Acc*>(xg);
+        }
+        gemm(false, true, g.og, g.ckk, g.p, Acc(1), gys + gi * g.og * g.p, g.p, cols, g.p, Acc(1),
+             pdw.data() + gi * g.og * g.ckk, g.ckk);
+      }
+    }
+#pragma omp critical(hg_conv_filter_partials)
+    {
+      for (size_t i = 0; i < dw.size(); ++i) dw[i] += pdw[i];
+      for (size_t i = 0; i < db.size(); ++i) db[i] += pdb[i];
+    }
+  });
+  T* gw = static_cast<T*>(grad_weight.raw_data());
+  for (size_t i = 0; i < dw.size(); ++i) gw[i] = static_cast<T>(dw[i]);
+  if (want_bias) {
+    T* gb = static_cast<T*>(grad_bias.raw_data());
+    for (size_t i = 0; i < db.size(); ++i) gb[i] = static_cast<T>(db[i]);
+  }
+}
+
+void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                 const Conv2dParams& p) {
+  dispatch_floating(input.dtype(), "conv2d",
+                    [&]<class T>(TypeTag<T>) { forward_typed<T>(out, input, weight, bias, p); });
+}
+void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p) {
+  dispatch_floating(grad_out.dtype(), "conv2d",
+                    [&]<class T>(TypeTag<T>) { backward_data_typed<T>(grad_input, grad_out, weight, p); });
+}
+void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                         const Tensor& input, const Conv2dParams& p) {
+  dispatch_floating(grad_out.dtype(), "conv2d",
+                    [&]<class T>(TypeTag<T>) { backward_filter_typed<T>(grad_weight, grad_bias, grad_out, input, p); });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(conv2d_forward_stub, kCPU, forward_cpu);
+HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCPU, backward_data_cpu);
+HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCPU, backward_filter_cpu);
+
+}  // namespace hg::cpu

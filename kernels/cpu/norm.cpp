@@ -1,0 +1,260 @@
+// CPU layer_norm and batch_norm, forward and backward, each one fused pass (plus a statistics
+// pass). Sums run in double so long rows/channels of float32 or 16-bit values keep their
+// precision; elementwise work runs in float32 for 16-bit inputs with one rounding at the end.
+#include <cmath>
+#include <vector>
+
+#include "framework/ops/norm.h"
+#include "kernels/cpu/loops.h"
+
+namespace hg::cpu {
+namespace {
+
+// A small per-feature tensor (weight, bias, statistics) as Acc values; `fallback` when undefined.
+template <class Acc>
+std::vector<Acc> read_vector(const Tensor& t, int64_t n, Acc fallback) {
+  std::vector<Acc> v(static_cast<size_t>(n), fallback);
+  if (!t.defined()) return v;
+  dispatch_floating(t.dtype(), "norm", [&]<class P>(TypeTag<P>) {
+    const P* p = static_cast<const P*>(t.raw_data());
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<Acc>(static_cast<acc_t<P>>(p[i]));
+  });
+  return v;
+}
+
+template <class Acc>
+void write_vector(const Tensor& t, const std::vector<Acc>& v) {
+  if (!t.defined()) return;
+  dispatch_floating(t.dtype(), "norm", [&]<class P>(TypeTag<P>) {
+    P* p = static_cast<P*>(t.raw_data());
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<P>(static_cast<acc_t<P>>(v[i]));
+  });
+}
+
+int64_t grain_for(int64_t row) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row, 1)); }
+
+// Adds each thread's partial sums into `total` once, at the end of its chunk.
+void add_partial(std::vector<double>& total, const std::vector<double>& part) {
+#pragma omp critical(hg_norm_partials)
+  for (size_t i = 0; i < total.size(); ++i) total[i] += part[i];
+}
+
+template <class T>
+void layer_norm_typed(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                      const Tensor& bias, double eps) {
+  using Acc = acc_t<T>;
+  const int64_t rows = mean.numel(), cols = x.numel() / rows;
+  const std::vector<Acc> w = read_vector<Acc>(weight, cols, Acc(1)), b = read_vector<Acc>(bias, cols, Acc(0));
+  const T* xp = static_cast<const T*>(x.raw_data());
+  T* yp = static_cast<T*>(out.raw_data());
+  Acc* mp = static_cast<Acc*>(mean.raw_data());
+  Acc* rp = static_cast<Acc*>(rstd.raw_data());
+  parallel_for(rows, grain_for(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = xp + r * cols;
+      double s = 0;
+      for (int64_t j = 0; j < cols; ++j) s += static_cast<double>(static_cast<Acc>(xr[j]));
+      const double m = s / static_cast<double>(cols);
+      double ss = 0;  // two passes: the variance of values far from zero stays exact
+      for (int64_t j = 0; j < cols; ++j) {
+        const double d = static_cast<double>(static_cast<Acc>(xr[j])) - m;
+        ss += d * d;
+      }
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
+      mp[r] = static_cast<Acc>(m), rp[r] = static_cast<Acc>(inv);
+      const Acc am = static_cast<Acc>(m), ai = static_cast<Acc>(inv);
+      T* yr = yp + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const auto ju = static_cast<size_t>(j);
+        yr[j] = static_cast<T>((static_cast<Acc>(xr[j]) - am) * ai * w[ju] + b[ju]);
+      }
+    }
+  });
+}
+
+template <class T>
+void layer_norm_backward_typed(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                               const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
+  using Acc = acc_t<T>;
+  const int64_t rows = mean.numel(), cols = rows ? x.numel() / rows : 0;
+  const std::vector<Acc> w = read_vector<Acc>(weight, cols, Acc(1));
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* gp = static_cast<const T*>(gy.raw_data());
+  const Acc* mp = static_cast<const Acc*>(mean.raw_data());
+  const Acc* rp = static_cast<const Acc*>(rstd.raw_data());
+  std::vector<double> dw(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
+  const bool want_params = gw.defined() || gb.defined();
+  parallel_for(rows, grain_for(cols), [&](int64_t begin, int64_t end) {
+    std::vector<double> pdw(want_params ? dw.size() : 0, 0.0), pdb(want_params ? db.size() : 0, 0.0);
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = xp + r * cols;
+      const T* gr = gp + r * cols;
+      const Acc m = mp[r], inv = rp[r];
+      if (want_params) {
+        for (int64_t j = 0; j < cols; ++j) {
+          const Acc g = static_cast<Acc>(gr[j]);
+          pdw[static_cast<size_t>(j)] += static_cast<double>(g * (static_cast<Acc>(xr[j]) - m) * inv);
+          pdb[static_cast<size_t>(j)] += static_cast<double>(g);
+        }
+      }
+      if (!gx.defined()) continue;
+      // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy * weight.
+      double sg = 0, sgx = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const Acc g = static_cast<Acc>(gr[j]) * w[static_cast<size_t>(j)];
+        sg += static_cast<double>(g);
+        sgx += static_cast<double>(g * (static_cast<Acc>(xr[j]) - m) * inv);
+      }
+      const Acc mg = static_cast<Acc>(sg / static_cast<double>(cols)),
+                mgx = static_cast<Acc>(sgx / static_cast<double>(cols));
+      T* dx = static_cast<T*>(gx.raw_data()) + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const Acc g = static_cast<Acc>(gr[j]) * w[static_cast<size_t>(j)];
+        const Acc xh = (static_cast<Acc>(xr[j]) - m) * inv;
+        dx[j] = static_cast<T>(inv * (g - mg - xh * mgx));
+      }
+    }
+    if (want_params) {
+      add_partial(dw, pdw);
+      add_partial(db, pdb);
+    }
+  });
+  write_vector(gw, dw);
+  write_vector(gb, db);
+}
+
+template <class T>
+void batch_norm_typed(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                      const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                      bool training, double momentum, double eps) {
+  using Acc = acc_t<T>;
+  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0, count = n * s;
+  const std::vector<Acc> w = read_vector<Acc>(weight, c, Acc(1)), b = read_vector<Acc>(bias, c, Acc(0));
+  std::vector<double> rm = read_vector<double>(running_mean, c, 0.0), rv = read_vector<double>(running_var, c, 1.0);
+  std::vector<Acc> mean(static_cast<size_t>(c)), invstd(static_cast<size_t>(c));
+  const T* xp = static_cast<const T*>(x.raw_data());
+  T* yp = static_cast<T*>(out.raw_data());
+  parallel_for(c, grain_for(count), [&](int64_t begin, int64_t end) {
+    for (int64_t ch = begin; ch < end; ++ch) {
+      const auto cu = static_cast<size_t>(ch);
+      double m, var;
+      if (training) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* row = xp + (i * c + ch) * s;
+          for (int64_t j = 0; j < s; ++j) sum += static_cast<double>(static_cast<Acc>(row[j]));
+        }
+        m = sum / static_cast<double>(count);
+        double ss = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* row = xp + (i * c + ch) * s;
+          for (int64_t j = 0; j < s; ++j) {
+            const double d = static_cast<double>(static_cast<Acc>(row[j])) - m;
+            ss += d * d;
+          }
+        }
+        var = ss / static_cast<double>(count);
+        if (running_mean.defined()) {
+          rm[cu] = (1 - momentum) * rm[cu] + momentum * m;
+          rv[cu] = (1 - momentum) * rv[cu] + momentum * ss / static_cast<double>(count - 1);
+        }
+      } else {
+        m = rm[cu], var = rv[cu];
+      }
+      const double inv = 1.0 / std::sqrt(var + eps);
+      mean[cu] = static_cast<Acc>(m), invstd[cu] = static_cast<Acc>(inv);
+      // y = x * scale + shift, folded per channel.
+      const Acc scale = static_cast<Acc>(inv * static_cast<double>(w[cu]));
+      const Acc shift = static_cast<Acc>(static_cast<double>(b[cu]) - m * inv * static_cast<double>(w[cu]));
+      for (int64_t i = 0; i < n; ++i) {
+        const T* row = xp + (i * c + ch) * s;
+        T* orow = yp + (i * c + ch) * s;
+        for (int64_t j = 0; j < s; ++j) orow[j] = static_cast<T>(static_cast<Acc>(row[j]) * scale + shift);
+      }
+    }
+  });
+  write_vector(save_mean, mean);
+  write_vector(save_invstd, invstd);
+  if (training && running_mean.defined()) {
+    write_vector(running_mean, rm);
+    write_vector(running_var, rv);
+  }
+}
+
+template <class T>
+void batch_norm_backward_typed(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                               const Tensor& weight, const Tensor& save_mean, const Tensor& save_invstd,
+                               bool training) {
+  using Acc = acc_t<T>;
+  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0, count = n * s;
+  const std::vector<Acc> w = read_vector<Acc>(weight, c, Acc(1));
+  const Acc* mp = static_cast<const Acc*>(save_mean.raw_data());
+  const Acc* ip = static_cast<const Acc*>(save_invstd.raw_data());
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* gp = static_cast<const T*>(gy.raw_data());
+  std::vector<double> dw(static_cast<size_t>(c)), db(static_cast<size_t>(c));
+  parallel_for(c, grain_for(count), [&](int64_t begin, int64_t end) {
+    for (int64_t ch = begin; ch < end; ++ch) {
+      const Acc m = mp[ch], inv = ip[ch];
+      double sg = 0, sgx = 0;  // sum(dy), sum(dy * xhat)
+      for (int64_t i = 0; i < n; ++i) {
+        const T* xr = xp + (i * c + ch) * s;
+        const T* gr = gp + (i * c + ch) * s;
+        for (int64_t j = 0; j < s; ++j) {
+          const Acc g = static_cast<Acc>(gr[j]);
+          sg += static_cast<double>(g);
+          sgx += static_cast<double>(g * (static_cast<Acc>(xr[j]) - m) * inv);
+        }
+      }
+      dw[static_cast<size_t>(ch)] = sgx, db[static_cast<size_t>(ch)] = sg;
+      if (!gx.defined()) continue;
+      // Training: dx = w rstd (dy - mean(dy) - xhat mean(dy xhat)); eval: the statistics are
+      // constants, so dx = w rstd dy.
+      const Acc scale = w[static_cast<size_t>(ch)] * inv;
+      const Acc mg = training ? static_cast<Acc>(sg / static_cast<double>(count)) : Acc(0);
+      const Acc mgx = training ? static_cast<Acc>(sgx / static_cast<double>(count)) : Acc(0);
+      for (int64_t i = 0; i < n; ++i) {
+        const T* xr = xp + (i * c + ch) * s;
+        const T* gr = gp + (i * c + ch) * s;
+        T* dx = static_cast<T*>(gx.raw_data()) + (i * c + ch) * s;
+        for (int64_t j = 0; j < s; ++j) {
+          const Acc xh = (static_cast<Acc>(xr[j]) - m) * inv;
+          dx[j] = static_cast<T>(scale * (static_cast<Acc>(gr[j]) - mg - xh * mgx));
+        }
+      }
+    }
+  });
+  write_vector(gw, dw);
+  write_vector(gb, db);
+}
+
+void layer_norm_cpu(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                    const Tensor& b, double eps) {
+  dispatch_floating(x.dtype(), "layer_norm",
+                    [&]<class T>(TypeTag<T>) { layer_norm_typed<T>(out, mean, rstd, x, w, b, eps); });
+}
+void layer_norm_backward_cpu(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                             const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  dispatch_floating(x.dtype(), "layer_norm",
+                    [&]<class T>(TypeTag<T>) { layer_norm_backward_typed<T>(gx, gw, gb, gy, x, mean, rstd, w); });
+}
+void batch_norm_cpu(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
+                    const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps) {
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+    batch_norm_typed<T>(out, sm, si, x, w, b, rm, rv, training, momentum, eps);
+  });
+}
+void batch_norm_backward_cpu(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                             const Tensor& w, const Tensor& sm, const Tensor& si, bool training) {
+  dispatch_floating(x.dtype(), "batch_norm",
+                    [&]<class T>(TypeTag<T>) { batch_norm_backward_typed<T>(gx, gw, gb, gy, x, w, sm, si, training); });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(layer_norm_stub, kCPU, layer_norm_cpu);
+HG_REGISTER_KERNEL(layer_norm_backward_stub, kCPU, layer_norm_backward_cpu);
+HG_REGISTER_KERNEL(batch_norm_stub, kCPU, batch_norm_cpu);
+HG_REGISTER_KERNEL(batch_norm_backward_stub, kCPU, batch_norm_backward_cpu);
+
+}  // namespace hg::cpu

@@ -1,0 +1,172 @@
+// CPU max and average pooling over [N*C] independent planes, split across threads by plane
+// (so backward scatters never race). 16-bit gradients are summed in float32 per plane and
+// rounded once.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "framework/ops/pool.h"
+#include "kernels/cpu/loops.h"
+
+namespace hg::cpu {
+namespace {
+
+struct Planes {
+  int64_t planes, h, w, oh, ow;
+};
+Planes planes_of(const Tensor& in, const Tensor& out) {
+  return {in.size(0) * in.size(1), in.size(2), in.size(3), out.size(2), out.size(3)};
+}
+int64_t grain_for(int64_t plane_work) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plane_work, 1));
+}
+
+template <class T>
+void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dParams& p) {
+  using Acc = acc_t<T>;
+  const Planes g = planes_of(input, out);
+  const T* x = static_cast<const T*>(input.raw_data());
+  T* y = static_cast<T*>(out.raw_data());
+  int64_t* ix = static_cast<int64_t*>(indices.raw_data());
+  parallel_for(g.planes, grain_for(g.oh * g.ow * p.kernel[0] * p.kernel[1]), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        // Window rows inside the image: hstart + i * dilation for i with 0 <= row < h.
+        const int64_t hs = oy * p.stride[0] - p.padding[0];
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t ws = ox * p.stride[1] - p.padding[1];
+          Acc best = -std::numeric_limits<Acc>::infinity();
+          int64_t best_i = -1;
+          for (int64_t i = 0; i < p.kernel[0]; ++i) {
+            const int64_t iy = hs + i * p.dilation[0];
+            if (iy < 0 || iy >= g.h) continue;
+            for (int64_t j = 0; j < p.kernel[1]; ++j) {
+              const int64_t jx = ws + j * p.dilation[1];
+              if (jx < 0 || jx >= g.w) continue;
+              const Acc v = static_cast<Acc>(xp[iy * g.w + jx]);
+              // The first element seeds the index; a later one replaces it when larger or NaN
+              // (so NaN propagates, as in PyTorch).
+              if (best_i < 0 || v > best || std::isnan(v)) best = v, best_i = iy * g.w + jx;
+            }
+          }
+          const int64_t o = (pl * g.oh + oy) * g.ow + ox;
+          y[o] = best_i < 0 ? static_cast<T>(best) : xp[best_i];
+          ix[o] = std::max<int64_t>(best_i, 0);
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void max_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
+  using Acc = acc_t<T>;
+  const Planes g = planes_of(grad_input, grad_out);
+  const T* gy = static_cast<const T*>(grad_out.raw_data());
+  const int64_t* ix = static_cast<const int64_t*>(indices.raw_data());
+  T* gx = static_cast<T*>(grad_input.raw_data());
+  const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  parallel_for(g.planes, grain_for(hw + ohw), [&](int64_t b, int64_t e) {
+    std::vector<Acc> acc(static_cast<size_t>(hw));
+    for (int64_t pl = b; pl < e; ++pl) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      for (int64_t o = 0; o < ohw; ++o)
+        acc[static_cast<size_t>(ix[pl * ohw + o])] += static_cast<Acc>(gy[pl * ohw + o]);
+      T* dst = gx + pl * hw;
+      for (int64_t i = 0; i < hw; ++i) dst[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+    }
+  });
+}
+
+// The window of output (oy, ox) clipped to the image, and its divisor (PyTorch's rule: with
+// count_include_pad the window is clipped to the padded image, else to the image).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  double divisor;
+};
+AvgWindow avg_window(int64_t oy, int64_t ox, int64_t h, int64_t w, const Pool2dParams& p) {
+  int64_t h0 = oy * p.stride[0] - p.padding[0], w0 = ox * p.stride[1] - p.padding[1];
+  int64_t h1 = std::min(h0 + p.kernel[0], h + p.padding[0]), w1 = std::min(w0 + p.kernel[1], w + p.padding[1]);
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, h), w1 = std::min(w1, w);
+  const int64_t inside = std::max<int64_t>(h1 - h0, 0) * std::max<int64_t>(w1 - w0, 0);
+  return {h0, h1, w0, w1, static_cast<double>(p.count_include_pad ? padded : inside)};
+}
+
+template <class T>
+void avg_pool_typed(const Tensor& out, const Tensor& input, const Pool2dParams& p) {
+  using Acc = acc_t<T>;
+  const Planes g = planes_of(input, out);
+  const T* x = static_cast<const T*>(input.raw_data());
+  T* y = static_cast<T*>(out.raw_data());
+  parallel_for(g.planes, grain_for(g.oh * g.ow * p.kernel[0] * p.kernel[1]), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const AvgWindow win = avg_window(oy, ox, g.h, g.w, p);
+          Acc s = 0;
+          for (int64_t iy = win.h0; iy < win.h1; ++iy)
+            for (int64_t jx = win.w0; jx < win.w1; ++jx) s += static_cast<Acc>(xp[iy * g.w + jx]);
+          // An all-padding window (possible with ceil_mode) averages nothing: 0, as PyTorch.
+          y[(pl * g.oh + oy) * g.ow + ox] =
+              win.h0 >= win.h1 || win.w0 >= win.w1 ? T(0) : static_cast<T>(s / static_cast<Acc>(win.divisor));
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void avg_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Pool2dParams& p) {
+  using Acc = acc_t<T>;
+  const Planes g = planes_of(grad_input, grad_out);
+  const T* gy = static_cast<const T*>(grad_out.raw_data());
+  T* gx = static_cast<T*>(grad_input.raw_data());
+  const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  parallel_for(g.planes, grain_for(hw + ohw * p.kernel[0] * p.kernel[1]), [&](int64_t b, int64_t e) {
+    std::vector<Acc> acc(static_cast<size_t>(hw));
+    for (int64_t pl = b; pl < e; ++pl) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const AvgWindow win = avg_window(oy, ox, g.h, g.w, p);
+          if (win.h0 >= win.h1 || win.w0 >= win.w1) continue;
+          const Acc v = static_cast<Acc>(gy[pl * ohw + oy * g.ow + ox]) / static_cast<Acc>(win.divisor);
+          for (int64_t iy = win.h0; iy < win.h1; ++iy)
+            for (int64_t jx = win.w0; jx < win.w1; ++jx) acc[static_cast<size_t>(iy * g.w + jx)] += v;
+        }
+      }
+      T* dst = gx + pl * hw;
+      for (int64_t i = 0; i < hw; ++i) dst[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+    }
+  });
+}
+
+void max_pool_cpu(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dParams& p) {
+  dispatch_floating(input.dtype(), "max_pool2d",
+                    [&]<class T>(TypeTag<T>) { max_pool_typed<T>(out, indices, input, p); });
+}
+void max_pool_backward_cpu(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
+  dispatch_floating(grad_out.dtype(), "max_pool2d",
+                    [&]<class T>(TypeTag<T>) { max_pool_backward_typed<T>(grad_input, grad_out, indices); });
+}
+void avg_pool_cpu(const Tensor& out, const Tensor& input, const Pool2dParams& p) {
+  dispatch_floating(input.dtype(), "avg_pool2d", [&]<class T>(TypeTag<T>) { avg_pool_typed<T>(out, input, p); });
+}
+void avg_pool_backward_cpu(const Tensor& grad_input, const Tensor& grad_out, const Pool2dParams& p) {
+  dispatch_floating(grad_out.dtype(), "avg_pool2d",
+                    [&]<class T>(TypeTag<T>) { avg_pool_backward_typed<T>(grad_input, grad_out, p); });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(max_pool2d_stub, kCPU, max_pool_cpu);
+HG_REGISTER_KERNEL(max_pool2d_backward_stub, kCPU, max_pool_backward_cpu);
+HG_REGISTER_KERNEL(avg_pool2d_stub, kCPU, avg_pool_cpu);
+HG_REGISTER_KERNEL(avg_pool2d_backward_stub, kCPU, avg_pool_backward_cpu);
+
+}  // namespace hg::cpu
