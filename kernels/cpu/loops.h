@@ -6,33 +6,27 @@
 #include <cstdint>
 
 #include "framework/tensor.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "kernels/cpu/thread_pool.h"
 
 namespace hg::cpu {
 
 inline constexpr int64_t kParallelGrain = 32768;
 
-// Runs fn(begin, end) over [0, n) in chunks, on all threads when n is large enough.
+// Runs fn(begin, end) over [0, n) in chunks of at least `grain`, on all threads when n is large
+// enough.
 template <class Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
-  if (n <= grain) {
-    if (n > 0) fn(int64_t{0}, n);
+  if (n <= 0) return;
+  const int64_t chunks = std::min<int64_t>(num_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1));
+  if (chunks <= 1) {
+    fn(int64_t{0}, n);
     return;
   }
-#pragma omp parallel
-  {
-#ifdef _OPENMP
-    const int64_t threads = omp_get_num_threads(), tid = omp_get_thread_num();
-#else
-    const int64_t threads = 1, tid = 0;
-#endif
-    const int64_t chunk = (n + threads - 1) / threads;
-    const int64_t begin = tid * chunk, end = std::min(n, begin + chunk);
+  const int64_t step = (n + chunks - 1) / chunks;
+  run_parallel(chunks, [&](int64_t c) {
+    const int64_t begin = c * step, end = std::min(n, begin + step);
     if (begin < end) fn(begin, end);
-  }
+  });
 }
 
 // Geometry of N operands that share one shape: dims of size 1 dropped and adjacent dims merged

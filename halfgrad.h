@@ -1,6 +1,7 @@
 // halfgrad: everything a program needs, in one include.
 #pragma once
 
+#include "amp/amp.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
