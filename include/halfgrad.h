@@ -5,6 +5,7 @@
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "framework/allocator.h"
+#include "framework/cuda.h"
 #include "framework/device.h"
 #include "framework/dtype.h"
 #include "framework/error.h"
