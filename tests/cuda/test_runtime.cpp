@@ -67,3 +67,11 @@ TEST_CASE("CUDA errors name the op and the devices") {
   check_error([&] { (void)mm(g.reshape({1, 3}), c.reshape({3, 1})); }, {"[mm]", "cuda:0", "cpu"});
   check_error([] { (void)empty({4}, Device(kCUDA, 999)); }, {"[allocate]", "999"});
 }
+
+TEST_CASE("every registered op has a CUDA kernel for each of its stubs") {
+  for (const OpDef* op : op_registry()) {
+    CAPTURE(op->name);
+    for (const DispatchStubBase* stub : op->kernels)
+      CHECK_MESSAGE(stub->has(kCUDA), stub->name << " has no CUDA kernel");
+  }
+}
