@@ -6,6 +6,7 @@
 #include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "framework/allocator.h"
+#include "framework/cuda.h"
 #include "framework/data/dataloader.h"
 #include "framework/data/dataset.h"
 #include "framework/data/mnist.h"
