@@ -15,6 +15,8 @@
 #include "framework/error.h"
 #include "framework/grad_mode.h"
 #include "framework/nn/conv.h"
+#include "framework/nn/dropout.h"
+#include "framework/nn/embedding.h"
 #include "framework/nn/init.h"
 #include "framework/nn/linear.h"
 #include "framework/nn/module.h"
