@@ -24,10 +24,13 @@ void binary_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
         case BinaryOp::Add:
           if (alpha == 1.0) {
             binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) + Acc(y)); });
-            return;
+          } else {  // the optimizers' p.add_(d, -lr)
+            binary_loop<T, T, T>(out, a, b, [al](T x, T y) { return T(Acc(x) + al * Acc(y)); });
           }
-          break;
+          return;
+        case BinaryOp::Sub: binary_loop<T, T, T>(out, a, b, [al](T x, T y) { return T(Acc(x) - al * Acc(y)); }); return;
         case BinaryOp::Mul: binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) * Acc(y)); }); return;
+        case BinaryOp::Div: binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) / Acc(y)); }); return;
         default: break;
       }
       binary_loop<T, T, T>(out, a, b, [op, al](T x, T y) { return T(scalar::binary<Acc>(op, Acc(x), Acc(y), al)); });
