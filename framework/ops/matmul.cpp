@@ -127,13 +127,15 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Tensor out = Tensor(out2.storage(), out_shape, contiguous_strides(out_shape), 0, out2.dtype());
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(x, "linear"), sw = SavedTensor(w, "linear"), has_bias = bias.defined(), in,
+    // Only the gradients some input needs: a first layer's input gradient is a whole GEMM.
+    bw = [sx = SavedTensor(x, "linear"), sw = SavedTensor(w, "linear"), need_x = x.requires_grad(),
+          need_w = w.requires_grad(), need_b = bias.defined() && bias.requires_grad(), in,
           out_features](const TensorList& g) -> TensorList {
       const Tensor& x = sx.get();
       Tensor g2 = g[0].reshape({-1, out_features});
-      Tensor gx = mm(g2, sw.get()).reshape(x.shape());
-      Tensor gw = mm(g2.t(), x.reshape({-1, in}));
-      Tensor gb = has_bias ? sum(g2, {0}) : Tensor();
+      Tensor gx = need_x ? mm(g2, sw.get()).reshape(x.shape()) : Tensor();
+      Tensor gw = need_w ? mm(g2.t(), x.reshape({-1, in})) : Tensor();
+      Tensor gb = need_b ? sum(g2, {0}) : Tensor();
       return {gx, gw, gb};
     };
   }

@@ -8,6 +8,7 @@
 namespace hg {
 
 HG_DEFINE_STUB(unary_stub, UnaryFn);
+HG_DEFINE_STUB(relu_backward_stub, ReluBackwardFn);
 
 namespace {
 const OpDef kNeg{"neg", true, {&unary_stub}};
@@ -41,7 +42,15 @@ Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
     case UnaryOp::Abs: return g * (gt(x, zeros_like(x)).to(g.dtype()) - lt(x, zeros_like(x)).to(g.dtype()));
     case UnaryOp::Sigmoid: return g * y * (1.0 - y);
     case UnaryOp::Tanh: return g * (1.0 - y * y);
-    case UnaryOp::Relu: return g * gt(y, zeros_like(y)).to(g.dtype());
+    case UnaryOp::Relu: {
+      const DeviceType dev = g.device().type;
+      if (relu_backward_stub.has(dev) && g.dtype() == y.dtype() && g.shape() == y.shape() && g.device() == y.device()) {
+        Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
+        if (out.numel()) relu_backward_stub(dev, out, g, y);
+        return out;
+      }
+      return g * gt(y, zeros_like(y)).to(g.dtype());
+    }
     case UnaryOp::Gelu: {
       // d/dx x Phi(x) = Phi(x) + x phi(x)
       Tensor cdf = (1.0 + erf(x * M_SQRT1_2)) * 0.5;

@@ -24,10 +24,13 @@ void binary_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
         case BinaryOp::Add:
           if (alpha == 1.0) {
             binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) + Acc(y)); });
-            return;
+          } else {  // the optimizers' p.add_(d, -lr)
+            binary_loop<T, T, T>(out, a, b, [al](T x, T y) { return T(Acc(x) + al * Acc(y)); });
           }
-          break;
+          return;
+        case BinaryOp::Sub: binary_loop<T, T, T>(out, a, b, [al](T x, T y) { return T(Acc(x) - al * Acc(y)); }); return;
         case BinaryOp::Mul: binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) * Acc(y)); }); return;
+        case BinaryOp::Div: binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) / Acc(y)); }); return;
         default: break;
       }
       binary_loop<T, T, T>(out, a, b, [op, al](T x, T y) { return T(scalar::binary<Acc>(op, Acc(x), Acc(y), al)); });
@@ -51,9 +54,23 @@ void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& in, double p0, doubl
   });
 }
 
+// The product with the 0/1 mask, written so it vectorises (a NaN y selects 0, as gt does).
+void relu_backward_cpu(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y) {
+  dispatch_dtype(grad_out.dtype(), [&]<class T>(TypeTag<T>) {
+    if constexpr (std::is_same_v<T, bool>) {
+      fail("relu", "not supported on bool tensors");
+    } else {
+      using Acc = acc_t<T>;
+      binary_loop<T, T, T>(grad_in, grad_out, y,
+                           [](T g, T v) { return T(Acc(g) * (Acc(v) > Acc(0) ? Acc(1) : Acc(0))); });
+    }
+  });
+}
+
 }  // namespace
 
 HG_REGISTER_KERNEL(binary_stub, kCPU, binary_cpu);
 HG_REGISTER_KERNEL(unary_stub, kCPU, unary_cpu);
+HG_REGISTER_KERNEL(relu_backward_stub, kCPU, relu_backward_cpu);
 
 }  // namespace hg::cpu

@@ -1,11 +1,12 @@
 // CPU matrix multiply through OpenBLAS. float16/bfloat16 operands are widened to float32 once
-// (in parallel), multiplied by sgemm with float32 accumulation, and the result rounded once.
+// (in parallel, in their stored order, into cached buffers), multiplied by sgemm with float32
+// accumulation, and the result rounded once.
 #include <cblas.h>
 
-#include <vector>
-
 #include "framework/ops/matmul.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
 namespace {
@@ -32,13 +33,36 @@ void widen(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, flo
       const T* in = src + r * rs;
       float* out = dst + r * cols;
       if (cs == 1) {
-        for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(in[c]);
+        load_run(in, out, cols);
       } else {
         for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(in[c * cs]);
       }
     }
   });
 }
+
+// A float32 copy of one [rows, cols] operand, dense in the operand's own memory order: a
+// transposed operand (a weight seen through .t()) is widened row by row as it is stored and
+// handed to sgemm as transposed, so the copy is a contiguous, vectorised pass, never a gather.
+// The buffer comes from the caching allocator.
+template <class T>
+struct WideOperand {
+  Workspace<float> buf;
+  bool transposed = false;
+  int64_t ld = 0;
+  WideOperand(int64_t rows, int64_t cols) : buf(rows * cols) {}
+  void fill(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    const BlasView v = blas_view(rows, cols, rs, cs);
+    transposed = v.usable && v.transposed;
+    if (transposed) {
+      widen(src, cols, rows, cs, 1, buf.data());  // stored as [cols, rows]
+      ld = rows;
+    } else {
+      widen(src, rows, cols, rs, cs, buf.data());
+      ld = cols;
+    }
+  }
+};
 
 template <class T>
 void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -72,19 +96,19 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
     }
   }
   // Widen (or densify) to float32 and multiply with sgemm.
-  std::vector<float> fa(static_cast<size_t>(m * k)), fb(static_cast<size_t>(k * n)), fo;
+  WideOperand<T> fa(m, k), fb(k, n);
   const bool out_is_float = std::is_same_v<T, float>;
-  if (!out_is_float) fo.resize(static_cast<size_t>(m * n));
+  Workspace<float> fo(out_is_float ? 0 : m * n);
   for (int64_t i = 0; i < batch; ++i) {
-    widen(pa + i * sa0, m, k, sa1, sa2, fa.data());
-    widen(pb + i * sb0, k, n, sb1, sb2, fb.data());
+    fa.fill(pa + i * sa0, m, k, sa1, sa2);
+    fb.fill(pb + i * sb0, k, n, sb1, sb2);
     float* dst = out_is_float ? reinterpret_cast<float*>(po + i * m * n) : fo.data();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, fa.data(), k, fb.data(), n, 0.0f, dst, n);
+    cblas_sgemm(CblasRowMajor, fa.transposed ? CblasTrans : CblasNoTrans, fb.transposed ? CblasTrans : CblasNoTrans, m,
+                n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f, dst, n);
     if (!out_is_float) {
       T* o = po + i * m * n;
-      parallel_for(m * n, kParallelGrain, [&](int64_t b0, int64_t e0) {
-        for (int64_t j = b0; j < e0; ++j) o[j] = T(fo[static_cast<size_t>(j)]);
-      });
+      const float* f = fo.data();
+      parallel_for(m * n, kParallelGrain, [&](int64_t b0, int64_t e0) { store_run(f + b0, o + b0, e0 - b0); });
     }
   }
 }

@@ -22,6 +22,42 @@ int64_t grain_for(int64_t plane_work) {
   return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(plane_work, 1));
 }
 
+// The usual 2x2, stride 2 window with no padding or dilation, every window inside the image:
+// no bounds checks, and the four values compared without branches (same rule as below: the
+// first seeds, a later one wins when larger or NaN), so each row is a tight loop.
+bool is_plain_2x2(const Planes& g, const Pool2dParams& p) {
+  return p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 && p.padding[0] == 0 &&
+         p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
+}
+
+template <class T>
+void max_pool_2x2(const Planes& g, const T* x, T* y, int64_t* ix) {
+  using Acc = acc_t<T>;
+  parallel_for(g.planes, grain_for(g.oh * g.ow * 4), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const int64_t row = 2 * oy * g.w;
+        T* yo = y + (pl * g.oh + oy) * g.ow;
+        int64_t* io = ix + (pl * g.oh + oy) * g.ow;
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t i0 = row + 2 * ox;
+          Acc best = static_cast<Acc>(xp[i0]);
+          int64_t bi = i0;
+          for (const int64_t i : {i0 + 1, i0 + g.w, i0 + g.w + 1}) {
+            const Acc v = static_cast<Acc>(xp[i]);
+            const bool take = v > best || v != v;
+            best = take ? v : best;
+            bi = take ? i : bi;
+          }
+          yo[ox] = xp[bi];  // the stored value itself, NaN payloads included
+          io[ox] = bi;
+        }
+      }
+    }
+  });
+}
+
 template <class T>
 void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dParams& p) {
   using Acc = acc_t<T>;
@@ -29,6 +65,10 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& inpu
   const T* x = static_cast<const T*>(input.raw_data());
   T* y = static_cast<T*>(out.raw_data());
   int64_t* ix = static_cast<int64_t*>(indices.raw_data());
+  if (is_plain_2x2(g, p)) {
+    max_pool_2x2(g, x, y, ix);
+    return;
+  }
   parallel_for(g.planes, grain_for(g.oh * g.ow * p.kernel[0] * p.kernel[1]), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * g.h * g.w;
