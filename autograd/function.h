@@ -14,15 +14,26 @@
 // forward runs with grad recording off; backward gets one gradient per output and returns one
 // per tensor argument of forward (undefined where there is none). Like every node, backward
 // runs under the autocast state that forward ran under.
+//
+// A function that must run in one dtype under autocast declares
+//     static constexpr std::optional<hg::Dtype> cast_inputs = hg::kFloat32;
+// Inside an autocast region, apply() then casts each eligible hg::Tensor argument (floating,
+// not float64, on a device type whose region is enabled) to that dtype, recording the casts so
+// gradients flow back in the original dtypes, and runs forward with autocast off. Outside a
+// region it changes nothing. backward still runs under the region's recorded state. (Only the
+// framework's autocast state is read here: autograd does not depend on amp/.)
 #pragma once
 
 #include <any>
 #include <map>
+#include <optional>
 #include <string>
 #include <type_traits>
 
+#include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
 #include "framework/op.h"
+#include "framework/ops/copy.h"
 
 namespace hg::autograd {
 
@@ -42,6 +53,47 @@ void collect_tensors(TensorList& out, const T& arg) {
   if constexpr (std::is_convertible_v<const T&, const Tensor&>) out.push_back(arg);
 }
 inline TensorList as_list(const Tensor& t) { return {t}; }
+
+// Derived::cast_inputs when the function declares it.
+template <class D>
+constexpr std::optional<Dtype> cast_inputs_of() {
+  if constexpr (requires { D::cast_inputs; }) {
+    return std::optional<Dtype>(D::cast_inputs);
+  } else {
+    return std::nullopt;
+  }
+}
+
+// A Tensor argument cast to `dtype` when an enabled autocast region could have cast it;
+// other arguments are forwarded untouched.
+template <class T>
+decltype(auto) cast_argument(T&& arg, Dtype dtype) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<T>, Tensor>) {
+    const bool eligible = arg.defined() && is_floating(arg.dtype()) && arg.dtype() != kFloat64 &&
+                          autocast_state()[arg.device().type].enabled;
+    return eligible ? to(arg, arg.device(), dtype) : Tensor(arg);
+  } else {
+    return std::forward<T>(arg);
+  }
+}
+
+// Autocast off on every device type for a scope (forward of a cast_inputs function).
+class AutocastOffGuard {
+ public:
+  explicit AutocastOffGuard(bool active) : active_(active), saved_(autocast_state()) {
+    if (active_)
+      for (AutocastDeviceState& d : autocast_state().devices) d.enabled = false;
+  }
+  ~AutocastOffGuard() {
+    if (active_) autocast_state() = saved_;
+  }
+  AutocastOffGuard(const AutocastOffGuard&) = delete;
+  AutocastOffGuard& operator=(const AutocastOffGuard&) = delete;
+
+ private:
+  bool active_;
+  AutocastState saved_;
+};
 inline TensorList as_list(const TensorList& t) { return t; }
 void attach_function(std::string_view name, const TensorList& inputs, std::vector<Tensor*> outputs,
                      std::shared_ptr<AutogradContext> ctx,
@@ -52,6 +104,17 @@ template <class Derived>
 struct Function {
   template <class... Args>
   static auto apply(Args&&... args) {
+    constexpr std::optional<Dtype> cast_to = detail::cast_inputs_of<Derived>();
+    if constexpr (cast_to.has_value()) {
+      if (autocast_state().any_enabled())
+        return run(true, detail::cast_argument(std::forward<Args>(args), *cast_to)...);
+    }
+    return run(false, std::forward<Args>(args)...);
+  }
+
+ private:
+  template <class... Args>
+  static auto run(bool autocast_off, Args&&... args) {
     TensorList inputs;
     (detail::collect_tensors(inputs, args), ...);
     auto ctx = std::make_shared<AutogradContext>();
@@ -62,6 +125,7 @@ struct Function {
     }
     auto result = [&] {
       GradModeGuard no_grad(false);
+      detail::AutocastOffGuard autocast_off_guard(autocast_off);
       return Derived::forward(ctx.get(), std::forward<Args>(args)...);
     }();
     if (needs_grad) {

@@ -1,0 +1,47 @@
+#include "amp/cast_cache.h"
+
+#include <map>
+#include <utility>
+
+#include "amp/autocast_scope.h"
+#include "framework/autocast_state.h"
+#include "framework/grad_mode.h"
+#include "framework/ops/copy.h"
+
+namespace hg::amp {
+
+namespace {
+struct Entry {
+  Tensor source;  // held so its TensorImpl address cannot be reused by another tensor meanwhile
+  uint32_t version;
+  Tensor cast;
+};
+thread_local std::map<std::pair<const TensorImpl*, Dtype>, Entry> t_cache;
+
+bool owns_whole_storage(const Tensor& t) {
+  return t.offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * element_size(t.dtype()) == t.storage()->nbytes;
+}
+}  // namespace
+
+bool is_cacheable(const Tensor& t, Dtype dtype) {
+  return autocast_nesting_depth() > 0 && autocast_state()[t.device().type].cache_enabled && is_reduced_float(dtype) &&
+         t.dtype() == kFloat32 && t.is_leaf() && t.requires_grad() && owns_whole_storage(t);
+}
+
+Tensor cast_for_autocast(const Tensor& t, Dtype dtype) {
+  if (t.dtype() == dtype) return t;
+  if (!is_cacheable(t, dtype)) return to(t, t.device(), dtype);
+  const auto key = std::make_pair(t.impl(), dtype);
+  auto it = t_cache.find(key);
+  if (it != t_cache.end() && it->second.version == t.version()) return it->second.cast;
+  GradModeGuard record(true);
+  Tensor cast = to(t, t.device(), dtype);
+  t_cache.insert_or_assign(key, Entry{t, t.version(), cast});
+  return cast;
+}
+
+void clear_cast_cache() { t_cache.clear(); }
+size_t cast_cache_size() { return t_cache.size(); }
+
+}  // namespace hg::amp

@@ -1,0 +1,27 @@
+// The cast cache (AMP-SPEC section 3): inside a region, a weight is cast to the lower dtype
+// once and reused, however many ops read it. Per thread, emptied when this thread leaves its
+// outermost region, so recomputation and other threads never see another region's casts.
+#pragma once
+
+#include <cstddef>
+
+#include "framework/tensor.h"
+
+namespace hg::amp {
+
+// Whether cast_for_autocast(t, dtype) would go through the cache: inside a region whose device
+// has cache_enabled, t a float32 leaf that requires grad and owns its whole storage (a weight,
+// not a view), and dtype float16/bfloat16.
+bool is_cacheable(const Tensor& t, Dtype dtype);
+
+// t cast to dtype on its device; from (and into) the cache when is_cacheable. Cached casts are
+// made with grad recording on, so a cast first made under NoGradGuard still links to the weight
+// when a later op in the region records a graph (PyTorch issue 112583). A weight written in
+// place since it was cached (its version moved) is cast again. halfgrad has no inference mode
+// yet; when it gets one, casts made in it must not be cached.
+Tensor cast_for_autocast(const Tensor& t, Dtype dtype);
+
+void clear_cast_cache();   // this thread's cache; called when the nesting depth returns to 0
+size_t cast_cache_size();  // entries in this thread's cache
+
+}  // namespace hg::amp

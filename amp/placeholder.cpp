@@ -1,1 +1,0 @@
-// Placeholder until the amp layer lands (issue 3).

@@ -1,0 +1,38 @@
+// The autocast policy: what each op does with its inputs inside a region, per device type.
+// The rows themselves are in policy_table.cpp, the one place that decides them.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "framework/device.h"
+
+namespace hg::amp {
+
+enum class CastPolicy : unsigned char {
+  LowerPrecision,   // eligible inputs cast to the region's dtype (float16/bfloat16)
+  Fp32,             // eligible inputs cast to float32
+  Fp32OutputDtype,  // no input copy; the op writes float32 when its first input is eligible
+  Promote,          // eligible inputs cast to the widest floating dtype among them
+  Refused,          // throws, saying what to use instead
+  PassThrough,      // "not listed": runs in whatever dtypes its inputs have
+};
+
+struct PolicyRow {
+  std::string_view op;  // the public op name, as in hg::op_registry()
+  CastPolicy cpu;
+  CastPolicy cuda;
+  std::string_view note;  // why, or for Refused rows the advice shown in the error
+  CastPolicy on(DeviceType device) const { return device == kCUDA ? cuda : cpu; }
+};
+
+// Every row, in table order.
+std::span<const PolicyRow> policy_table();
+// The row for an op, or nullptr when the table has none.
+const PolicyRow* find_policy_row(std::string_view op);
+// The policy of `op` on `device`; throws hg::Error naming the op when it has no row (a new op
+// is not finished until its row is decided).
+CastPolicy policy_for(std::string_view op, DeviceType device);
+std::string_view policy_name(CastPolicy policy);
+
+}  // namespace hg::amp

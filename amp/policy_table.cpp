@@ -1,0 +1,190 @@
+// THE autocast policy table (AMP-SPEC section 2): one row per op name, for cpu and cuda.
+// Every op in hg::op_registry() must have a row, "pass-through" ones included; the registry
+// test fails otherwise. Rows for ops not registered yet are fine (they wait for their op).
+//
+//   Lower    eligible inputs -> the region's float16/bfloat16
+//   F32      eligible inputs -> float32
+//   F32Out   no input copy; output float32 when the first input is eligible
+//   Promote  eligible inputs -> the widest floating dtype among them (float16 + bfloat16: error)
+//   Refuse   throws with the note as advice
+//   Pass     not listed: runs in its inputs' dtypes (in-place ops, views, elementwise, ...)
+#include "amp/policy.h"
+
+#include <string>
+#include <unordered_map>
+
+#include "framework/error.h"
+
+namespace hg::amp {
+
+namespace {
+constexpr CastPolicy Lower = CastPolicy::LowerPrecision;
+constexpr CastPolicy F32 = CastPolicy::Fp32;
+constexpr CastPolicy F32Out = CastPolicy::Fp32OutputDtype;
+constexpr CastPolicy Promote = CastPolicy::Promote;
+constexpr CastPolicy Refuse = CastPolicy::Refused;
+constexpr CastPolicy Pass = CastPolicy::PassThrough;
+
+// clang-format off
+constexpr PolicyRow kTable[] = {
+  // op                                  cpu      cuda     note
+  // -- copies and in-place writes: run as asked --
+  {"to",                                 Pass,    Pass,    "the cast itself"},
+  {"contiguous",                         Pass,    Pass,    "copy, keeps dtype"},
+  {"clone",                              Pass,    Pass,    "copy, keeps dtype"},
+  {"copy_",                              Pass,    Pass,    "in-place"},
+  {"fill_",                              Pass,    Pass,    "in-place"},
+  {"zero_",                              Pass,    Pass,    "in-place"},
+  {"add_",                               Pass,    Pass,    "in-place"},
+  {"sub_",                               Pass,    Pass,    "in-place"},
+  {"mul_",                               Pass,    Pass,    "in-place"},
+  {"div_",                               Pass,    Pass,    "in-place"},
+  {"amp_unscale_",                       Pass,    Pass,    "GradScaler kernel, in-place on fp32 grads"},
+  {"amp_update_scale_",                  Pass,    Pass,    "GradScaler kernel, in-place on its state"},
+  // -- views --
+  {"view",                               Pass,    Pass,    "view"},
+  {"reshape",                            Pass,    Pass,    "view (or copy)"},
+  {"transpose",                          Pass,    Pass,    "view"},
+  {"permute",                            Pass,    Pass,    "view"},
+  {"slice",                              Pass,    Pass,    "view"},
+  {"select",                             Pass,    Pass,    "view"},
+  {"expand",                             Pass,    Pass,    "view"},
+  {"squeeze",                            Pass,    Pass,    "view"},
+  {"unsqueeze",                          Pass,    Pass,    "view"},
+  {"as_strided",                         Pass,    Pass,    "view"},
+  // -- elementwise binary: normal type promotion --
+  {"add",                                Pass,    Pass,    "binary, promotes by normal rules"},
+  {"sub",                                Pass,    Pass,    "binary, promotes by normal rules"},
+  {"mul",                                Pass,    Pass,    "binary, promotes by normal rules"},
+  {"div",                                Pass,    Pass,    "binary, promotes by normal rules"},
+  {"maximum",                            Pass,    Pass,    "binary, promotes by normal rules"},
+  {"minimum",                            Pass,    Pass,    "binary, promotes by normal rules"},
+  {"eq",                                 Pass,    Pass,    "comparison"},
+  {"ne",                                 Pass,    Pass,    "comparison"},
+  {"lt",                                 Pass,    Pass,    "comparison"},
+  {"le",                                 Pass,    Pass,    "comparison"},
+  {"gt",                                 Pass,    Pass,    "comparison"},
+  {"ge",                                 Pass,    Pass,    "comparison"},
+  {"where",                              Pass,    Pass,    "selection"},
+  {"masked_fill",                        Pass,    Pass,    "selection"},
+  // -- elementwise unary --
+  {"neg",                                Pass,    Pass,    "exact in any dtype"},
+  {"abs",                                Pass,    Pass,    "exact in any dtype"},
+  {"relu",                               Pass,    Pass,    "exact in any dtype"},
+  {"clamp",                              Pass,    Pass,    "exact in any dtype"},
+  {"sqrt",                               Pass,    Pass,    "not listed"},
+  {"sigmoid",                            Pass,    Pass,    "not listed: bounded output"},
+  {"tanh",                               Pass,    Pass,    "not listed: bounded output"},
+  {"gelu",                               Pass,    Pass,    "not listed"},
+  {"erf",                                Pass,    Pass,    "not listed (erfinv would be fp32)"},
+  {"exp",                                Pass,    F32,     "cuda: overflows float16 quickly"},
+  {"log",                                Pass,    F32,     "cuda: needs float32 range near 0"},
+  {"log1p",                              Pass,    F32,     "cuda: needs float32 precision near 0"},
+  {"rsqrt",                              Pass,    F32,     "cuda: overflows float16 near 0"},
+  {"reciprocal",                         Pass,    F32,     "cuda: overflows float16 near 0"},
+  {"pow",                                Pass,    F32,     "cuda: overflows float16"},
+  {"softplus",                           Pass,    F32,     "cuda: contains exp"},
+  {"dropout",                            Pass,    Pass,    "not listed"},
+  // -- reductions --
+  {"sum",                                Pass,    F32Out,  "cuda: accumulates into float32"},
+  {"prod",                               Pass,    F32Out,  "cuda: accumulates into float32"},
+  {"cumsum",                             Pass,    F32Out,  "cuda: accumulates into float32"},
+  {"cumprod",                            Pass,    F32Out,  "cuda: accumulates into float32"},
+  {"logsumexp",                          Pass,    F32,     "cuda: contains exp"},
+  {"max",                                Pass,    Pass,    "exact in any dtype"},
+  {"min",                                Pass,    Pass,    "exact in any dtype"},
+  {"argmax",                             Pass,    Pass,    "integer output"},
+  {"argmin",                             Pass,    Pass,    "integer output"},
+  // -- matrix products and convolutions: the lower-precision family --
+  {"mm",                                 Lower,   Lower,   "GEMM"},
+  {"bmm",                                Lower,   Lower,   "GEMM"},
+  {"matmul",                             Lower,   Lower,   "GEMM"},
+  {"addmm",                              Lower,   Lower,   "GEMM"},
+  {"baddbmm",                            Lower,   Lower,   "GEMM"},
+  {"linear",                             Lower,   Lower,   "GEMM"},
+  {"einsum",                             Lower,   Lower,   "GEMM"},
+  {"prelu",                              Lower,   Lower,   "listed with the GEMM family"},
+  {"scaled_dot_product_attention",       Lower,   Lower,   "GEMM"},
+  {"conv1d",                             Lower,   Lower,   "convolution"},
+  {"conv2d",                             Lower,   Lower,   "convolution"},
+  {"conv3d",                             Lower,   Lower,   "convolution"},
+  {"conv_transpose2d",                   Lower,   Lower,   "convolution"},
+  // -- softmax and normalisation --
+  {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
+  {"log_softmax",                        Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
+  {"layer_norm",                         Pass,    F32,     "cuda: mean/variance need float32"},
+  {"group_norm",                         Pass,    F32,     "cuda: mean/variance need float32"},
+  {"batch_norm",                         Pass,    Pass,    "not listed: kernels keep float32 statistics"},
+  {"cosine_similarity",                  Pass,    F32,     "cuda: norms"},
+  // -- losses: float32 on both --
+  {"cross_entropy",                      F32,     F32,     "loss"},
+  {"nll_loss",                           F32,     F32,     "loss"},
+  {"mse_loss",                           F32,     F32,     "loss"},
+  {"l1_loss",                            F32,     F32,     "loss"},
+  {"smooth_l1_loss",                     F32,     F32,     "loss"},
+  {"huber_loss",                         F32,     F32,     "loss"},
+  {"kl_div",                             F32,     F32,     "loss"},
+  {"binary_cross_entropy_with_logits",   F32,     F32,     "loss"},
+  {"binary_cross_entropy",               F32,     Refuse,
+   "binary_cross_entropy on probabilities is unsafe in float16 autocast; use binary_cross_entropy_with_logits "
+   "(it fuses the sigmoid), or run this op outside the region on float32 inputs"},
+  // -- joining and indexing --
+  {"cat",                                Promote, Promote, "joins tensors: one dtype for all"},
+  {"stack",                              Promote, Promote, "joins tensors: one dtype for all"},
+  {"index_copy",                         Promote, Pass,    "cpu: one dtype for source and destination"},
+  {"gather",                             Pass,    Pass,    "indexing"},
+  {"index_select",                       Pass,    Pass,    "indexing"},
+  {"embedding",                          Pass,    Pass,    "indexing"},
+  // -- pooling --
+  {"max_pool2d",                         Pass,    Pass,    "exact in any dtype"},
+  {"avg_pool2d",                         Pass,    Pass,    "not listed"},
+  // -- gradient kernels recorded as ops: they run in the dtypes their forward saved --
+  {"conv2d_backward",                    Pass,    Pass,    "backward of conv2d"},
+  {"layer_norm_backward",                Pass,    Pass,    "backward of layer_norm"},
+  {"batch_norm_backward",                Pass,    Pass,    "backward of batch_norm"},
+  {"max_pool2d_backward",                Pass,    Pass,    "backward of max_pool2d"},
+  {"avg_pool2d_backward",                Pass,    Pass,    "backward of avg_pool2d"},
+};
+// clang-format on
+
+const std::unordered_map<std::string_view, const PolicyRow*>& index() {
+  static const auto map = [] {
+    std::unordered_map<std::string_view, const PolicyRow*> m;
+    for (const PolicyRow& row : kTable) {
+      HG_CHECK(m.emplace(row.op, &row).second, "autocast", "the policy table has two rows for '{}'", row.op);
+    }
+    return m;
+  }();
+  return map;
+}
+}  // namespace
+
+std::span<const PolicyRow> policy_table() { return kTable; }
+
+const PolicyRow* find_policy_row(std::string_view op) {
+  const auto& m = index();
+  auto it = m.find(op);
+  return it == m.end() ? nullptr : it->second;
+}
+
+CastPolicy policy_for(std::string_view op, DeviceType device) {
+  const PolicyRow* row = find_policy_row(op);
+  HG_CHECK(row != nullptr, op,
+           "has no autocast policy row; add one to amp/policy_table.cpp (use Pass if the op should run in its "
+           "inputs' dtypes)");
+  return row->on(device);
+}
+
+std::string_view policy_name(CastPolicy policy) {
+  switch (policy) {
+    case CastPolicy::LowerPrecision: return "lower precision";
+    case CastPolicy::Fp32: return "fp32";
+    case CastPolicy::Fp32OutputDtype: return "fp32 with output dtype";
+    case CastPolicy::Promote: return "promote";
+    case CastPolicy::Refused: return "refused";
+    case CastPolicy::PassThrough: return "pass-through";
+  }
+  return "?";
+}
+
+}  // namespace hg::amp

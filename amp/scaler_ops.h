@@ -1,0 +1,17 @@
+// The GradScaler's two kernels as registered ops ("amp_unscale_", "amp_update_scale_"), so
+// they show in the op recorder and the registry checks that every backend supplies them.
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace hg::amp {
+
+// grad *= 1/scale in place (reciprocal in double) and found_inf = 1 if grad held inf/NaN, in
+// one pass. grad: floating, any layout; found_inf, scale: one-element float32 on grad's device.
+void unscale_grad_(const Tensor& grad, const Tensor& found_inf, const Tensor& scale);
+
+// The scale update (see update_scale_stub in framework/ops/grad_scaling.h), in place.
+void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
+                   double backoff_factor, int64_t growth_interval);
+
+}  // namespace hg::amp

@@ -1,0 +1,250 @@
+// What the MNIST examples share: flags, the data, a classification loss, the training loop with
+// its progress line and checkpoints, evaluation, and the closing JSON line.
+#pragma once
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <halfgrad.h>
+
+namespace examples {
+
+using hg::Tensor;
+
+struct Args {
+  std::string data = "data/mnist";
+  int64_t epochs = 1;
+  int64_t batch_size = 128;
+  double lr = 0.05;
+  double momentum = 0.9;
+  std::string device;  // empty: cuda where a GPU is, else cpu
+  std::string amp = "off";
+  uint64_t seed = 0;
+  std::string save, resume;
+};
+
+// The common flags; returns false (after printing help or the error) when the program should stop.
+inline bool parse_args(int argc, char** argv, const std::string& description, Args& args, int& exit_code) {
+  CLI::App app{description};
+  app.add_option("--data", args.data, "directory with the MNIST IDX files (tools/fetch-mnist.sh)")
+      ->capture_default_str();
+  app.add_option("--epochs", args.epochs, "passes over the training set")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", args.batch_size, "samples per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", args.lr, "learning rate (SGD, momentum 0.9)")->capture_default_str();
+  app.add_option("--device", args.device, "cpu or cuda (default: cuda where a GPU is, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--amp", args.amp, "mixed precision: off, bf16, or fp16 (with a GradScaler)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+  app.add_option("--seed", args.seed, "seed for initialisation and shuffling")->capture_default_str();
+  app.add_option("--save", args.save, "write a checkpoint (safetensors) after every epoch");
+  app.add_option("--resume", args.resume, "continue from a checkpoint written by --save");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    exit_code = app.exit(e);
+    return false;
+  }
+  return true;
+}
+
+inline bool cuda_available() {
+  try {
+    hg::empty({1}, hg::Device(hg::kCUDA));
+    return true;
+  } catch (const hg::Error&) {
+    return false;
+  }
+}
+
+inline hg::Device pick_device(const Args& args) {
+  if (args.device.empty()) return cuda_available() ? hg::Device(hg::kCUDA) : hg::Device(hg::kCPU);
+  if (args.device == "cpu") return hg::kCPU;
+  HG_CHECK(cuda_available(), "device",
+           "--device cuda: this build has no usable CUDA backend or no GPU is visible; use --device cpu");
+  return hg::kCUDA;
+}
+
+// Mean cross entropy of logits [B, C] against int64 targets [B], computed in float32.
+// log_softmax subtracts each row's maximum (a constant for autograd) before exp.
+inline Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  const int64_t b = logits.size(0), c = logits.size(1);
+  const Tensor z32 = logits.to(hg::kFloat32);
+  const auto zv = z32.to_vector<float>();
+  const auto tv = target.to_vector<int64_t>();
+  std::vector<float> row_max(static_cast<size_t>(b)), onehot(static_cast<size_t>(b * c), 0.0f);
+  for (int64_t i = 0; i < b; ++i) {
+    row_max[i] = *std::max_element(zv.begin() + i * c, zv.begin() + (i + 1) * c);
+    onehot[static_cast<size_t>(i * c + tv[i])] = 1.0f;
+  }
+  const Tensor z = z32 - hg::tensor(row_max, {b, 1}).to(logits.device());
+  const Tensor log_probs = z - z.exp().sum({1}, true).log();
+  return -(log_probs * hg::tensor(onehot, {b, c}).to(logits.device())).sum() / static_cast<double>(b);
+}
+
+// Index of the largest logit per row.
+inline std::vector<int64_t> predictions(const Tensor& logits) {
+  const int64_t b = logits.size(0), c = logits.size(1);
+  const auto v = logits.to_vector<float>();
+  std::vector<int64_t> out(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i)
+    out[i] = std::max_element(v.begin() + i * c, v.begin() + (i + 1) * c) - (v.begin() + i * c);
+  return out;
+}
+
+inline std::optional<hg::Dtype> amp_dtype(const Args& args) {
+  if (args.amp == "bf16") return hg::kBFloat16;
+  if (args.amp == "fp16") return hg::kFloat16;
+  return std::nullopt;
+}
+
+// Runs forward under the autocast mode that --amp asks for (the loss is then taken in float32).
+inline Tensor forward(hg::nn::Module& model, const Tensor& x, const Args& args) {
+  const auto dtype = amp_dtype(args);
+  hg::amp::AutocastGuard autocast(x.device().type, dtype, dtype.has_value());
+  return model(x);
+}
+
+inline double accuracy(hg::nn::Module& model, const hg::data::TensorDataset& test, hg::Device device,
+                       const Args& args) {
+  hg::NoGradGuard no_grad;
+  model.eval();
+  hg::data::DataLoader loader(test, {.batch_size = 1000});
+  int64_t correct = 0;
+  for (hg::TensorList batch : loader) {
+    const auto pred = predictions(forward(model, batch[0].to(device), args));
+    const auto y = batch[1].to_vector<int64_t>();
+    for (size_t i = 0; i < y.size(); ++i) correct += pred[i] == y[i];
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(test.size());
+}
+
+// Shows progress: one line rewritten in place on a terminal, plain lines every quarter epoch otherwise.
+class Progress {
+ public:
+  Progress() : tty_(::isatty(::fileno(stdout)) != 0) {}
+  void update(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss, double samples_per_s,
+              double eta_s) {
+    const bool last = step == steps;
+    const std::string line = fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.0f} samples/s ETA {:.0f}s", epoch,
+                                         epochs, step, steps, loss, samples_per_s, eta_s);
+    if (tty_) {
+      if (last || step % 10 == 0) fmt::print("\r{}\x1b[K{}", line, last ? "\n" : "");
+      std::fflush(stdout);
+    } else if (last || step % std::max<int64_t>(1, steps / 4) == 0) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
+  }
+
+ private:
+  bool tty_;
+};
+
+// A whole training state in one safetensors file: model.*, optim.*, and the next epoch.
+inline void save_checkpoint(const std::string& path, const hg::nn::Module& model, const hg::optim::Optimizer& opt,
+                            const hg::amp::GradScaler& scaler, int64_t next_epoch) {
+  hg::StateDict all = hg::with_prefix(model.state_dict(), "model.");
+  for (auto& [k, v] : hg::with_prefix(opt.state_dict(), "optim.")) all[k] = v;
+  for (auto& [k, v] : hg::with_prefix(scaler.state_dict(), "scaler.")) all[k] = v;
+  all["epoch"] = hg::scalar_tensor(static_cast<double>(next_epoch), hg::kInt64);
+  hg::save(all, path, {{"format", "halfgrad-training"}});
+}
+
+inline int64_t load_checkpoint(const std::string& path, hg::nn::Module& model, hg::optim::Optimizer& opt,
+                               hg::amp::GradScaler& scaler) {
+  const hg::StateDict all = hg::load(path);
+  model.load_state_dict(hg::strip_prefix(all, "model."));
+  opt.load_state_dict(hg::strip_prefix(all, "optim."));
+  scaler.load_state_dict(hg::strip_prefix(all, "scaler."));
+  HG_CHECK(all.count("epoch"), "resume", "{}: not a training checkpoint (no 'epoch' entry)", path);
+  return all.at("epoch").item<int64_t>();
+}
+
+// Trains `model` on MNIST with SGD (momentum 0.9), evaluates, and prints the JSON summary as
+// the last line. Returns the process exit code.
+inline int train_mnist(const std::string& name, hg::nn::Module& model, const Args& args) {
+  const hg::Device device = pick_device(args);
+  model.to(device);
+  const auto train = hg::data::mnist(args.data, hg::data::Split::Train);
+  const auto test = hg::data::mnist(args.data, hg::data::Split::Test);
+  hg::optim::SGD opt(model.parameters(), {.lr = args.lr, .momentum = args.momentum});
+  hg::data::DataLoader loader(train, {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
+  // fp16 needs loss scaling; for off and bf16 the scaler is disabled and passes everything through.
+  hg::amp::GradScaler scaler(device, {.enabled = args.amp == "fp16"});
+  int64_t start_epoch = 0;
+  if (!args.resume.empty()) {
+    start_epoch = load_checkpoint(args.resume, model, opt, scaler);
+    fmt::print("resumed from {} at epoch {}\n", args.resume, start_epoch);
+  }
+
+  using clock = std::chrono::steady_clock;
+  std::vector<double> step_ms, recent_losses;
+  double train_seconds = 0;
+  int64_t samples = 0;
+  Progress progress;
+  const int64_t steps = loader.size();
+  for (int64_t epoch = start_epoch; epoch < args.epochs; ++epoch) {
+    loader.set_epoch(epoch);
+    int64_t step = 0;
+    const auto epoch_start = clock::now();
+    for (hg::TensorList batch : loader) {
+      const auto t0 = clock::now();
+      const Tensor x = batch[0].to(device), y = batch[1].to(device);
+      opt.zero_grad();
+      const Tensor loss = cross_entropy(forward(model, x, args), y);
+      scaler.scale(loss).backward();
+      scaler.step(opt);
+      scaler.update();
+      const double loss_value = loss.item<double>();
+      const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      step_ms.push_back(ms);
+      train_seconds += ms / 1000;
+      samples += x.size(0);
+      recent_losses.push_back(loss_value);
+      if (recent_losses.size() > 50) recent_losses.erase(recent_losses.begin());
+      ++step;
+      const double elapsed = std::chrono::duration<double>(clock::now() - epoch_start).count();
+      progress.update(epoch + 1, args.epochs, step, steps, loss_value, static_cast<double>(samples) / train_seconds,
+                      elapsed / static_cast<double>(step) * static_cast<double>(steps - step));
+    }
+    if (!args.save.empty()) save_checkpoint(args.save, model, opt, scaler, epoch + 1);
+  }
+
+  const double acc = accuracy(model, test, device, args);
+  std::sort(step_ms.begin(), step_ms.end());
+  double final_loss = 0;
+  for (double l : recent_losses) final_loss += l / static_cast<double>(recent_losses.size());
+  fmt::print(
+      R"({{"model":"{}","device":"{}","amp":"{}","epochs":{},"test_accuracy":{:.4f},"final_loss":{:.4f},"step_ms_median":{:.2f},"samples_per_s":{:.0f}}})"
+      "\n",
+      name, device.is_cpu() ? "cpu" : "cuda", args.amp, args.epochs, acc, final_loss,
+      step_ms.empty() ? 0.0 : step_ms[step_ms.size() / 2], train_seconds > 0 ? samples / train_seconds : 0.0);
+  return 0;
+}
+
+// Runs body, turning an hg::Error into a message on stderr and exit code 1.
+inline int run_main(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const hg::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace examples

@@ -1,0 +1,171 @@
+#include "framework/nn/module.h"
+
+#include <set>
+
+#include "framework/grad_mode.h"
+
+namespace hg::nn {
+
+Tensor Module::forward(const Tensor&) { fail(type_name_, "this module has no one-tensor forward"); }
+
+void Module::check_new_name(const std::string& name) const {
+  HG_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
+           "invalid name '{}' (must be non-empty without '.')", name);
+  auto taken = [&](const auto& list) {
+    for (const auto& [n, _] : list)
+      if (n == name) return true;
+    return false;
+  };
+  HG_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), type_name_, "name '{}' is already registered",
+           name);
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor value, bool requires_grad) {
+  check_new_name(name);
+  HG_CHECK(value.defined() && value.is_floating_point(), type_name_,
+           "parameter '{}' must be a defined floating-point tensor", name);
+  slot = value.detach();
+  if (requires_grad) slot.requires_grad_(true);
+  params_.emplace_back(name, &slot);
+  return slot;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor value) {
+  check_new_name(name);
+  slot = value.defined() ? value.detach() : value;
+  buffers_.emplace_back(name, &slot);
+  return slot;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  HG_CHECK(module != nullptr, type_name_, "submodule '{}' is null", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+template <class F>
+void Module::walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const {
+  for (const auto& [name, slot] : buffers ? buffers_ : params_)
+    if (slot->defined()) fn(prefix + name, *slot);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->walk(prefix + name + ".", true, buffers, fn);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  walk("", recurse, false, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
+  return out;
+}
+
+TensorList Module::parameters(bool recurse) const {
+  TensorList out;
+  for (auto& [_, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  walk("", recurse, true, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
+  return out;
+}
+
+TensorList Module::buffers(bool recurse) const {
+  TensorList out;
+  for (auto& [_, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, child] : children_) child->train(on);
+}
+
+void Module::convert(Device device, std::optional<Dtype> dtype) {
+  NoGradGuard no_grad;
+  for (auto& [_, slot] : params_) {
+    if (!slot->defined()) continue;
+    const bool rg = slot->requires_grad();
+    *slot = slot->to(device, dtype.value_or(slot->dtype())).detach();
+    if (rg) slot->requires_grad_(true);
+  }
+  for (auto& [_, slot] : buffers_) {
+    if (!slot->defined()) continue;
+    const Dtype d = dtype && slot->is_floating_point() ? *dtype : slot->dtype();
+    *slot = slot->to(device, d).detach();
+  }
+  for (auto& [_, child] : children_) child->convert(device, dtype);
+}
+
+void Module::to(Device device) { convert(device, std::nullopt); }
+void Module::to(Dtype dtype) {
+  HG_CHECK(is_floating(dtype), "to", "a module converts to a floating-point dtype, got {}", dtype);
+  // Each tensor stays where it is: use the device of the first one, or the CPU.
+  const auto p = parameters();
+  const auto b = buffers();
+  convert(!p.empty() ? p[0].device() : (!b.empty() ? b[0].device() : Device(kCPU)), dtype);
+}
+void Module::to(Device device, Dtype dtype) {
+  HG_CHECK(is_floating(dtype), "to", "a module converts to a floating-point dtype, got {}", dtype);
+  convert(device, dtype);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      Tensor g = p.grad();
+      g.zero_();
+    }
+  }
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  walk("", true, false, [&](const std::string& n, const Tensor& t) { out[n] = t.detach(); });
+  walk("", true, true, [&](const std::string& n, const Tensor& t) { out[n] = t.detach(); });
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> mine = named_parameters();
+  for (auto& nb : named_buffers()) mine.push_back(nb);
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> known;
+  for (const auto& [name, t] : mine) {
+    known.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+    } else if (it->second.shape() != t.shape()) {
+      mismatched.push_back(
+          fmt::format("'{}' has shape {} in the state dict, {} in the module", name, it->second.shape(), t.shape()));
+    }
+  }
+  for (const auto& [name, _] : state)
+    if (!known.count(name)) unexpected.push_back(name);
+  std::vector<std::string> problems;
+  if (strict && !missing.empty()) problems.push_back(fmt::format("missing keys: {}", fmt::join(missing, ", ")));
+  if (strict && !unexpected.empty())
+    problems.push_back(fmt::format("unexpected keys: {}", fmt::join(unexpected, ", ")));
+  if (!mismatched.empty()) problems.push_back(fmt::format("shape mismatch: {}", fmt::join(mismatched, "; ")));
+  HG_CHECK(problems.empty(), "load_state_dict", "{}: {}", type_name_, fmt::join(problems, "; "));
+
+  NoGradGuard no_grad;
+  for (auto& [name, t] : mine) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    Tensor dst = t;
+    dst.copy_(it->second.to(t.device()));
+  }
+}
+
+}  // namespace hg::nn

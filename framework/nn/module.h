@@ -1,0 +1,86 @@
+// hg::nn::Module: the base of every layer. A module registers its parameters, buffers and
+// submodules by name, and the base walks them for parameters(), to(), state_dict() and friends.
+//
+//   struct Net : hg::nn::Module {
+//     std::shared_ptr<hg::nn::Linear> fc = register_module("fc", std::make_shared<hg::nn::Linear>(4, 2));
+//     hg::Tensor forward(const hg::Tensor& x) override { return fc->forward(x); }
+//   };
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/serialize/safetensors.h"
+#include "framework/tensor.h"
+
+namespace hg::nn {
+
+class Module {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  // Parameters are registered by address, so a module never moves or copies.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The computation. Modules that take one tensor override this; the default throws.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+  const std::string& type_name() const { return type_name_; }
+
+  // ---- walking the tree (names are dotted paths: "0.weight", "fc1.bias") ----
+  TensorList parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  TensorList buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  int64_t num_parameters() const;
+
+  // ---- modes and conversions ----
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves parameters and buffers; to(dtype) converts only floating-point ones (as PyTorch).
+  // Gradients are dropped. Throws "[to] ..." for a device without a backend.
+  void to(Device device);
+  void to(Dtype dtype);
+  void to(Device device, Dtype dtype);
+  void zero_grad(bool set_to_none = true);
+
+  // ---- checkpoints ----
+  // Parameters and buffers by dotted name; the tensors alias the module's (as PyTorch's do):
+  // clone them to keep a snapshot while training goes on.
+  StateDict state_dict() const;
+  // Copies values in (converting dtypes). strict: a missing or unexpected key is an error;
+  // a shape mismatch always is. Errors name every offending key.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  // Registers a member tensor as a parameter (requires grad) or a buffer; returns it.
+  Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void convert(Device device, std::optional<Dtype> dtype);
+  template <class F>
+  void walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor*>> params_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace hg::nn

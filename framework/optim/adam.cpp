@@ -1,0 +1,92 @@
+#include "framework/optim/adam.h"
+
+#include <cmath>
+
+#include "framework/ops/binary.h"
+#include "framework/ops/creation.h"
+
+namespace hg::optim {
+
+Adam::Adam(TensorList params, AdamOptions options) : Adam(std::move(params), options, "Adam", false) {}
+
+AdamW::AdamW(TensorList params, AdamWOptions options) : Adam(std::move(params), options, "AdamW", true) {}
+
+Adam::Adam(TensorList params, AdamOptions options, const char* name, bool decoupled)
+    : Optimizer(std::move(params), options.lr, name),
+      options_(options),
+      decoupled_(decoupled),
+      amsgrad_(options.amsgrad),
+      step_(this->params().size(), 0) {
+  HG_CHECK(options.eps >= 0, name, "invalid eps {}", options.eps);
+  HG_CHECK(options.beta1 >= 0 && options.beta1 < 1, name, "invalid beta1 {} (must be in [0, 1))", options.beta1);
+  HG_CHECK(options.beta2 >= 0 && options.beta2 < 1, name, "invalid beta2 {} (must be in [0, 1))", options.beta2);
+  HG_CHECK(options.weight_decay >= 0, name, "invalid weight_decay {}", options.weight_decay);
+}
+
+std::map<std::string, double*> Adam::hyperparameters() {
+  return {{"beta1", &options_.beta1},
+          {"beta2", &options_.beta2},
+          {"eps", &options_.eps},
+          {"weight_decay", &options_.weight_decay},
+          {"amsgrad", &amsgrad_}};
+}
+
+void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
+  options_.amsgrad = amsgrad_ != 0;
+  Tensor p = param;
+  Tensor g = grad.to(param.dtype());
+  if (options_.weight_decay != 0) {
+    if (decoupled_)
+      p.mul_(1.0 - lr() * options_.weight_decay);
+    else
+      g = g + param * options_.weight_decay;
+  }
+  auto& st = state_[i];
+  if (!st.count("exp_avg")) {
+    st["exp_avg"] = zeros_like(param);
+    st["exp_avg_sq"] = zeros_like(param);
+    if (options_.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
+  }
+  const int64_t t = ++step_[i];
+  Tensor& m = st["exp_avg"];
+  Tensor& v = st["exp_avg_sq"];
+  m.mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
+  v.mul_(options_.beta2).add_(g * g, 1.0 - options_.beta2);
+  const double bias1 = 1.0 - std::pow(options_.beta1, static_cast<double>(t));
+  const double bias2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(t)));
+  Tensor second = v;
+  if (options_.amsgrad) {
+    Tensor& vmax = st["max_exp_avg_sq"];
+    vmax.copy_(maximum(vmax, v));
+    second = vmax;
+  }
+  const Tensor denom = second.sqrt() / bias2_sqrt + options_.eps;
+  p.add_(m / denom, -lr() / bias1);
+}
+
+StateDict Adam::state_dict() const {
+  StateDict out = Optimizer::state_dict();
+  for (size_t i = 0; i < step_.size(); ++i)
+    if (step_[i]) out[fmt::format("state.{}.step", i)] = scalar_tensor(static_cast<double>(step_[i]), kInt64);
+  return out;
+}
+
+void Adam::load_state_dict(const StateDict& state) {
+  StateDict rest;
+  std::vector<int64_t> steps(step_.size(), 0);
+  for (const auto& [key, t] : state) {
+    if (key.starts_with("state.") && key.ends_with(".step")) {
+      const size_t index = std::stoul(key.substr(6));
+      HG_CHECK(index < steps.size(), name(), "load_state_dict: '{}' names parameter {} but there are {}", key, index,
+               steps.size());
+      HG_CHECK(t.numel() == 1, name(), "load_state_dict: '{}' must hold one number, has shape {}", key, t.shape());
+      steps[index] = t.item<int64_t>();
+    } else {
+      rest[key] = t;
+    }
+  }
+  Optimizer::load_state_dict(rest);
+  step_ = steps;
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,51 @@
+// Adam and AdamW with PyTorch's update rules (bias correction, optional AMSGrad). Adam adds
+// weight decay to the gradient (L2); AdamW decays the weights directly (decoupled).
+#pragma once
+
+#include <vector>
+
+#include "framework/optim/optimizer.h"
+
+namespace hg::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(TensorList params, AdamOptions options = {});
+  const AdamOptions& options() const { return options_; }
+
+  // Adds each parameter's own step count ("state.<i>.step", a 0-d int64 tensor).
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
+
+ protected:
+  Adam(TensorList params, AdamOptions options, const char* name, bool decoupled);
+  void update(size_t i, const Tensor& param, const Tensor& grad) override;
+  std::map<std::string, double*> hyperparameters() override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;
+  double amsgrad_ = 0;         // options_.amsgrad as a number, for state_dict
+  std::vector<int64_t> step_;  // per parameter: a parameter without a gradient does not advance
+};
+
+// AdamW: as Adam, but weight decay multiplies the parameter by (1 - lr * weight_decay).
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = 1e-2; }
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(TensorList params, AdamWOptions options = {});
+};
+
+}  // namespace hg::optim

@@ -1,0 +1,44 @@
+// Checkpoints in the safetensors format (readable by PyTorch's safetensors and other tools):
+// an 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape and
+// byte range, then the raw little-endian data. Dtypes are kept as they are (F16, BF16 included).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "framework/tensor.h"
+
+namespace hg {
+
+namespace nn {
+class Module;
+}
+
+// Named tensors: module parameters and buffers, optimizer state, whole training checkpoints.
+using StateDict = std::map<std::string, Tensor>;
+// Free-form string pairs stored under the header's "__metadata__" key.
+using Metadata = std::map<std::string, std::string>;
+
+// Writes `tensors` to `path`. The file is written to a temporary file in the same directory,
+// flushed to disk and renamed over `path`, so a crash leaves either the old file or the new one.
+void save(const StateDict& tensors, const std::string& path, const Metadata& metadata = {});
+// Saves module.state_dict().
+void save(const nn::Module& module, const std::string& path, const Metadata& metadata = {});
+
+// Reads every tensor of a safetensors file onto the CPU. A damaged file (bad header length,
+// invalid JSON, unknown dtype, offsets or sizes that do not match, truncation) throws
+// hg::Error "[load] <path>: <what is wrong>".
+StateDict load(const std::string& path);
+// The "__metadata__" pairs of a safetensors file (empty when there are none).
+Metadata load_metadata(const std::string& path);
+
+// The safetensors name of a dtype ("F32", "BF16", ...), and back (throws on an unknown name).
+std::string safetensors_dtype(Dtype dtype);
+Dtype dtype_from_safetensors(const std::string& name);
+
+// Composing checkpoints: every key of `part` with `prefix` in front, and the entries of `all`
+// whose key starts with `prefix`, with the prefix removed.
+StateDict with_prefix(const StateDict& part, const std::string& prefix);
+StateDict strip_prefix(const StateDict& all, const std::string& prefix);
+
+}  // namespace hg

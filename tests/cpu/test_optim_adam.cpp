@@ -1,0 +1,140 @@
+// Adam/AdamW against hand-computed PyTorch updates; schedulers; clip_grad_norm_.
+#include <cmath>
+
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::check_close;
+using hg::test::check_error;
+
+namespace {
+// Two steps with gradients g1 then g2 on a float64 parameter starting at 1; returns p after each.
+template <class Opt, class Options>
+std::vector<double> two_steps(Options options, std::vector<double> grads) {
+  Tensor p = ones({1}, kFloat64).requires_grad_();
+  Opt opt({p}, options);
+  std::vector<double> out;
+  for (double g : grads) {
+    p.set_grad(full({1}, g, kFloat64));
+    opt.step();
+    out.push_back(p.item<double>());
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Adam follows PyTorch's update rule with bias correction") {
+  // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+  auto p = two_steps<optim::Adam>(optim::AdamOptions{.lr = 0.1}, {1, 2});
+  CHECK(p[0] == doctest::Approx(0.900000001).epsilon(1e-12));
+  CHECK(p[1] == doctest::Approx(0.8034817990281663).epsilon(1e-12));
+  // L2 weight decay adds wd * p to the gradient.
+  p = two_steps<optim::Adam>(optim::AdamOptions{.lr = 0.1, .weight_decay = 0.1}, {1, 2});
+  CHECK(p[0] == doctest::Approx(0.9000000009090909).epsilon(1e-12));
+  CHECK(p[1] == doctest::Approx(0.8029473346876735).epsilon(1e-12));
+  // AMSGrad divides by the running maximum of v: here v shrinks at step 2.
+  p = two_steps<optim::Adam>(optim::AdamOptions{.lr = 0.1, .amsgrad = true}, {4, 0.01});
+  CHECK(p[1] == doctest::Approx(0.832841652160461).epsilon(1e-12));
+  p = two_steps<optim::Adam>(optim::AdamOptions{.lr = 0.1}, {4, 0.01});
+  CHECK(p[1] == doctest::Approx(0.8328082579651988).epsilon(1e-12));
+}
+
+TEST_CASE("AdamW decays the weights directly") {
+  optim::AdamWOptions o;
+  o.lr = 0.1;
+  o.weight_decay = 0.1;
+  auto p = two_steps<optim::AdamW>(o, {1, 2});
+  CHECK(p[0] == doctest::Approx(0.890000001).epsilon(1e-12));
+  CHECK(p[1] == doctest::Approx(0.7845817990181663).epsilon(1e-12));
+  CHECK(optim::AdamWOptions().weight_decay == 0.01);
+}
+
+TEST_CASE("Adam works elementwise on float32 and bfloat16 parameters") {
+  for (Dtype dt : {kFloat32, kBFloat16}) {
+    Tensor p = tensor(std::vector<float>{1, -1, 2}).to(dt).requires_grad_();
+    optim::Adam opt({p}, {.lr = 0.1});
+    p.set_grad(tensor(std::vector<float>{1, -3, 0}).to(dt));
+    opt.step();
+    // The first step moves each element by lr * sign(g) (0 where g is 0).
+    check_close(p, tensor(std::vector<float>{0.9f, -0.9f, 2.0f}).to(dt));
+    CHECK(p.dtype() == dt);
+  }
+}
+
+TEST_CASE("Adam state_dict round trip keeps moments and per-parameter steps") {
+  Tensor p = ones({2}).requires_grad_();
+  Tensor q = ones({3}).requires_grad_();
+  optim::Adam a({p, q}, {.lr = 0.1, .amsgrad = true});
+  p.set_grad(ones({2}));
+  a.step();  // q has no gradient: its step count stays 0
+  auto sd = a.state_dict();
+  CHECK(sd.at("state.0.step").item<int64_t>() == 1);
+  CHECK_FALSE(sd.count("state.1.step"));
+  CHECK(sd.count("state.0.max_exp_avg_sq"));
+  CHECK(sd.at("hp.amsgrad").item<double>() == 1);
+
+  Tensor p2 = ones({2}).requires_grad_(), q2 = ones({3}).requires_grad_();
+  optim::Adam b({p2, q2}, {.lr = 0.5});
+  b.load_state_dict(sd);
+  CHECK(b.lr() == 0.1);
+  // The same next step on both gives the same parameters.
+  p.set_grad(full({2}, 0.5));
+  p2.set_grad(full({2}, 0.5));
+  Tensor p_before = p.detach().clone();
+  p2.detach().copy_(p_before);
+  a.step();
+  b.step();
+  check_close(p2, p);
+  sd["state.7.step"] = scalar_tensor(1, kInt64);
+  check_error([&] { b.load_state_dict(sd); }, {"[Adam]", "state.7.step"});
+  check_error([] { optim::Adam({ones({1}).requires_grad_()}, {.beta1 = 1.0}); }, {"[Adam]", "beta1"});
+}
+
+TEST_CASE("StepLR and CosineAnnealingLR follow PyTorch's schedules") {
+  Tensor p = ones({1}).requires_grad_();
+  optim::SGD opt({p}, {.lr = 1.0});
+  optim::StepLR step(opt, 2, 0.5);
+  std::vector<double> lrs;
+  for (int e = 0; e < 5; ++e) {
+    lrs.push_back(opt.lr());
+    step.step();
+  }
+  CHECK(lrs == std::vector<double>{1, 1, 0.5, 0.5, 0.25});
+
+  optim::SGD opt2({p}, {.lr = 1.0});
+  optim::CosineAnnealingLR cos(opt2, 4);
+  const double expected[] = {1.0, 0.8535533905932737, 0.5, 0.14644660940672627, 0.0};
+  for (double e : expected) {
+    CHECK(opt2.lr() == doctest::Approx(e).epsilon(1e-12));
+    cos.step();
+  }
+  // Resuming a schedule restores the lr of its epoch.
+  optim::SGD opt3({p}, {.lr = 1.0});
+  optim::CosineAnnealingLR cos3(opt3, 4);
+  cos3.load_state_dict(cos.state_dict());
+  CHECK(cos3.last_epoch() == 5);
+  CHECK(opt3.lr() == doctest::Approx(opt2.lr()));
+  check_error([&] { optim::StepLR(opt, 0); }, {"[StepLR]", "step_size"});
+}
+
+TEST_CASE("clip_grad_norm_ scales gradients to the max norm and returns the total norm") {
+  Tensor a = ones({2}).requires_grad_(), b = ones({1}).requires_grad_(), c = ones({1}).requires_grad_();
+  a.set_grad(tensor(std::vector<float>{3, 0}));
+  b.set_grad(tensor(std::vector<float>{4}));
+  Tensor total = optim::clip_grad_norm_({a, b, c}, 1.0);  // c has no grad: skipped
+  CHECK(total.item<float>() == doctest::Approx(5.0));
+  const double coef = 1.0 / (5.0 + 1e-6);
+  check_close(a.grad(), tensor(std::vector<float>{static_cast<float>(3 * coef), 0}));
+  check_close(b.grad(), tensor(std::vector<float>{static_cast<float>(4 * coef)}));
+  // Below the max norm nothing changes.
+  total = optim::clip_grad_norm_({a, b}, 10.0);
+  CHECK(total.item<float>() == doctest::Approx(1.0).epsilon(1e-5));
+  check_close(b.grad(), tensor(std::vector<float>{static_cast<float>(4 * coef)}));
+  // Infinity norm and a bf16 gradient.
+  a.set_grad(tensor(std::vector<float>{-6, 2}).to(kBFloat16));
+  total = optim::clip_grad_norm_({a}, 3.0, optim::kInfNorm);
+  CHECK(total.item<float>() == 6.0f);
+  check_close(a.grad(), tensor(std::vector<float>{-3, 1}).to(kBFloat16));
+  a.set_grad(tensor(std::vector<float>{NAN, 1}));
+  check_error([&] { optim::clip_grad_norm_({a}, 1.0, 2.0, true); }, {"[clip_grad_norm_]", "nan"});
+}
