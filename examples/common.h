@@ -78,23 +78,6 @@ inline hg::Device pick_device(const Args& args) {
   return hg::kCUDA;
 }
 
-// Mean cross entropy of logits [B, C] against int64 targets [B], computed in float32.
-// log_softmax subtracts each row's maximum (a constant for autograd) before exp.
-inline Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
-  const int64_t b = logits.size(0), c = logits.size(1);
-  const Tensor z32 = logits.to(hg::kFloat32);
-  const auto zv = z32.to_vector<float>();
-  const auto tv = target.to_vector<int64_t>();
-  std::vector<float> row_max(static_cast<size_t>(b)), onehot(static_cast<size_t>(b * c), 0.0f);
-  for (int64_t i = 0; i < b; ++i) {
-    row_max[i] = *std::max_element(zv.begin() + i * c, zv.begin() + (i + 1) * c);
-    onehot[static_cast<size_t>(i * c + tv[i])] = 1.0f;
-  }
-  const Tensor z = z32 - hg::tensor(row_max, {b, 1}).to(logits.device());
-  const Tensor log_probs = z - z.exp().sum({1}, true).log();
-  return -(log_probs * hg::tensor(onehot, {b, c}).to(logits.device())).sum() / static_cast<double>(b);
-}
-
 // Index of the largest logit per row.
 inline std::vector<int64_t> predictions(const Tensor& logits) {
   const int64_t b = logits.size(0), c = logits.size(1);
@@ -206,7 +189,7 @@ inline int train_mnist(const std::string& name, hg::nn::Module& model, const Arg
       const auto t0 = clock::now();
       const Tensor x = batch[0].to(device), y = batch[1].to(device);
       opt.zero_grad();
-      const Tensor loss = cross_entropy(forward(model, x, args), y);
+      const Tensor loss = hg::cross_entropy(forward(model, x, args), y);
       scaler.scale(loss).backward();
       scaler.step(opt);
       scaler.update();
