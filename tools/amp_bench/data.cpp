@@ -30,15 +30,17 @@ std::vector<Batch> mnist_batches(const std::string& dir, int64_t batch) {
   namespace fs = std::filesystem;
   for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"})
     if (!fs::exists(fs::path(dir) / f))
-      throw hg::Error(fmt::format("[amp_bench] --real-data: {} is missing; fetch MNIST with "
-                                  "`bash tools/fetch-mnist.sh {}` or point --data at it",
-                                  (fs::path(dir) / f).string(), dir));
+      throw hg::Error(
+          fmt::format("[amp_bench] --real-data: {} is missing; fetch MNIST with "
+                      "`bash tools/fetch-mnist.sh {}` or point --data at it",
+                      (fs::path(dir) / f).string(), dir));
   const auto train = hg::data::mnist(dir, hg::data::Split::Train);
   HG_CHECK(train.size() >= kBatchesPerCell * batch, "amp_bench", "--real-data: {} holds {} images, fewer than {} x {}",
            dir, train.size(), kBatchesPerCell, batch);
   std::vector<Batch> out;
   for (int64_t j = 0; j < kBatchesPerCell; ++j)
-    out.push_back({train[0].narrow(0, j * batch, batch).contiguous(), train[1].narrow(0, j * batch, batch).contiguous()});
+    out.push_back(
+        {train[0].narrow(0, j * batch, batch).contiguous(), train[1].narrow(0, j * batch, batch).contiguous()});
   return out;
 }
 

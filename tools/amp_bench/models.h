@@ -15,7 +15,7 @@ struct ModelInfo {
   std::string name;
   std::vector<int64_t> sample_shape;  // one input sample
   int64_t classes = 10;
-  bool mnist_shaped = true;           // can train on MNIST (--real-data)
+  bool mnist_shaped = true;             // can train on MNIST (--real-data)
   double forward_flops_per_sample = 0;  // 2 x multiply-adds of the matmuls and convolutions
 };
 

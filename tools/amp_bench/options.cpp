@@ -57,33 +57,41 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   auto* warmup = app.add_option("--warmup", o.warmup, "untimed warm-up steps before them")
                      ->capture_default_str()
                      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
-  app.add_flag("--quick", o.quick, "about a minute: 5 timed steps after 2 warm-up (unless given), PyTorch cells capped at 5 s");
+  app.add_flag("--quick", o.quick,
+               "about a minute: 5 timed steps after 1 warm-up, wide_mlp batch 16 on cpu (unless given), PyTorch cells "
+               "capped at 5 s");
   app.add_option("--batch", o.batch, "batch size of linear, mnist_mlp and mnist_cnn")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--wide-batch-cpu", o.wide_batch_cpu, "batch size of wide_mlp on cpu")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  auto* wide = app.add_option("--wide-batch-cpu", o.wide_batch_cpu, "batch size of wide_mlp on cpu")
+                   ->capture_default_str()
+                   ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--wide-batch-cuda", o.wide_batch_cuda, "batch size of wide_mlp on cuda")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--threads", o.threads, "CPU threads for halfgrad, OpenBLAS and PyTorch (default: HG_NUM_THREADS or every core)")
+  app.add_option("--threads", o.threads,
+                 "CPU threads for halfgrad, OpenBLAS and PyTorch (default: HG_NUM_THREADS or every core)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--seed", o.seed, "seed of the weights and synthetic data (the same for every cell)")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the weights and synthetic data (the same for every cell)")
+      ->capture_default_str();
   app.add_option("--lr", o.lr, "SGD learning rate")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_flag("--real-data", o.real_data, "train on the first MNIST training images instead of synthetic ones (not wide_mlp)");
+  app.add_flag("--real-data", o.real_data,
+               "train on the first MNIST training images instead of synthetic ones (not wide_mlp)");
   app.add_option("--data", o.data, "directory with the MNIST IDX files, for --real-data (tools/fetch-mnist.sh)")
       ->capture_default_str();
   app.add_option("--json", o.json, "write every result as JSON to this file");
   app.add_option("--png", o.png, "draw step times as a PNG chart (needs gnuplot)");
   app.add_flag("--no-torch", o.no_torch, "do not run the PyTorch side");
-  app.add_option("--python", o.python, "python interpreter for the PyTorch side (default: the first of /usr/bin/python3, python3 that imports torch)");
+  app.add_option(
+      "--python", o.python,
+      "python interpreter for the PyTorch side (default: the first of /usr/bin/python3, python3 that imports torch)");
   app.add_option("--torch-script", o.torch_script, "path of amp_bench_torch.py (default: the one in the source tree)");
-  auto* cap = app.add_option("--torch-max-seconds", o.torch_max_seconds,
-                             "stop timing a PyTorch cell after this many seconds (at least 3 steps; its bf16 on CPU is slow)")
-                  ->capture_default_str()
-                  ->check(CLI::PositiveNumber);
+  auto* cap =
+      app.add_option("--torch-max-seconds", o.torch_max_seconds,
+                     "stop timing a PyTorch cell after this many seconds (at least 3 steps; its bf16 on CPU is slow)")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -92,7 +100,8 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   }
   if (o.quick) {
     if (steps->count() == 0) o.steps = 5;
-    if (warmup->count() == 0) o.warmup = 2;
+    if (warmup->count() == 0) o.warmup = 1;
+    if (wide->count() == 0) o.wide_batch_cpu = 16;
     if (cap->count() == 0) o.torch_max_seconds = 5;
   }
   out.run = true;

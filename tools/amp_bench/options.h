@@ -28,14 +28,14 @@ struct Options {
   std::string data = "data/mnist";
   std::string json, png;
   bool no_torch = false;
-  std::string python;        // empty: search for one that can import torch
-  std::string torch_script;  // empty: the script next to the sources
+  std::string python;             // empty: search for one that can import torch
+  std::string torch_script;       // empty: the script next to the sources
   double torch_max_seconds = 60;  // per PyTorch cell: stop timing early past this (>= 3 steps)
 };
 
 struct ParseOutcome {
   Options options;
-  bool run = false;   // false: stop with exit_code (help printed, or a bad flag)
+  bool run = false;  // false: stop with exit_code (help printed, or a bad flag)
   int exit_code = 0;
 };
 

@@ -45,7 +45,10 @@ void derive_comparisons(std::vector<CellResult>& cells) {
       c.speedup_vs_fp32 = base->hg.step_ms.median / c.hg.step_ms.median;
       c.loss_diff_vs_fp32 = c.hg.final_loss - base->hg.final_loss;
     }
-    if (c.torch && c.torch->ok() && c.hg.ok()) c.hg_over_torch = c.hg.step_ms.median / c.torch->step_ms.median;
+    if (c.torch && c.torch->ok() && c.hg.ok()) {
+      c.hg_over_torch = c.hg.step_ms.median / c.torch->step_ms.median;
+      if (c.torch->steps == c.hg.steps) c.loss_diff_vs_torch = c.hg.final_loss - c.torch->final_loss;
+    }
     if (base && base->torch && base->torch->ok() && c.torch && c.torch->ok())
       c.torch_speedup_vs_fp32 = base->torch->step_ms.median / c.torch->step_ms.median;
   }
@@ -65,7 +68,9 @@ std::string fmt_or_dash(double v, const char* spec) {
   return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : "-";
 }
 
-std::string mib(int64_t bytes) { return bytes > 0 ? fmt::format("{:.0f}", static_cast<double>(bytes) / (1 << 20)) : "-"; }
+std::string mib(int64_t bytes) {
+  return bytes > 0 ? fmt::format("{:.0f}", static_cast<double>(bytes) / (1 << 20)) : "-";
+}
 
 std::string torch_cell(const CellResult& c) {
   if (!c.torch) return "-";
@@ -80,12 +85,19 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
              info.cpu_model, info.cores, info.threads, info.load_start[0], info.load_start[1], info.load_start[2]);
   fmt::print(out, "{} data, {} warm-up + {} timed steps per cell, SGD lr {} momentum {}, seed {}\n", info.data,
              o.warmup, o.steps, o.lr, o.momentum, o.seed);
+  if (info.load_start[0] > 0.75 * info.cores)
+    fmt::print(out,
+               "WARNING: load average {:.1f} on {} hardware threads: other programs compete for the CPU, so absolute "
+               "times are inflated and noisy\n(multi-threaded PyTorch suffers most); trust the ratios more, or rerun "
+               "on an idle machine, or with --threads 1.\n",
+               info.load_start[0], info.cores);
   fmt::print(out, "PyTorch: {}\n\n",
              info.torch.available ? fmt::format("{} ({})", info.torch.version, info.torch.python)
                                   : "not run: " + info.torch.note);
-  const auto header = fmt::format("{:<10} {:<5} {:<4} {:>5} {:>9} {:>15} {:>10} {:>7} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8}",
-                                  "model", "prec", "dev", "batch", "median ms", "p10-p90 ms", "samples/s",
-                                  "mem MiB", "GF/s", "x fp32", "loss", "d loss", "torch ms", "hg/torch");
+  const auto header =
+      fmt::format("{:<10} {:<5} {:<4} {:>5} {:>9} {:>15} {:>10} {:>7} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8} {:>9}",
+                  "model", "prec", "dev", "batch", "median ms", "p10-p90 ms", "samples/s", "mem MiB", "GF/s", "x fp32",
+                  "loss", "d loss", "torch ms", "hg/torch", "d torch");
   fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '-'));
   for (const auto& c : cells) {
     if (!c.hg.ok()) {
@@ -94,18 +106,20 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
       continue;
     }
     const auto& r = c.hg;
-    fmt::print(out, "{:<10} {:<5} {:<4} {:>5} {:>9} {:>15} {:>10.0f} {:>7} {:>6.1f} {:>6} {:>8.4f} {:>9} {:>9} {:>8}\n",
-               c.model, c.precision, c.device, c.batch, format_ms(r.step_ms.median),
-               format_ms(r.step_ms.p10) + "-" + format_ms(r.step_ms.p90), r.samples_per_s,
-               mib(c.device == "cpu" ? r.cell_bytes : r.peak_bytes), c.flops_per_step / (r.step_ms.median * 1e6),
-               fmt_or_dash(c.speedup_vs_fp32, "{:.2f}"), r.final_loss, fmt_or_dash(c.loss_diff_vs_fp32, "{:+.1e}"),
-               torch_cell(c), fmt_or_dash(c.hg_over_torch, "{:.2f}"));
+    fmt::print(
+        out, "{:<10} {:<5} {:<4} {:>5} {:>9} {:>15} {:>10.0f} {:>7} {:>6.1f} {:>6} {:>8.4f} {:>9} {:>9} {:>8} {:>9}\n",
+        c.model, c.precision, c.device, c.batch, format_ms(r.step_ms.median),
+        format_ms(r.step_ms.p10) + "-" + format_ms(r.step_ms.p90), r.samples_per_s,
+        mib(c.device == "cpu" ? r.cell_bytes : r.peak_bytes), c.flops_per_step / (r.step_ms.median * 1e6),
+        fmt_or_dash(c.speedup_vs_fp32, "{:.2f}"), r.final_loss, fmt_or_dash(c.loss_diff_vs_fp32, "{:+.1e}"),
+        torch_cell(c), fmt_or_dash(c.hg_over_torch, "{:.2f}"), fmt_or_dash(c.loss_diff_vs_torch, "{:+.1e}"));
   }
-  fmt::print(out,
-             "\nmedian, p10, p90: of the timed steps. mem: CPU: peak resident set growth during the cell; CUDA: "
-             "allocator peak.\nGF/s: the FLOP count of a training step (3 x forward matmuls/convs) over the "
-             "median. loss: float32 loss on batch 0 after the run;\nd loss: minus fp32's (same seed, same data). "
-             "hg/torch < 1: halfgrad is faster.\n");
+  fmt::print(
+      out,
+      "\nmedian, p10, p90: of the timed steps. mem: CPU: peak resident set growth during the cell; CUDA: "
+      "allocator peak.\nGF/s: the FLOP count of a training step (3 x forward matmuls/convs) over the "
+      "median. loss: float32 loss on batch 0 after the run;\nd loss: minus fp32's (same seed, same data). "
+      "hg/torch < 1: halfgrad is faster.\nd torch: halfgrad's loss minus PyTorch's (same weights, data, steps).\n");
   for (const auto& c : cells) {
     if (c.torch && !c.torch->ok())
       fmt::print(out, "torch {} {} {}: {}: {}\n", c.model, c.precision, c.device, c.torch->status, c.torch->note);
@@ -146,11 +160,15 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                   {"threads", info.threads},
                   {"load_average_start", {info.load_start[0], info.load_start[1], info.load_start[2]}},
                   {"load_average_end", {info.load_end[0], info.load_end[1], info.load_end[2]}}};
-  j["settings"] = {{"steps", o.steps},      {"warmup", o.warmup},
-                   {"batch", o.batch},      {"wide_batch_cpu", o.wide_batch_cpu},
+  j["settings"] = {{"steps", o.steps},
+                   {"warmup", o.warmup},
+                   {"batch", o.batch},
+                   {"wide_batch_cpu", o.wide_batch_cpu},
                    {"wide_batch_cuda", o.wide_batch_cuda},
-                   {"seed", o.seed},        {"lr", o.lr},
-                   {"momentum", o.momentum}, {"data", info.data}};
+                   {"seed", o.seed},
+                   {"lr", o.lr},
+                   {"momentum", o.momentum},
+                   {"data", info.data}};
   j["torch"] = {{"available", info.torch.available},
                 {"python", info.torch.python},
                 {"version", info.torch.version},
@@ -167,7 +185,8 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                         {"speedup_vs_fp32", number_or_null(c.speedup_vs_fp32)},
                         {"loss_diff_vs_fp32", number_or_null(c.loss_diff_vs_fp32)},
                         {"hg_over_torch", number_or_null(c.hg_over_torch)},
-                        {"torch_speedup_vs_fp32", number_or_null(c.torch_speedup_vs_fp32)}};
+                        {"torch_speedup_vs_fp32", number_or_null(c.torch_speedup_vs_fp32)},
+                        {"loss_diff_vs_torch", number_or_null(c.loss_diff_vs_torch)}};
     e["torch"] = c.torch ? side_json(*c.torch) : nlohmann::json(nullptr);
     j["results"].push_back(e);
   }
@@ -215,19 +234,25 @@ void write_png(const std::string& path, const RunInfo& info, const std::vector<C
       dat << "\n";
     }
     std::ofstream gp(dir / "chart.gp");
-    gp << "set terminal pngcairo size 1200,650 font 'sans,10'\n"
+    // Titles in double quotes (so \n is a line break); noenhanced keeps "mnist_mlp" literal.
+    gp << "set terminal pngcairo noenhanced size 1200,650 font 'sans,10'\n"
        << "set output '" << fs::absolute(path).string() << "'\n"
-       << "set title 'amp\\_bench: median training step time (lower is better), " << info.date << "\\n"
-       << info.cpu_model << ", " << info.threads << " threads, " << info.data << " data'\n"
+       << "set title \"amp_bench: median training step time, lower is better (" << info.date << ")\\n"
+       << info.cpu_model << ", " << info.threads << " threads, " << info.data << " data, load "
+       << fmt::format("{:.1f}", info.load_start[0]) << "\"\n"
        << "set ylabel 'ms per step (log scale)'\nset logscale y\nset grid ytics\n"
        << "set style data histograms\nset style histogram clustered gap 1\n"
        << "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset datafile missing '?'\n"
        << "set key outside right top\nset xtics nomirror\n"
        << "plot ";
+    // One colour per precision; PyTorch's bars are hatched in the same colour.
+    const std::map<std::string, std::string> colour = {
+        {"fp32", "#4C72B0"}, {"bf16", "#55A868"}, {"fp16", "#C44E52"}, {"tf32", "#8172B2"}};
     for (size_t i = 0; i < series.size(); ++i) {
       const bool torch = series[i].rfind("PyTorch", 0) == 0;
-      gp << (i ? ", " : "") << "'" << (dir / "steps.dat").string() << "' using " << i + 2
-         << (i == 0 ? ":xtic(1)" : "") << " title columnheader" << (torch ? " fill pattern 4" : "");
+      const std::string precision = series[i].substr(series[i].find(' ') + 1);
+      gp << (i ? ", " : "") << "'" << (dir / "steps.dat").string() << "' using " << i + 2 << (i == 0 ? ":xtic(1)" : "")
+         << " title columnheader lc rgb '" << colour.at(precision) << "'" << (torch ? " fill pattern 4" : "");
     }
     gp << "\n";
   }

@@ -15,13 +15,13 @@ namespace amp_bench {
 
 // The machine and the moment, recorded with every run.
 struct RunInfo {
-  std::string date;          // UTC, ISO 8601
-  std::string command;       // the command line
-  std::string cpu_model;     // /proc/cpuinfo "model name"
-  int cores = 0;             // hardware threads the OS reports
-  int threads = 0;           // threads halfgrad (and PyTorch) used
+  std::string date;                                           // UTC, ISO 8601
+  std::string command;                                        // the command line
+  std::string cpu_model;                                      // /proc/cpuinfo "model name"
+  int cores = 0;                                              // hardware threads the OS reports
+  int threads = 0;                                            // threads halfgrad (and PyTorch) used
   double load_start[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // 1, 5, 15-minute load averages
-  std::string data;          // "synthetic" or "mnist"
+  std::string data;                                           // "synthetic" or "mnist"
   std::vector<std::string> notes;
   TorchInfo torch;
 };

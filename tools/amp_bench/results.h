@@ -20,8 +20,8 @@ struct SideResult {
   int64_t steps = 0;  // timed steps run
   double samples_per_s = 0;
   double final_loss = kNaN;
-  int64_t peak_bytes = 0;  // CPU: VmHWM at the end; CUDA: allocator peak
-  int64_t cell_bytes = 0;  // CPU: VmHWM minus the resident size when the cell began
+  int64_t peak_bytes = 0;         // CPU: VmHWM at the end; CUDA: allocator peak
+  int64_t cell_bytes = 0;         // CPU: VmHWM minus the resident size when the cell began
   double allocs_per_step = kNaN;  // allocator requests to the system per timed step (halfgrad)
   bool ok() const { return status == "ok"; }
 };
@@ -33,11 +33,14 @@ struct CellResult {
   SideResult hg;
   std::optional<SideResult> torch;  // absent: PyTorch not run
   // Derived (derive_comparisons): halfgrad fp32 median / this median on the same device and
-  // model; this final loss minus fp32's; halfgrad median / PyTorch median; the same for PyTorch.
+  // model; this final loss minus fp32's; halfgrad median / PyTorch median; the same for PyTorch;
+  // halfgrad's final loss minus PyTorch's in the same precision (same weights, data and step
+  // count, so it checks that both trained the same model; absent when PyTorch's steps were cut).
   double speedup_vs_fp32 = kNaN;
   double loss_diff_vs_fp32 = kNaN;
   double hg_over_torch = kNaN;
   double torch_speedup_vs_fp32 = kNaN;
+  double loss_diff_vs_torch = kNaN;
 };
 
 }  // namespace amp_bench

@@ -46,9 +46,9 @@ TorchInfo find_torch(const std::string& explicit_python, const std::string& scri
     info.note = fmt::format("the PyTorch script {} is missing (pass --torch-script)", script);
     return info;
   }
-  const std::vector<std::string> candidates =
-      explicit_python.empty() ? std::vector<std::string>{"/usr/bin/python3", "python3"}
-                              : std::vector<std::string>{explicit_python};
+  const std::vector<std::string> candidates = explicit_python.empty()
+                                                  ? std::vector<std::string>{"/usr/bin/python3", "python3"}
+                                                  : std::vector<std::string>{explicit_python};
   for (const auto& python : candidates) {
     if (auto version = torch_version(python)) {
       info.available = true;
@@ -57,10 +57,9 @@ TorchInfo find_torch(const std::string& explicit_python, const std::string& scri
       return info;
     }
   }
-  info.note = explicit_python.empty()
-                  ? "no python found that can `import torch` (tried /usr/bin/python3, python3; "
-                    "Debian: apt install python3-torch)"
-                  : fmt::format("{} cannot `import torch`", explicit_python);
+  info.note = explicit_python.empty() ? "no python found that can `import torch` (tried /usr/bin/python3, python3; "
+                                        "Debian: apt install python3-torch)"
+                                      : fmt::format("{} cannot `import torch`", explicit_python);
   return info;
 }
 
@@ -70,19 +69,32 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
     for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
     return s;
   };
-  std::vector<std::string> args = {"--models",          join(o.models),
-                                   "--precisions",      join(o.precisions),
-                                   "--devices",         join(devices),
-                                   "--steps",           std::to_string(o.steps),
-                                   "--warmup",          std::to_string(o.warmup),
-                                   "--batch",           std::to_string(o.batch),
-                                   "--wide-batch-cpu",  std::to_string(o.wide_batch_cpu),
-                                   "--wide-batch-cuda", std::to_string(o.wide_batch_cuda),
-                                   "--threads",         std::to_string(threads),
-                                   "--seed",            std::to_string(o.seed),
-                                   "--lr",              fmt::format("{}", o.lr),
-                                   "--momentum",        fmt::format("{}", o.momentum),
-                                   "--max-seconds",     fmt::format("{}", o.torch_max_seconds)};
+  std::vector<std::string> args = {"--models",
+                                   join(o.models),
+                                   "--precisions",
+                                   join(o.precisions),
+                                   "--devices",
+                                   join(devices),
+                                   "--steps",
+                                   std::to_string(o.steps),
+                                   "--warmup",
+                                   std::to_string(o.warmup),
+                                   "--batch",
+                                   std::to_string(o.batch),
+                                   "--wide-batch-cpu",
+                                   std::to_string(o.wide_batch_cpu),
+                                   "--wide-batch-cuda",
+                                   std::to_string(o.wide_batch_cuda),
+                                   "--threads",
+                                   std::to_string(threads),
+                                   "--seed",
+                                   std::to_string(o.seed),
+                                   "--lr",
+                                   fmt::format("{}", o.lr),
+                                   "--momentum",
+                                   fmt::format("{}", o.momentum),
+                                   "--max-seconds",
+                                   fmt::format("{}", o.torch_max_seconds)};
   if (o.real_data) {
     args.push_back("--real-data");
     args.push_back("--data");
