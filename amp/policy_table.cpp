@@ -132,6 +132,8 @@ constexpr PolicyRow kTable[] = {
   {"cat",                                Promote, Promote, "joins tensors: one dtype for all"},
   {"stack",                              Promote, Promote, "joins tensors: one dtype for all"},
   {"index_copy",                         Promote, Pass,    "cpu: one dtype for source and destination"},
+  {"scatter_add",                        Pass,    Promote, "cuda: one dtype for self and source"},
+  {"index_add",                          Pass,    Pass,    "not listed"},
   {"gather",                             Pass,    Pass,    "indexing"},
   {"index_select",                       Pass,    Pass,    "indexing"},
   {"embedding",                          Pass,    Pass,    "indexing"},

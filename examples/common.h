@@ -78,23 +78,14 @@ inline hg::Device pick_device(const Args& args) {
   return hg::kCUDA;
 }
 
-// Index of the largest logit per row.
-inline std::vector<int64_t> predictions(const Tensor& logits) {
-  const int64_t b = logits.size(0), c = logits.size(1);
-  const auto v = logits.to_vector<float>();
-  std::vector<int64_t> out(static_cast<size_t>(b));
-  for (int64_t i = 0; i < b; ++i)
-    out[i] = std::max_element(v.begin() + i * c, v.begin() + (i + 1) * c) - (v.begin() + i * c);
-  return out;
-}
-
 inline std::optional<hg::Dtype> amp_dtype(const Args& args) {
   if (args.amp == "bf16") return hg::kBFloat16;
   if (args.amp == "fp16") return hg::kFloat16;
   return std::nullopt;
 }
 
-// Runs forward under the autocast mode that --amp asks for (the loss is then taken in float32).
+// Runs forward under the autocast mode that --amp asks for (cross_entropy's autocast policy then
+// computes the loss in float32).
 inline Tensor forward(hg::nn::Module& model, const Tensor& x, const Args& args) {
   const auto dtype = amp_dtype(args);
   hg::amp::AutocastGuard autocast(x.device().type, dtype, dtype.has_value());
@@ -108,7 +99,7 @@ inline double accuracy(hg::nn::Module& model, const hg::data::TensorDataset& tes
   hg::data::DataLoader loader(test, {.batch_size = 1000});
   int64_t correct = 0;
   for (hg::TensorList batch : loader) {
-    const auto pred = predictions(forward(model, batch[0].to(device), args));
+    const auto pred = hg::argmax(forward(model, batch[0].to(device), args), 1).to_vector<int64_t>();
     const auto y = batch[1].to_vector<int64_t>();
     for (size_t i = 0; i < y.size(); ++i) correct += pred[i] == y[i];
   }
@@ -189,7 +180,11 @@ inline int train_mnist(const std::string& name, hg::nn::Module& model, const Arg
       const auto t0 = clock::now();
       const Tensor x = batch[0].to(device), y = batch[1].to(device);
       opt.zero_grad();
-      const Tensor loss = hg::cross_entropy(forward(model, x, args), y);
+      const Tensor loss = [&] {
+        const auto dtype = amp_dtype(args);
+        hg::amp::AutocastGuard autocast(x.device().type, dtype, dtype.has_value());
+        return hg::cross_entropy(model(x), y);
+      }();
       scaler.scale(loss).backward();
       scaler.step(opt);
       scaler.update();

@@ -86,12 +86,15 @@ CachingCpuAllocator& cpu_allocator() {
   return *a;
 }
 
-Allocator* g_allocators[kNumDeviceTypes] = {&cpu_allocator(), nullptr};
+// constinit: the CUDA backend calls set_allocator from a static initialiser in another file,
+// which may run before this file's dynamic initialisers.
+constinit Allocator* g_allocators[kNumDeviceTypes] = {};
 
 }  // namespace
 
 Allocator* get_allocator(DeviceType type) {
   Allocator* a = g_allocators[static_cast<int>(type)];
+  if (a == nullptr && type == kCPU) a = &cpu_allocator();
   HG_CHECK(a != nullptr, "allocate", "no allocator for device type {}: halfgrad was built without CUDA support", type);
   return a;
 }

@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "framework/ops/binary.h"
+#include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/optim/fused.h"
 
 namespace hg::optim {
 
@@ -16,7 +18,8 @@ Adam::Adam(TensorList params, AdamOptions options, const char* name, bool decoup
       options_(options),
       decoupled_(decoupled),
       amsgrad_(options.amsgrad),
-      step_(this->params().size(), 0) {
+      step_(this->params().size(), 0),
+      device_step_(this->params().size()) {
   HG_CHECK(options.eps >= 0, name, "invalid eps {}", options.eps);
   HG_CHECK(options.beta1 >= 0 && options.beta1 < 1, name, "invalid beta1 {} (must be in [0, 1))", options.beta1);
   HG_CHECK(options.beta2 >= 0 && options.beta2 < 1, name, "invalid beta2 {} (must be in [0, 1))", options.beta2);
@@ -33,6 +36,7 @@ std::map<std::string, double*> Adam::hyperparameters() {
 
 void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
   options_.amsgrad = amsgrad_ != 0;
+  if (param.device().is_cuda()) return update_cuda(i, param, grad);
   Tensor p = param;
   Tensor g = grad.to(param.dtype());
   if (options_.weight_decay != 0) {
@@ -67,7 +71,8 @@ void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
 StateDict Adam::state_dict() const {
   StateDict out = Optimizer::state_dict();
   for (size_t i = 0; i < step_.size(); ++i)
-    if (step_[i]) out[fmt::format("state.{}.step", i)] = scalar_tensor(static_cast<double>(step_[i]), kInt64);
+    if (const int64_t s = step_of(i))
+      out[fmt::format("state.{}.step", i)] = scalar_tensor(static_cast<double>(s), kInt64);
   return out;
 }
 
@@ -87,6 +92,37 @@ void Adam::load_state_dict(const StateDict& state) {
   }
   Optimizer::load_state_dict(rest);
   step_ = steps;
+  device_step_.assign(step_.size(), Tensor());
+}
+
+int64_t Adam::step_of(size_t i) const { return device_step_[i].defined() ? device_step_[i].item<int64_t>() : step_[i]; }
+
+// One fused kernel per parameter; it reads the skip flag and advances the step on the device.
+void Adam::update_cuda(size_t i, const Tensor& param, const Tensor& grad) {
+  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on CUDA (shape {}, strides {})", i,
+           param.shape(), param.strides());
+  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  auto& st = state_[i];
+  if (!st.count("exp_avg")) {
+    st["exp_avg"] = zeros_like(param);
+    st["exp_avg_sq"] = zeros_like(param);
+    if (options_.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
+  }
+  for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+    auto it = st.find(key);
+    if (it == st.end()) continue;
+    HG_CHECK(it->second.is_contiguous() && it->second.dtype() == param.dtype() && it->second.device() == param.device(),
+             name(), "{} of parameter {} must be a contiguous {} tensor on {}", key, i, param.dtype(), param.device());
+  }
+  HG_CHECK(!options_.amsgrad || st.count("max_exp_avg_sq"), name(), "max_exp_avg_sq of parameter {} is missing", i);
+  Tensor& step = device_step_[i];
+  if (!step.defined() || step.device() != param.device())
+    step = full({1}, static_cast<double>(step_[i]), TensorOptions(kInt64).device(param.device()));
+  const Tensor vmax = options_.amsgrad ? st["max_exp_avg_sq"] : Tensor();
+  adam_update_stub(kCUDA, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step, skip_flag(param.device()),
+                   AdamHyper{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_,
+                             options_.amsgrad});
+  param.bump_version();
 }
 
 }  // namespace hg::optim

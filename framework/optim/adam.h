@@ -30,12 +30,19 @@ class Adam : public Optimizer {
   Adam(TensorList params, AdamOptions options, const char* name, bool decoupled);
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
   std::map<std::string, double*> hyperparameters() override;
+  bool skips_on_device() const override { return true; }
 
  private:
+  void update_cuda(size_t i, const Tensor& param, const Tensor& grad);
+  int64_t step_of(size_t i) const;
+
   AdamOptions options_;
   bool decoupled_;
   double amsgrad_ = 0;         // options_.amsgrad as a number, for state_dict
   std::vector<int64_t> step_;  // per parameter: a parameter without a gradient does not advance
+  // CUDA parameters count their steps on the device (int64 [1]; a skipped step does not
+  // count), created from step_ on first use; step_of() reads them back for state_dict.
+  std::vector<Tensor> device_step_;
 };
 
 // AdamW: as Adam, but weight decay multiplies the parameter by (1 - lr * weight_decay).

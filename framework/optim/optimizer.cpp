@@ -1,6 +1,7 @@
 #include "framework/optim/optimizer.h"
 
 #include "framework/grad_mode.h"
+#include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 
 namespace hg::optim {
@@ -28,11 +29,25 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 void Optimizer::step(const Tensor& skip_if) {
+  skip_flag_ = Tensor();
   if (skip_if.defined()) {
     HG_CHECK(skip_if.numel() == 1, name_, "skip_if must have one element, got shape {}", skip_if.shape());
-    // On the CPU reading the flag is free; CUDA optimizers read it inside their kernels.
-    if (skip_if.device().is_cpu() && skip_if.item<double>() != 0) return;
+    // On the CPU reading the flag is free. A device flag is left to kernels that read it where
+    // it lives; only when some update cannot (a CPU parameter, an optimizer without a fused
+    // kernel) is it read here, at the cost of one host synchronisation.
+    bool read_on_host = skip_if.device().is_cpu() || !skips_on_device();
+    for (const Tensor& p : params_) read_on_host = read_on_host || (p.grad().defined() && !p.device().is_cuda());
+    if (read_on_host) {
+      if (skip_if.item<double>() != 0) return;
+    } else {
+      NoGradGuard no_grad;
+      skip_flag_ = contiguous(to(skip_if.detach().reshape({1}), skip_if.device(), kFloat32));
+    }
   }
+  struct ClearFlag {
+    Tensor& flag;
+    ~ClearFlag() { flag = Tensor(); }
+  } clear{skip_flag_};
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& g = params_[i].grad();
@@ -41,7 +56,13 @@ void Optimizer::step(const Tensor& skip_if) {
              g.shape(), params_[i].shape());
     update(i, params_[i], g);
   }
+  // Counts calls: a step skipped on the device by its kernels still counts here.
   ++steps_;
+}
+
+Tensor Optimizer::skip_flag(Device device) const {
+  if (!skip_flag_.defined() || skip_flag_.device() == device) return skip_flag_;
+  return to(skip_flag_, device, kFloat32);
 }
 
 StateDict Optimizer::state_dict() const {

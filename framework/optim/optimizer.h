@@ -40,6 +40,12 @@ class Optimizer {
  protected:
   // Applies the update to parameter i (grad defined); called under NoGradGuard.
   virtual void update(size_t i, const Tensor& param, const Tensor& grad) = 0;
+  // Whether update() honours skip_flag() on CUDA parameters itself (a fused kernel reading the
+  // flag on the device). When false, a CUDA skip_if is read on the host (one synchronisation).
+  virtual bool skips_on_device() const { return false; }
+  // During step(): the skip_if tensor as a one-element float32 tensor on `device` when it must be
+  // read on the device; undefined when there is none (or it was already checked on the host).
+  Tensor skip_flag(Device device) const;
   // The optimizer's scalar hyper-parameters besides lr (momentum, betas, ...), saved in state_dict.
   virtual std::map<std::string, double*> hyperparameters() { return {}; }
   // State tensors per parameter, by name ("momentum_buffer", "exp_avg", ...).
@@ -50,6 +56,7 @@ class Optimizer {
   double lr_;
   const char* name_;
   int64_t steps_ = 0;
+  Tensor skip_flag_;  // set for the duration of step()
 };
 
 }  // namespace hg::optim

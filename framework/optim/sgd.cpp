@@ -1,6 +1,9 @@
 #include "framework/optim/sgd.h"
 
 #include "framework/ops/binary.h"
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+#include "framework/optim/fused.h"
 
 namespace hg::optim {
 
@@ -21,6 +24,7 @@ std::map<std::string, double*> SGD::hyperparameters() {
 
 void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
   options_.nesterov = nesterov_ != 0;
+  if (param.device().is_cuda()) return update_cuda(i, param, grad);
   Tensor p = param;
   Tensor d = grad;
   if (options_.weight_decay != 0) d = d + param * options_.weight_decay;
@@ -34,6 +38,32 @@ void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
     d = options_.nesterov ? d + it->second * options_.momentum : it->second;
   }
   p.add_(d, -lr());
+}
+
+// One fused kernel per parameter; it reads the skip flag on the device.
+void SGD::update_cuda(size_t i, const Tensor& param, const Tensor& grad) {
+  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on CUDA (shape {}, strides {})", i,
+           param.shape(), param.strides());
+  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  Tensor buf, ready;
+  if (options_.momentum != 0) {
+    if (buffer_ready_.size() != state_.size()) buffer_ready_.resize(state_.size());
+    auto it = state_[i].find("momentum_buffer");
+    if (it == state_[i].end()) {
+      it = state_[i].emplace("momentum_buffer", zeros_like(param)).first;
+      buffer_ready_[i] = zeros({1}, TensorOptions(kInt32).device(param.device()));
+    } else if (!buffer_ready_[i].defined() || buffer_ready_[i].device() != param.device()) {
+      buffer_ready_[i] = full({1}, 1.0, TensorOptions(kInt32).device(param.device()));  // a loaded buffer
+    }
+    HG_CHECK(it->second.is_contiguous() && it->second.dtype() == param.dtype() && it->second.device() == param.device(),
+             name(), "momentum_buffer of parameter {} must be a contiguous {} tensor on {}", i, param.dtype(),
+             param.device());
+    buf = it->second;
+    ready = buffer_ready_[i];
+  }
+  sgd_update_stub(kCUDA, param, g, buf, ready, skip_flag(param.device()),
+                  SgdHyper{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov});
+  param.bump_version();
 }
 
 }  // namespace hg::optim

@@ -21,10 +21,16 @@ class SGD : public Optimizer {
  protected:
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
   std::map<std::string, double*> hyperparameters() override;
+  bool skips_on_device() const override { return true; }
 
  private:
+  void update_cuda(size_t i, const Tensor& param, const Tensor& grad);
+
   SGDOptions options_;
   double nesterov_ = 0;  // options_.nesterov as a number, for state_dict
+  // CUDA: per parameter, a one-element int32 on the device, set once the momentum buffer has
+  // taken its first gradient (a step skipped on the device must leave it unset).
+  std::vector<Tensor> buffer_ready_;
 };
 
 }  // namespace hg::optim

@@ -1,0 +1,45 @@
+// The CUDA runtime as the framework and user code see it: device queries, synchronisation,
+// memory statistics, the host-synchronisation counter and the TF32 switch. No CUDA headers:
+// the backend (kernels/cuda) installs CudaHooks when it is linked in; without it is_available()
+// is false and everything that needs a device throws "built without CUDA".
+#pragma once
+
+#include <cstdint>
+
+#include "framework/allocator.h"
+
+namespace hg {
+
+// Whether float32 matmuls on CUDA may use TF32 tensor cores (10-bit mantissa inputs, float32
+// accumulation). Off by default, as in PyTorch >= 1.12.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
+namespace cuda {
+
+bool is_built();      // the CUDA backend is linked into this build of halfgrad
+bool is_available();  // built and at least one CUDA device is visible
+int device_count();   // 0 when not available
+// Blocks the host until all work queued on every device's current stream has finished.
+// Counts as one host synchronisation.
+void synchronize();
+MemoryStats memory_stats(int device = 0);
+// Returns cached, unused device blocks to the driver (allocated tensors are not touched).
+void empty_cache();
+// How many times the backend made the host wait for a device (stream syncs, device-to-host
+// copies). A training step that should run ahead of the host checks this stays unchanged.
+int64_t host_sync_count();
+
+// What the backend installs (framework code never calls the CUDA runtime directly).
+struct CudaHooks {
+  virtual ~CudaHooks() = default;
+  virtual int device_count() const = 0;
+  virtual void synchronize() const = 0;
+  virtual MemoryStats memory_stats(int device) const = 0;
+  virtual void empty_cache() const = 0;
+  virtual int64_t host_sync_count() const = 0;
+};
+void set_cuda_hooks(CudaHooks* hooks);
+
+}  // namespace cuda
+}  // namespace hg

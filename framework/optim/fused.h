@@ -1,0 +1,33 @@
+// Fused per-parameter optimizer updates as dispatch stubs. Only kernels/cuda fills them: the
+// CPU path of SGD and Adam stays the tensor-op code in sgd.cpp / adam.cpp. Each kernel reads the
+// skip flag (the GradScaler's found_inf) on the device and writes nothing when it is non-zero,
+// so a GPU step never waits for the host.
+#pragma once
+
+#include "framework/dispatch.h"
+#include "framework/tensor.h"
+
+namespace hg::optim {
+
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+};
+// param, grad (same dtype, contiguous), momentum_buffer (contiguous, undefined when momentum is
+// 0), buffer_ready (one int32: 0 until the buffer has taken its first gradient; the kernel sets
+// it), skip (one float32, or undefined). All on one device.
+using SgdUpdateFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                             const Tensor& buffer_ready, const Tensor& skip, const SgdHyper& h);
+HG_DECLARE_STUB(sgd_update_stub, SgdUpdateFn);
+
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled, amsgrad;
+};
+// param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq when amsgrad), all contiguous and of
+// param's dtype; step: one int64 on the device, incremented by the kernel unless skipped.
+using AdamUpdateFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                              const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& skip, const AdamHyper& h);
+HG_DECLARE_STUB(adam_update_stub, AdamUpdateFn);
+
+}  // namespace hg::optim

@@ -1,0 +1,59 @@
+// gemm_stub for CUDA: batched [B,M,K] x [B,K,N] through cuBLASLt, reading transposed views in
+// place (an operand with neither inner stride 1 is first copied to a contiguous buffer).
+#include "framework/dispatch.h"
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/matmul.h"
+#include "kernels/cuda/blas/lt_matmul.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime.h"
+
+namespace hg::cuda {
+namespace {
+
+// The operand itself when cuBLASLt can read it, else a contiguous copy (queued on the stream).
+Tensor readable(const Tensor& t) {
+  if (blas::lt_layout_ok(t.shape()[1], t.shape()[2], t.strides()[1], t.strides()[2])) return t;
+  Tensor c = empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
+  copy_stub(kCUDA, c, t);
+  return c;
+}
+
+blas::MatrixArg matrix_arg(const Tensor& t) {
+  return {t.raw_data(), t.strides()[1], t.strides()[2], t.shape()[0] > 1 ? t.strides()[0] : 0};
+}
+
+void gemm_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  HG_CHECK(out.device() == a_in.device() && out.device() == b_in.device(), "mm",
+           "expected tensors on one device, got {}, {} and {}", out.device(), a_in.device(), b_in.device());
+  HG_CHECK(out.is_contiguous(), "mm", "expected a contiguous output, got strides {}", out.strides());
+  const int64_t batch = a_in.shape()[0], m = a_in.shape()[1], k = a_in.shape()[2], n = b_in.shape()[2];
+  if (batch == 0 || m == 0 || n == 0) return;
+  const int dev = out.device().index;
+  if (k == 0) {  // an empty sum: zeros
+    DeviceGuard guard(dev);
+    HG_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, static_cast<size_t>(out.numel()) * element_size(out.dtype()),
+                                  current_stream(dev)));
+    return;
+  }
+  const Tensor a = readable(a_in), b = readable(b_in);
+  blas::GemmProblem p;
+  p.dtype = out.dtype();
+  p.device = dev;
+  p.batch = batch;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = matrix_arg(a);
+  p.b = matrix_arg(b);
+  p.d = out.raw_data();
+  p.ldd = n;
+  p.d_batch_stride = m * n;
+  blas::lt_matmul(p);
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(gemm_stub, kCUDA, gemm_cuda);
+
+}  // namespace hg::cuda

@@ -1,0 +1,283 @@
+// The cuBLASLt GEMM wrapper. cuBLASLt is column-major; a row-major D [m, n] is a column-major
+// D' [n, m], so D = A B is computed as D' = B' A' with the operands swapped: each row-major
+// operand is read in place as a column-major matrix, transposed or not by an op flag.
+#include "kernels/cuda/blas/lt_matmul.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+
+#include "framework/cuda.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/runtime.h"
+
+namespace hg::cuda::blas {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's recommendation for Hopper
+constexpr int kMaxDevices = 64;
+
+// A column-major view of one operand: rows x cols with leading dimension ld, maybe transposed.
+struct ColView {
+  int64_t rows = 0, cols = 0, ld = 0;
+  bool trans = false;
+};
+
+// A row-major [rows, cols] matrix with strides (rs, cs) read as column-major op(X) of shape
+// [cols, rows] (what the swapped problem needs: X^T).
+ColView col_view_of_transpose(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
+    // Dense rows: memory is column-major [cols, rows] with ld rs, which is X^T itself.
+    return {cols, rows, std::max<int64_t>({rs, cols, 1}), false};
+  }
+  // Dense columns (rs == 1): memory is column-major [rows, cols] with ld cs, i.e. X; transpose.
+  return {rows, cols, std::max<int64_t>({cs, rows, 1}), true};
+}
+
+uint32_t alignment_of(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+struct PlanKey {
+  int device;
+  Dtype dtype;
+  bool tf32;
+  Epilogue epilogue;
+  int64_t batch, m, n, k;
+  int64_t lda, ldb, ldd, stride_a, stride_b, stride_d;
+  bool trans_a, trans_b;
+  uint32_t align_a, align_b, align_d, align_bias;
+  auto tie() const {
+    return std::tie(device, dtype, tf32, epilogue, batch, m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d, trans_a,
+                    trans_b, align_a, align_b, align_d, align_bias);
+  }
+  bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+};
+
+struct DeviceBlas {
+  std::once_flag once;
+  cublasLtHandle_t handle = nullptr;
+};
+
+// Plans, handles and workspaces live for the process: they are small, and destroying them at
+// exit could run after the CUDA context is gone.
+struct State {
+  std::mutex mutex;
+  std::map<PlanKey, Plan> plans;
+  std::unordered_map<cudaStream_t, void*> workspaces;
+  std::array<DeviceBlas, kMaxDevices> devices;
+  LtCacheStats stats;
+};
+State& state() {
+  static auto* s = new State();
+  return *s;
+}
+
+cublasLtHandle_t handle_for(int device) {
+  DeviceBlas& d = state().devices[static_cast<size_t>(device)];
+  std::call_once(d.once, [&] {
+    DeviceGuard guard(device);
+    HG_CUBLAS_CHECK(cublasLtCreate(&d.handle));
+  });
+  return d.handle;
+}
+
+void* workspace_for(cudaStream_t stream, int device) {  // caller holds the state mutex
+  auto& ws = state().workspaces[stream];
+  if (!ws) {
+    DeviceGuard guard(device);
+    HG_CUDA_CHECK(cudaMalloc(&ws, kWorkspaceBytes));
+  }
+  return ws;
+}
+
+cudaDataType_t data_type(Dtype d) {
+  switch (d) {
+    case kFloat32: return CUDA_R_32F;
+    case kFloat16: return CUDA_R_16F;
+    case kBFloat16: return CUDA_R_16BF;
+    case kFloat64: return CUDA_R_64F;
+    default: fail("mm", "cuBLASLt GEMM does not support {}", d);
+  }
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::Relu: return CUBLASLT_EPILOGUE_RELU;
+    case Epilogue::BiasRelu: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::Gelu: return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::BiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    // Row-major A is the swapped problem's B operand, and the other way round.
+    case Epilogue::BiasGradA: return CUBLASLT_EPILOGUE_BGRADB;
+    case Epilogue::BiasGradB: return CUBLASLT_EPILOGUE_BGRADA;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool uses_bias_pointer(Epilogue e) { return e != Epilogue::None && e != Epilogue::Relu && e != Epilogue::Gelu; }
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, const ColView& v, int64_t batch, int64_t batch_stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  HG_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(v.rows), static_cast<uint64_t>(v.cols), v.ld));
+  if (batch > 1) {
+    const auto count = static_cast<int32_t>(batch);
+    HG_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    HG_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+                                                     sizeof(batch_stride)));
+  }
+  return layout;
+}
+
+std::string describe(const GemmProblem& p) {
+  return fmt::format("{} batch {} [{}, {}] x [{}, {}] (A strides {}, {}; B strides {}, {}), epilogue {}", p.dtype,
+                     p.batch, p.m, p.k, p.k, p.n, p.a.row_stride, p.a.col_stride, p.b.row_stride, p.b.col_stride,
+                     static_cast<int>(p.epilogue));
+}
+
+Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, const ColView& vb) {
+  const cudaDataType_t type = data_type(p.dtype);
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = CUDA_R_32F;
+  if (p.dtype == kFloat64) {
+    compute = CUBLAS_COMPUTE_64F;
+    scale = CUDA_R_64F;
+  } else if (p.dtype == kFloat32 && key.tf32) {
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  Plan plan;
+  HG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, scale));
+  // Swapped problem: first operand is row-major B (va), second is row-major A (vb).
+  const cublasOperation_t op_first = va.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = vb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  HG_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  const cublasLtEpilogue_t epi = lt_epilogue(p.epilogue);
+  HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (uses_bias_pointer(p.epilogue)) {
+    const void* bias = p.bias ? p.bias : p.bias_grad;
+    HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  plan.a = make_layout(type, va, p.batch, p.b.batch_stride);
+  plan.b = make_layout(type, vb, p.batch, p.a.batch_stride);
+  plan.d = make_layout(type, ColView{p.n, p.m, p.ldd, false}, p.batch, p.d_batch_stride);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  HG_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kWorkspaceBytes;
+  HG_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // Pointers of views may be less aligned than cuBLASLt's default assumption (256 bytes).
+  const std::array<std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t>, 4> aligns = {{
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d},
+  }};
+  for (const auto& [attr, value] : aligns)
+    HG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_for(p.device), plan.desc, plan.a, plan.b, plan.d,
+                                                           plan.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatmulDescDestroy(plan.desc);
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.d);
+    fail("mm", "cuBLASLt has no algorithm for {} ({})", describe(p),
+         st == CUBLAS_STATUS_SUCCESS ? "no heuristic result" : cublasLtGetStatusString(st));
+  }
+  plan.algo = result.algo;
+  plan.workspace = result.workspaceSize;
+  return plan;
+}
+
+}  // namespace
+
+bool lt_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) return true;
+  return rs == 1 && (cols <= 1 || cs >= std::max<int64_t>(rows, 1));
+}
+
+void lt_matmul(const GemmProblem& p) {
+  HG_CHECK(
+      lt_layout_ok(p.m, p.k, p.a.row_stride, p.a.col_stride) && lt_layout_ok(p.k, p.n, p.b.row_stride, p.b.col_stride),
+      "mm", "operand strides not supported by cuBLASLt: {}", describe(p));
+  HG_CHECK(p.batch <= INT32_MAX, "mm", "batch {} is larger than cuBLASLt supports", p.batch);
+  HG_CHECK(p.k > 0 && p.m > 0 && p.n > 0, "mm", "empty GEMM reached cuBLASLt: {}", describe(p));
+  HG_CHECK(!uses_bias_pointer(p.epilogue) || p.bias || p.bias_grad, "mm", "epilogue {} needs a bias pointer",
+           static_cast<int>(p.epilogue));
+  const ColView va = col_view_of_transpose(p.k, p.n, p.b.row_stride, p.b.col_stride);  // B^T [n, k]
+  const ColView vb = col_view_of_transpose(p.m, p.k, p.a.row_stride, p.a.col_stride);  // A^T [k, m]
+  const void* bias = p.bias ? p.bias : p.bias_grad;
+  const PlanKey key{p.device,
+                    p.dtype,
+                    p.dtype == kFloat32 && allow_tf32(),
+                    p.epilogue,
+                    p.batch,
+                    p.m,
+                    p.n,
+                    p.k,
+                    va.ld,
+                    vb.ld,
+                    p.ldd,
+                    p.b.batch_stride,
+                    p.a.batch_stride,
+                    p.d_batch_stride,
+                    va.trans,
+                    vb.trans,
+                    alignment_of(p.a.data),
+                    alignment_of(p.b.data),
+                    alignment_of(p.d),
+                    bias ? alignment_of(bias) : 256u};
+  DeviceGuard guard(p.device);
+  cudaStream_t stream = current_stream(p.device);
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.plans.find(key);
+  if (it == s.plans.end()) {
+    it = s.plans.emplace(key, make_plan(key, p, va, vb)).first;
+    ++s.stats.plans;
+  } else {
+    ++s.stats.hits;
+  }
+  Plan& plan = it->second;
+  if (uses_bias_pointer(p.epilogue)) {  // the cached descriptor holds the previous call's pointer
+    HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  void* ws = workspace_for(stream, p.device);
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = p.dtype == kFloat64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = p.dtype == kFloat64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  HG_CUBLAS_CHECK(cublasLtMatmul(handle_for(p.device), plan.desc, alpha, p.b.data, plan.a, p.a.data, plan.b, beta, p.d,
+                                 plan.d, p.d, plan.d, &plan.algo, ws, plan.workspace, stream));
+}
+
+LtCacheStats lt_cache_stats() {
+  std::lock_guard lock(state().mutex);
+  return state().stats;
+}
+
+}  // namespace hg::cuda::blas

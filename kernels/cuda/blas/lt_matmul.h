@@ -1,0 +1,65 @@
+// One cuBLASLt wrapper for every GEMM of the CUDA backend, in row-major terms: D = act(A B + bias)
+// for batched [m, k] x [k, n] operands given by strides (transposed views need no copy), with
+// the epilogue fused into the GEMM. Descriptors and the chosen algorithm are cached per
+// problem; the workspace is one buffer per stream. No CUDA headers here.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/dtype.h"
+
+namespace hg::cuda::blas {
+
+enum class Epilogue : uint8_t {
+  None,
+  Bias,      // D = A B + bias[n]
+  Relu,      // D = relu(A B)
+  BiasRelu,  // D = relu(A B + bias[n])
+  Gelu,      // D = gelu_tanh(A B)  (cuBLASLt's GELU is the tanh approximation)
+  BiasGelu,  // D = gelu_tanh(A B + bias[n])
+  // D = A B and bias_grad = the sum over k of A's rows, length m (linear's bias gradient when
+  // A is dY^T in dW = dY^T X).
+  BiasGradA,
+  // D = A B and bias_grad = the sum over k of B's columns, length n.
+  BiasGradB,
+};
+
+// A row-major [rows, cols] operand as strides in elements; one stride of the two must be 1
+// (the other at least the matching extent) so it maps onto a cuBLASLt layout and an op flag.
+struct MatrixArg {
+  const void* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t col_stride = 1;
+  int64_t batch_stride = 0;
+};
+
+struct GemmProblem {
+  Dtype dtype = kFloat32;  // of A, B, D and the bias (float32, float16, bfloat16, float64)
+  int device = 0;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  MatrixArg a;        // [m, k]
+  MatrixArg b;        // [k, n]
+  void* d = nullptr;  // [m, n] with row stride ldd, unit column stride
+  int64_t ldd = 0;
+  int64_t d_batch_stride = 0;
+  Epilogue epilogue = Epilogue::None;
+  const void* bias = nullptr;  // Bias* epilogues
+  void* bias_grad = nullptr;   // BiasGrad* epilogues
+};
+
+// Whether a [rows, cols] operand with these strides maps onto cuBLASLt without a copy.
+bool lt_layout_ok(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
+
+// Queues the GEMM on the device's current stream. Throws hg::Error when cuBLASLt has no
+// algorithm for the problem (naming it) or a call fails.
+void lt_matmul(const GemmProblem& p);
+
+// Cache statistics, for tests: how many distinct problems have a plan, and how many lookups
+// found one.
+struct LtCacheStats {
+  int64_t plans = 0;
+  int64_t hits = 0;
+};
+LtCacheStats lt_cache_stats();
+
+}  // namespace hg::cuda::blas

@@ -1,0 +1,46 @@
+// CUDA dropout mask: the CPU kernel's counter-based generator (splitmix64 of seed + i), so the
+// same seed gives the same mask bit for bit on either device.
+#include "framework/dispatch.h"
+#include "framework/ops/nn_misc.h"
+#include "kernels/cuda/loops.cuh"
+
+namespace hg::cuda {
+namespace {
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <class T>
+__global__ void dropout_mask_kernel(T* m, int64_t n, uint64_t threshold, T keep, uint64_t seed) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint64_t u = splitmix64(seed + static_cast<uint64_t>(i)) >> 11;
+    m[i] = u >= threshold ? keep : from_acc<T>(acc_t<T>(0));
+  }
+}
+
+void dropout_mask_cuda(const Tensor& mask, double p, uint64_t seed) {
+  const int64_t n = mask.numel();
+  if (n == 0) return;
+  const auto threshold = static_cast<uint64_t>(p * 0x1.0p53);
+  const double scale = 1.0 / (1.0 - p);
+  const int dev = mask.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(mask.dtype(), "dropout", [&]<class T>(TypeTag<T>) {
+    // Rounded on the host exactly as the CPU kernel rounds it.
+    const T keep = static_cast<T>(static_cast<acc_t<T>>(scale));
+    dropout_mask_kernel<T><<<grid_for(n, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+        static_cast<T*>(mask.raw_data()), n, threshold, keep, seed);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(dropout_mask_stub, kCUDA, dropout_mask_cuda);
+
+}  // namespace hg::cuda

@@ -1,0 +1,289 @@
+// CUDA loss kernels: fused cross_entropy (a block per row: max, log-sum-exp, pick), nll_loss
+// and the elementwise losses, in float32 (float64 for float64). cross_entropy/nll return the
+// number of kept targets and throw on a bad one, so they read one small result back (one counted
+// host synchronisation); so does binary_cross_entropy for its range check.
+#include <cmath>
+
+#include "framework/dispatch.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/loss.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/loops.cuh"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kRowThreads = 128;
+
+// [0]: kept targets, [1]: first bad position (all ones: none).
+struct TargetReport {
+  Tensor t;
+  explicit TargetReport(Device d) : t(empty({2}, TensorOptions(kInt64).device(d))) {
+    HG_CUDA_CHECK(cudaMemsetAsync(t.raw_data(), 0, sizeof(int64_t), current_stream(d)));
+    HG_CUDA_CHECK(cudaMemsetAsync(static_cast<int64_t*>(t.raw_data()) + 1, 0xff, sizeof(int64_t), current_stream(d)));
+  }
+  unsigned long long* count() const { return static_cast<unsigned long long*>(t.raw_data()); }
+  unsigned long long* bad() const { return count() + 1; }
+  int64_t finish(const char* op, const Tensor& target, int64_t classes) const {
+    cudaStream_t stream = current_stream(t.device());
+    unsigned long long r[2];
+    copy_to_host(r, t.raw_data(), sizeof(r), stream);
+    if (r[1] != ~0ull) {
+      int64_t value = 0;
+      copy_to_host(&value, static_cast<const int64_t*>(target.raw_data()) + r[1], sizeof(value), stream);
+      fail(op, "target {} (at position {}) is out of range for {} classes: expected 0 <= target < {} or ignore_index",
+           value, r[1], classes, classes);
+    }
+    return static_cast<int64_t>(r[0]);
+  }
+};
+
+__device__ __forceinline__ void note_target(int64_t t, int64_t classes, int64_t ignore, int64_t r,
+                                            unsigned long long* count, unsigned long long* bad) {
+  if (t == ignore) return;
+  if (t < 0 || t >= classes)
+    atomicMin(bad, static_cast<unsigned long long>(r));
+  else
+    atomicAdd(count, 1ull);
+}
+
+template <class T, class C>
+__global__ void cross_entropy_kernel(C* loss, C* lse_out, const T* x, const int64_t* target, int64_t c, int64_t s,
+                                     int64_t ignore, C eps, unsigned long long* count, unsigned long long* bad) {
+  __shared__ C scratch[32];
+  const int64_t r = blockIdx.x;
+  const int64_t t = target[r];
+  if (t == ignore || t < 0 || t >= c) {
+    if (threadIdx.x == 0) {
+      note_target(t, c, ignore, r, count, bad);
+      loss[r] = C(0), lse_out[r] = C(0);
+    }
+    return;
+  }
+  const T* row = x + (r / s) * c * s + r % s;
+  C m = -INFINITY, total = 0;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+    const C v = static_cast<C>(to_acc(row[i * s]));
+    m = nan_max(m, v);
+    total += v;
+  }
+  m = block_max(m, scratch);
+  total = block_sum(total, scratch);
+  C sum = 0;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) sum += exp(static_cast<C>(to_acc(row[i * s])) - m);
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) {
+    note_target(t, c, ignore, r, count, bad);
+    const C lse = m + ::log(sum);
+    lse_out[r] = lse;
+    C l = lse - static_cast<C>(to_acc(row[t * s]));
+    if (eps != C(0)) l = (C(1) - eps) * l + eps * (lse - total / static_cast<C>(c));
+    loss[r] = l;
+  }
+}
+
+template <class T, class C>
+__global__ void cross_entropy_backward_kernel(T* gx, const T* x, const int64_t* target, const C* lse, const C* w,
+                                              bool per_sample, int64_t c, int64_t s, int64_t ignore, C eps) {
+  const int64_t r = blockIdx.x;
+  const int64_t t = target[r];
+  const C wr = t == ignore ? C(0) : w[per_sample ? r : 0];
+  const C keep = C(1) - eps, spread = eps / static_cast<C>(c);
+  const int64_t base = (r / s) * c * s + r % s;
+  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
+    const int64_t k = base + i * s;
+    const C p = exp(static_cast<C>(to_acc(x[k])) - lse[r]);
+    gx[k] = from_acc<T>(static_cast<acc_t<T>>(wr == C(0) ? C(0) : (p - spread - (i == t ? keep : C(0))) * wr));
+  }
+}
+
+template <class T, class C>
+__global__ void nll_kernel(C* loss, const T* x, const int64_t* target, int64_t rows, int64_t c, int64_t s,
+                           int64_t ignore, unsigned long long* count, unsigned long long* bad) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+    const int64_t t = target[r];
+    note_target(t, c, ignore, r, count, bad);
+    const bool ok = t >= 0 && t < c && t != ignore;
+    loss[r] = ok ? -static_cast<C>(to_acc(x[(r / s) * c * s + t * s + r % s])) : C(0);
+  }
+}
+
+template <class T, class C>
+__global__ void nll_backward_kernel(T* gx, const C* w, bool per_sample, const int64_t* target, int64_t rows, int64_t c,
+                                    int64_t s, int64_t ignore) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+    const int64_t t = target[r];
+    if (t != ignore) gx[(r / s) * c * s + t * s + r % s] = from_acc<T>(static_cast<acc_t<T>>(-w[per_sample ? r : 0]));
+  }
+}
+
+unsigned row_blocks(int64_t rows) {
+  HG_CHECK(rows <= INT32_MAX, "cross_entropy", "{} rows are too many for one launch", rows);
+  return static_cast<unsigned>(rows);
+}
+
+// Calls f(TypeTag<T>, TypeTag<C>) for the input dtype and the float32/float64 compute dtype.
+template <class F>
+void dispatch_loss(Dtype in, Dtype compute, F&& f) {
+  dispatch_floating(in, "loss", [&]<class T>(TypeTag<T>) {
+    if (compute == kFloat64)
+      f(TypeTag<T>{}, TypeTag<double>{});
+    else
+      f(TypeTag<T>{}, TypeTag<float>{});
+  });
+}
+
+int64_t cross_entropy_cuda(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& target,
+                           int64_t ignore_index, double label_smoothing) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1], s = logits.shape()[2];
+  if (n * s == 0) return 0;
+  const int dev = logits.device().index;
+  DeviceGuard guard(dev);
+  const TargetReport report(logits.device());
+  dispatch_loss(logits.dtype(), losses.dtype(), [&]<class T, class C>(TypeTag<T>, TypeTag<C>) {
+    cross_entropy_kernel<T, C><<<row_blocks(n * s), kRowThreads, 0, current_stream(dev)>>>(
+        static_cast<C*>(losses.raw_data()), static_cast<C*>(lse.raw_data()), static_cast<const T*>(logits.raw_data()),
+        static_cast<const int64_t*>(target.raw_data()), c, s, ignore_index, static_cast<C>(label_smoothing),
+        report.count(), report.bad());
+    HG_CUDA_CHECK_LAUNCH();
+  });
+  return report.finish("cross_entropy", target, c);
+}
+
+void cross_entropy_backward_cuda(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
+                                 const Tensor& target, const Tensor& lse, int64_t ignore_index,
+                                 double label_smoothing) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1], s = logits.shape()[2];
+  if (n * s * c == 0) return;
+  const int dev = logits.device().index;
+  DeviceGuard guard(dev);
+  dispatch_loss(logits.dtype(), lse.dtype(), [&]<class T, class C>(TypeTag<T>, TypeTag<C>) {
+    cross_entropy_backward_kernel<T, C><<<row_blocks(n * s), kRowThreads, 0, current_stream(dev)>>>(
+        static_cast<T*>(grad_logits.raw_data()), static_cast<const T*>(logits.raw_data()),
+        static_cast<const int64_t*>(target.raw_data()), static_cast<const C*>(lse.raw_data()),
+        static_cast<const C*>(grad_loss.raw_data()), grad_loss.dim() > 0, c, s, ignore_index,
+        static_cast<C>(label_smoothing));
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+int64_t nll_cuda(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
+  const int64_t n = log_probs.shape()[0], c = log_probs.shape()[1], s = log_probs.shape()[2], rows = n * s;
+  if (rows == 0) return 0;
+  const int dev = log_probs.device().index;
+  DeviceGuard guard(dev);
+  const TargetReport report(log_probs.device());
+  dispatch_loss(log_probs.dtype(), losses.dtype(), [&]<class T, class C>(TypeTag<T>, TypeTag<C>) {
+    nll_kernel<T, C><<<grid_for(rows, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+        static_cast<C*>(losses.raw_data()), static_cast<const T*>(log_probs.raw_data()),
+        static_cast<const int64_t*>(target.raw_data()), rows, c, s, ignore_index, report.count(), report.bad());
+    HG_CUDA_CHECK_LAUNCH();
+  });
+  return report.finish("nll_loss", target, c);
+}
+
+void nll_backward_cuda(const Tensor& grad_log_probs, const Tensor& grad_loss, const Tensor& target,
+                       int64_t ignore_index) {
+  const int64_t n = grad_log_probs.shape()[0], c = grad_log_probs.shape()[1], s = grad_log_probs.shape()[2];
+  const int64_t rows = n * s;
+  if (rows == 0) return;
+  const int dev = grad_log_probs.device().index;
+  DeviceGuard guard(dev);
+  dispatch_loss(grad_log_probs.dtype(), grad_loss.dtype(), [&]<class T, class C>(TypeTag<T>, TypeTag<C>) {
+    nll_backward_kernel<T, C><<<grid_for(rows, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+        static_cast<T*>(grad_log_probs.raw_data()), static_cast<const C*>(grad_loss.raw_data()), grad_loss.dim() > 0,
+        static_cast<const int64_t*>(target.raw_data()), rows, c, s, ignore_index);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+template <class C>
+__device__ __forceinline__ C clamped_log(C v) {
+  return fmax(::log(v), C(-100));
+}
+template <class C>
+__device__ __forceinline__ C bce_logits(C x, C y, C pw) {
+  // (1 - y) x + l (log1p(exp(-|x|)) + max(-x, 0)): exp never overflows.
+  const C l = C(1) + (pw - C(1)) * y;
+  return (C(1) - y) * x + l * (log1p(exp(-fabs(x))) + fmax(-x, C(0)));
+}
+
+template <class T>
+struct SquaredErrorFn {
+  __device__ T operator()(T a, T b) const {
+    const acc_t<T> d = to_acc(a) - to_acc(b);
+    return from_acc<T>(d * d);
+  }
+};
+template <class T>
+struct BceFn {
+  int* out_of_range;
+  __device__ T operator()(T pin, T yin) const {
+    using C = acc_t<T>;
+    const C p = to_acc(pin), y = to_acc(yin);
+    if (!(p >= C(0) && p <= C(1))) *out_of_range = 1;
+    return from_acc<T>(-(y * clamped_log(p) + (C(1) - y) * clamped_log(C(1) - p)));
+  }
+};
+template <class T>
+struct BceLogitsFn {
+  __device__ T operator()(T x, T y) const { return from_acc<T>(bce_logits(to_acc(x), to_acc(y), acc_t<T>(1))); }
+};
+
+template <class T>
+__global__ void bce_logits_weighted_kernel(Geometry<4> g, char* out, const char* a, const char* b, const char* c) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.numel; i += stride) {
+    int64_t off[4];
+    g.offsets(i, off);
+    const auto x = to_acc(*reinterpret_cast<const T*>(a + off[1]));
+    const auto y = to_acc(*reinterpret_cast<const T*>(b + off[2]));
+    const auto pw = to_acc(*reinterpret_cast<const T*>(c + off[3]));
+    *reinterpret_cast<T*>(out + off[0]) = from_acc<T>(bce_logits(x, y, pw));
+  }
+}
+
+void pointwise_loss_cuda(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c) {
+  const int dev = out.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(out.dtype(), "loss", [&]<class T>(TypeTag<T>) {
+    switch (kind) {
+      case PointwiseLoss::SquaredError: launch_binary<T, T>(out, a, b, SquaredErrorFn<T>{}, "mse_loss"); break;
+      case PointwiseLoss::BinaryCrossEntropy: {
+        const Tensor flag = zeros({1}, TensorOptions(kInt32).device(out.device()));
+        launch_binary<T, T>(out, a, b, BceFn<T>{static_cast<int*>(flag.raw_data())}, "binary_cross_entropy");
+        int bad = 0;
+        if (out.numel() > 0) copy_to_host(&bad, flag.raw_data(), sizeof(bad), current_stream(dev));
+        HG_CHECK(bad == 0, "binary_cross_entropy",
+                 "all elements of the input (probabilities) must be between 0 and 1; use "
+                 "binary_cross_entropy_with_logits on logits");
+        break;
+      }
+      case PointwiseLoss::BinaryCrossEntropyWithLogits: {
+        if (!c.defined()) {
+          launch_binary<T, T>(out, a, b, BceLogitsFn<T>{}, "binary_cross_entropy_with_logits");
+          break;
+        }
+        const Geometry<4> g = make_geometry<4>(out.shape(), {&out, &a, &b, &c}, "binary_cross_entropy_with_logits");
+        if (g.numel == 0) break;
+        bce_logits_weighted_kernel<T><<<grid_for(g.numel, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+            g, static_cast<char*>(out.raw_data()), static_cast<const char*>(a.raw_data()),
+            static_cast<const char*>(b.raw_data()), static_cast<const char*>(c.raw_data()));
+        HG_CUDA_CHECK_LAUNCH();
+        break;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(cross_entropy_stub, kCUDA, cross_entropy_cuda);
+HG_REGISTER_KERNEL(cross_entropy_backward_stub, kCUDA, cross_entropy_backward_cuda);
+HG_REGISTER_KERNEL(nll_stub, kCUDA, nll_cuda);
+HG_REGISTER_KERNEL(nll_backward_stub, kCUDA, nll_backward_cuda);
+HG_REGISTER_KERNEL(pointwise_loss_stub, kCUDA, pointwise_loss_cuda);
+
+}  // namespace hg::cuda

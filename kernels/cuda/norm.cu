@@ -1,0 +1,265 @@
+// CUDA layer_norm and batch_norm, forward and backward. Statistics and sums in float32 for
+// 16-bit and float32 data (float64 for float64); a block per row (layer_norm) or per channel
+// (batch_norm), two passes for the variance as on the CPU. Weight/bias gradients of layer_norm
+// are column sums over rows: a thread per column.
+#include "framework/dispatch.h"
+#include "framework/ops/norm.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/loops.cuh"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kNormThreads = 256;
+
+// A per-feature parameter (weight, bias, running stats) read as A; `fallback` when absent.
+template <class A>
+struct Param {
+  const void* p = nullptr;
+  Dtype dtype = kFloat32;
+  __device__ A get(int64_t i, A fallback) const {
+    if (p == nullptr) return fallback;
+    switch (dtype) {
+      case kFloat16: return static_cast<A>(to_acc(static_cast<const Half*>(p)[i]));
+      case kBFloat16: return static_cast<A>(to_acc(static_cast<const BFloat16*>(p)[i]));
+      case kFloat64: return static_cast<A>(static_cast<const double*>(p)[i]);
+      default: return static_cast<A>(static_cast<const float*>(p)[i]);
+    }
+  }
+  __device__ void set(int64_t i, A v) const {
+    switch (dtype) {
+      case kFloat16: const_cast<Half*>(static_cast<const Half*>(p))[i] = from_acc<Half>(static_cast<float>(v)); break;
+      case kBFloat16:
+        const_cast<BFloat16*>(static_cast<const BFloat16*>(p))[i] = from_acc<BFloat16>(static_cast<float>(v));
+        break;
+      case kFloat64: const_cast<double*>(static_cast<const double*>(p))[i] = static_cast<double>(v); break;
+      default: const_cast<float*>(static_cast<const float*>(p))[i] = static_cast<float>(v); break;
+    }
+  }
+};
+template <class A>
+Param<A> param(const Tensor& t) {
+  Param<A> p;
+  if (t.defined()) p.p = t.raw_data(), p.dtype = t.dtype();
+  return p;
+}
+
+template <class T>
+__global__ void layer_norm_kernel(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x, Param<acc_t<T>> w,
+                                  Param<acc_t<T>> b, int64_t cols, double eps) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * cols;
+  A s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += to_acc(xr[j]);
+  const A m = block_sum(s, scratch) / static_cast<A>(cols);
+  A ss = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const A d = to_acc(xr[j]) - m;
+    ss += d * d;
+  }
+  const A inv = static_cast<A>(1.0 / sqrt(static_cast<double>(block_sum(ss, scratch) / static_cast<A>(cols)) + eps));
+  if (threadIdx.x == 0) mean[r] = m, rstd[r] = inv;
+  T* yr = y + r * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    yr[j] = from_acc<T>((to_acc(xr[j]) - m) * inv * w.get(j, A(1)) + b.get(j, A(0)));
+}
+
+template <class T>
+__global__ void layer_norm_backward_x_kernel(T* gx, const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                                             Param<acc_t<T>> w, int64_t cols) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  const int64_t r = blockIdx.x;
+  const T *xr = x + r * cols, *gr = gy + r * cols;
+  const A m = mean[r], inv = rstd[r];
+  A sg = 0, sgx = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const A g = to_acc(gr[j]) * w.get(j, A(1));
+    sg += g;
+    sgx += g * (to_acc(xr[j]) - m) * inv;
+  }
+  const A mg = block_sum(sg, scratch) / static_cast<A>(cols), mgx = block_sum(sgx, scratch) / static_cast<A>(cols);
+  T* dx = gx + r * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const A g = to_acc(gr[j]) * w.get(j, A(1));
+    const A xh = (to_acc(xr[j]) - m) * inv;
+    dx[j] = from_acc<T>(inv * (g - mg - xh * mgx));
+  }
+}
+
+template <class T>
+__global__ void layer_norm_backward_params_kernel(Param<acc_t<T>> gw, Param<acc_t<T>> gb, const T* gy, const T* x,
+                                                  const acc_t<T>* mean, const acc_t<T>* rstd, int64_t rows,
+                                                  int64_t cols) {
+  using A = acc_t<T>;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= cols) return;
+  A dw = 0, db = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const A g = to_acc(gy[r * cols + j]);
+    dw += g * (to_acc(x[r * cols + j]) - mean[r]) * rstd[r];
+    db += g;
+  }
+  if (gw.p) gw.set(j, dw);
+  if (gb.p) gb.set(j, db);
+}
+
+// One block per channel of x viewed as [N, C, S].
+template <class T>
+__global__ void batch_norm_kernel(T* y, Param<acc_t<T>> save_mean, Param<acc_t<T>> save_invstd, const T* x,
+                                  Param<acc_t<T>> w, Param<acc_t<T>> b, Param<acc_t<T>> rm, Param<acc_t<T>> rv,
+                                  int64_t n, int64_t c, int64_t s, bool training, double momentum, double eps) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  const int64_t ch = blockIdx.x, count = n * s;
+  A m, var;
+  if (training) {
+    A sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = threadIdx.x; j < s; j += blockDim.x) sum += to_acc(x[(i * c + ch) * s + j]);
+    m = block_sum(sum, scratch) / static_cast<A>(count);
+    A ss = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+        const A d = to_acc(x[(i * c + ch) * s + j]) - m;
+        ss += d * d;
+      }
+    ss = block_sum(ss, scratch);
+    var = ss / static_cast<A>(count);
+    if (rm.p && threadIdx.x == 0) {
+      rm.set(ch, static_cast<A>((1 - momentum) * rm.get(ch, A(0)) + momentum * m));
+      rv.set(ch, static_cast<A>((1 - momentum) * rv.get(ch, A(1)) + momentum * ss / static_cast<A>(count - 1)));
+    }
+  } else {
+    m = rm.get(ch, A(0)), var = rv.get(ch, A(1));
+  }
+  const double inv = 1.0 / sqrt(static_cast<double>(var) + eps);
+  if (threadIdx.x == 0) save_mean.set(ch, m), save_invstd.set(ch, static_cast<A>(inv));
+  const double wc = static_cast<double>(w.get(ch, A(1)));
+  const A scale = static_cast<A>(inv * wc);
+  const A shift = static_cast<A>(static_cast<double>(b.get(ch, A(0))) - static_cast<double>(m) * inv * wc);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+      const int64_t k = (i * c + ch) * s + j;
+      y[k] = from_acc<T>(to_acc(x[k]) * scale + shift);
+    }
+}
+
+template <class T>
+__global__ void batch_norm_backward_kernel(T* gx, Param<acc_t<T>> gw, Param<acc_t<T>> gb, const T* gy, const T* x,
+                                           Param<acc_t<T>> w, Param<acc_t<T>> save_mean, Param<acc_t<T>> save_invstd,
+                                           int64_t n, int64_t c, int64_t s, bool training) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  const int64_t ch = blockIdx.x, count = n * s;
+  const A m = save_mean.get(ch, A(0)), inv = save_invstd.get(ch, A(1));
+  A sg = 0, sgx = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+      const int64_t k = (i * c + ch) * s + j;
+      const A g = to_acc(gy[k]);
+      sg += g;
+      sgx += g * (to_acc(x[k]) - m) * inv;
+    }
+  sg = block_sum(sg, scratch);
+  sgx = block_sum(sgx, scratch);
+  if (threadIdx.x == 0) {
+    if (gw.p) gw.set(ch, sgx);
+    if (gb.p) gb.set(ch, sg);
+  }
+  if (gx == nullptr) return;
+  const A scale = w.get(ch, A(1)) * inv;
+  const A mg = training ? sg / static_cast<A>(count) : A(0), mgx = training ? sgx / static_cast<A>(count) : A(0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+      const int64_t k = (i * c + ch) * s + j;
+      const A xh = (to_acc(x[k]) - m) * inv;
+      gx[k] = from_acc<T>(scale * (to_acc(gy[k]) - mg - xh * mgx));
+    }
+}
+
+unsigned blocks(int64_t n, const char* op) {
+  HG_CHECK(n <= INT32_MAX, op, "{} rows/channels are too many for one launch", n);
+  return static_cast<unsigned>(n);
+}
+
+void layer_norm_cuda(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                     const Tensor& b, double eps) {
+  const int64_t rows = mean.numel(), cols = rows ? x.numel() / rows : 0;
+  if (rows == 0 || cols == 0) return;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    layer_norm_kernel<T><<<blocks(rows, "layer_norm"), kNormThreads, 0, current_stream(dev)>>>(
+        static_cast<T*>(out.raw_data()), static_cast<A*>(mean.raw_data()), static_cast<A*>(rstd.raw_data()),
+        static_cast<const T*>(x.raw_data()), param<A>(w), param<A>(b), cols, eps);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void layer_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                              const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  const int64_t rows = mean.numel(), cols = rows ? x.numel() / rows : 0;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  cudaStream_t stream = current_stream(dev);
+  dispatch_floating(x.dtype(), "layer_norm", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    if (gx.defined() && rows > 0 && cols > 0) {
+      layer_norm_backward_x_kernel<T><<<blocks(rows, "layer_norm"), kNormThreads, 0, stream>>>(
+          static_cast<T*>(gx.raw_data()), static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
+          static_cast<const A*>(mean.raw_data()), static_cast<const A*>(rstd.raw_data()), param<A>(w), cols);
+      HG_CUDA_CHECK_LAUNCH();
+    }
+    if ((gw.defined() || gb.defined()) && cols > 0) {
+      layer_norm_backward_params_kernel<T>
+          <<<blocks((cols + kNormThreads - 1) / kNormThreads, "layer_norm"), kNormThreads, 0, stream>>>(
+              param<A>(gw), param<A>(gb), static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
+              static_cast<const A*>(mean.raw_data()), static_cast<const A*>(rstd.raw_data()), rows, cols);
+      HG_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
+                     const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps) {
+  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0;
+  if (c == 0) return;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    batch_norm_kernel<T><<<blocks(c, "batch_norm"), kNormThreads, 0, current_stream(dev)>>>(
+        static_cast<T*>(out.raw_data()), param<A>(sm), param<A>(si), static_cast<const T*>(x.raw_data()), param<A>(w),
+        param<A>(b), training ? param<A>(rm) : param<A>(rm), param<A>(rv), n, c, s, training, momentum, eps);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void batch_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
+                              const Tensor& w, const Tensor& sm, const Tensor& si, bool training) {
+  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0;
+  if (c == 0) return;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    batch_norm_backward_kernel<T><<<blocks(c, "batch_norm"), kNormThreads, 0, current_stream(dev)>>>(
+        gx.defined() ? static_cast<T*>(gx.raw_data()) : nullptr, param<A>(gw), param<A>(gb),
+        static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()), param<A>(w), param<A>(sm),
+        param<A>(si), n, c, s, training);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(layer_norm_stub, kCUDA, layer_norm_cuda);
+HG_REGISTER_KERNEL(layer_norm_backward_stub, kCUDA, layer_norm_backward_cuda);
+HG_REGISTER_KERNEL(batch_norm_stub, kCUDA, batch_norm_cuda);
+HG_REGISTER_KERNEL(batch_norm_backward_stub, kCUDA, batch_norm_backward_cuda);
+
+}  // namespace hg::cuda

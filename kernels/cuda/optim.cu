@@ -1,0 +1,132 @@
+// Fused SGD and Adam/AdamW updates: one pass over each parameter that reads param, grad and
+// the optimizer state once and writes them once. The skip flag (found_inf) is read on the
+// device: when it is non-zero every thread returns before writing anything.
+#include <cmath>
+
+#include "framework/dispatch.h"
+#include "framework/optim/fused.h"
+#include "kernels/cuda/loops.cuh"
+
+namespace hg::cuda {
+namespace {
+
+using optim::AdamHyper;
+using optim::SgdHyper;
+
+__device__ __forceinline__ bool skipped(const float* skip) { return skip != nullptr && *skip != 0.0f; }
+
+template <class T>
+__global__ void sgd_kernel(int64_t n, T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ buf,
+                           const int32_t* ready, const float* skip, SgdHyper h) {
+  if (skipped(skip)) return;
+  using A = acc_t<T>;
+  const bool first = buf != nullptr && *ready == 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const A p = to_acc(param[i]);
+    A d = to_acc(grad[i]);
+    if (h.weight_decay != 0) d += p * static_cast<A>(h.weight_decay);
+    if (buf != nullptr) {
+      // The first step copies d into the buffer (PyTorch's rule), later ones blend it in.
+      const A b = first ? d : to_acc(buf[i]) * static_cast<A>(h.momentum) + d * static_cast<A>(1.0 - h.dampening);
+      buf[i] = from_acc<T>(b);
+      d = h.nesterov ? d + b * static_cast<A>(h.momentum) : b;
+    }
+    param[i] = from_acc<T>(p - static_cast<A>(h.lr) * d);
+  }
+}
+
+// Runs after sgd_kernel on the same stream, so no thread of the update reads a half-set flag.
+__global__ void mark_ready_kernel(int32_t* ready, const float* skip) {
+  if (!skipped(skip)) *ready = 1;
+}
+
+void sgd_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& buf, const Tensor& ready,
+                     const Tensor& skip, const SgdHyper& h) {
+  const int dev = param.device().index;
+  DeviceGuard guard(dev);
+  cudaStream_t stream = current_stream(dev);
+  const float* sk = skip.defined() ? skip.data_ptr<float>() : nullptr;
+  const int64_t n = param.numel();
+  dispatch_floating(param.dtype(), "SGD", [&]<class T>(TypeTag<T>) {
+    if (n > 0) {
+      sgd_kernel<T><<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
+          n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()),
+          buf.defined() ? static_cast<T*>(buf.raw_data()) : nullptr,
+          ready.defined() ? ready.data_ptr<int32_t>() : nullptr, sk, h);
+      HG_CUDA_CHECK_LAUNCH();
+    }
+  });
+  if (buf.defined()) {
+    mark_ready_kernel<<<1, 1, 0, stream>>>(ready.data_ptr<int32_t>(), sk);
+    HG_CUDA_CHECK_LAUNCH();
+  }
+}
+
+__global__ void advance_step_kernel(int64_t* step, const float* skip) {
+  if (!skipped(skip)) *step += 1;
+}
+
+template <class T>
+__global__ void adam_kernel(int64_t n, T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ m_,
+                            T* __restrict__ v_, T* __restrict__ vmax_, const int64_t* step, const float* skip,
+                            AdamHyper h) {
+  if (skipped(skip)) return;
+  using A = acc_t<T>;
+  const auto t = static_cast<double>(*step);
+  const A bias1 = static_cast<A>(1.0 - pow(h.beta1, t));
+  const A bias2_sqrt = static_cast<A>(sqrt(1.0 - pow(h.beta2, t)));
+  const A b1 = static_cast<A>(h.beta1), b2 = static_cast<A>(h.beta2);
+  const A step_size = static_cast<A>(h.lr) / bias1, eps = static_cast<A>(h.eps), wd = static_cast<A>(h.weight_decay);
+  const A decay = static_cast<A>(1.0 - h.lr * h.weight_decay);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    A p = to_acc(param[i]);
+    A g = to_acc(grad[i]);
+    if (h.weight_decay != 0) {
+      if (h.decoupled)
+        p *= decay;
+      else
+        g += p * wd;
+    }
+    const A m = to_acc(m_[i]) * b1 + g * (A(1) - b1);
+    const A v = to_acc(v_[i]) * b2 + g * g * (A(1) - b2);
+    m_[i] = from_acc<T>(m);
+    v_[i] = from_acc<T>(v);
+    A second = v;
+    if (vmax_ != nullptr) {
+      const A vm = fmax(to_acc(vmax_[i]), v);
+      vmax_[i] = from_acc<T>(vm);
+      second = vm;
+    }
+    const A denom = sqrt(second) / bias2_sqrt + eps;
+    param[i] = from_acc<T>(p - step_size * (m / denom));
+  }
+}
+
+void adam_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
+                      const Tensor& step, const Tensor& skip, const AdamHyper& h) {
+  const int dev = param.device().index;
+  DeviceGuard guard(dev);
+  cudaStream_t stream = current_stream(dev);
+  const float* sk = skip.defined() ? skip.data_ptr<float>() : nullptr;
+  // The step advances first (skipped steps do not count), then the update reads it.
+  advance_step_kernel<<<1, 1, 0, stream>>>(step.data_ptr<int64_t>(), sk);
+  HG_CUDA_CHECK_LAUNCH();
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  dispatch_floating(param.dtype(), "Adam", [&]<class T>(TypeTag<T>) {
+    adam_kernel<T><<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
+        n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()), static_cast<T*>(m.raw_data()),
+        static_cast<T*>(v.raw_data()), vmax.defined() ? static_cast<T*>(vmax.raw_data()) : nullptr,
+        step.data_ptr<int64_t>(), sk, h);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(optim::sgd_update_stub, kCUDA, sgd_update_cuda);
+HG_REGISTER_KERNEL(optim::adam_update_stub, kCUDA, adam_update_cuda);
+
+}  // namespace hg::cuda

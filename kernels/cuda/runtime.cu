@@ -1,0 +1,117 @@
+// Devices, streams and host-synchronisation accounting; installs the CudaHooks that
+// framework/cuda.h forwards to.
+#include "kernels/cuda/runtime.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "framework/cuda.h"
+#include "kernels/cuda/allocator.h"
+#include "kernels/cuda/check.h"
+
+namespace hg::cuda {
+
+namespace {
+
+std::atomic<int64_t> g_host_syncs{0};
+
+struct DeviceState {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+  cudaDeviceProp props{};
+};
+
+constexpr int kMaxDevices = 64;
+std::array<DeviceState, kMaxDevices>& device_states() {
+  static auto* s = new std::array<DeviceState, kMaxDevices>();  // never destroyed: streams outlive statics
+  return *s;
+}
+
+DeviceState& state(int device) {
+  HG_CHECK(device >= 0 && device < device_count_cached(), "cuda", "device index {} out of range ({} devices)", device,
+           device_count_cached());
+  DeviceState& s = device_states()[static_cast<size_t>(device)];
+  std::call_once(s.once, [&] {
+    DeviceGuard guard(device);
+    HG_CUDA_CHECK(cudaGetDeviceProperties(&s.props, device));
+    HG_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  });
+  return s;
+}
+
+class Hooks final : public CudaHooks {
+ public:
+  int device_count() const override { return device_count_cached(); }
+  void synchronize() const override {
+    for (int d = 0; d < device_count_cached(); ++d) host_sync(current_stream(d));
+  }
+  MemoryStats memory_stats(int device) const override { return caching_allocator().stats(device); }
+  void empty_cache() const override { caching_allocator().empty_cache(); }
+  int64_t host_sync_count() const override { return g_host_syncs.load(std::memory_order_relaxed); }
+};
+
+[[maybe_unused]] const bool g_hooks_installed = [] {
+  static Hooks hooks;
+  set_cuda_hooks(&hooks);
+  return true;
+}();
+
+}  // namespace
+
+int device_count_cached() {
+  static const int count = [] {
+    int n = 0;
+    // No driver or no device is not an error here: is_available() just says false.
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return std::min(n, kMaxDevices);
+  }();
+  return count;
+}
+
+int current_device() {
+  int d = 0;
+  HG_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+cudaStream_t current_stream(int device) { return state(device).stream; }
+const cudaDeviceProp& device_properties(int device) { return state(device).props; }
+
+DeviceGuard::DeviceGuard(int device) : current_(device) {
+  HG_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) HG_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0 && previous_ != current_) (void)cudaSetDevice(previous_);  // destructors do not throw
+}
+
+void host_sync(cudaStream_t stream) {
+  g_host_syncs.fetch_add(1, std::memory_order_relaxed);
+  HG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void host_sync_device() {
+  g_host_syncs.fetch_add(1, std::memory_order_relaxed);
+  HG_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void copy_to_host(void* dst, const void* src, size_t nbytes, cudaStream_t stream) {
+  HG_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream));
+  host_sync(stream);
+}
+
+unsigned grid_for(int64_t n, int threads, int per_thread, int device) {
+  const int64_t per_block = static_cast<int64_t>(threads) * per_thread;
+  const int64_t needed = std::max<int64_t>(1, (n + per_block - 1) / per_block);
+  const int64_t cap = static_cast<int64_t>(device_properties(device).multiProcessorCount) * 32;
+  return static_cast<unsigned>(std::min(needed, cap));
+}
+
+}  // namespace hg::cuda

@@ -1,0 +1,92 @@
+// CUDA softmax / log_softmax, forward and backward: a block per row of a contiguous
+// [outer, n, inner] block (elements `inner` apart), float32 maths for 16-bit and float32 data,
+// float64 for float64 output, as the CPU kernels.
+#include "framework/dispatch.h"
+#include "framework/ops/softmax.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/loops.cuh"
+
+namespace hg::cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+template <class In, class Out, class C>
+__global__ void softmax_kernel(Out* __restrict__ y, const In* __restrict__ x, int64_t n, int64_t inner, bool log) {
+  __shared__ C scratch[32];
+  const int64_t row = blockIdx.x;
+  const int64_t base = (row / inner) * n * inner + row % inner;
+  const In* xr = x + base;
+  Out* yr = y + base;
+  C m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = nan_max(m, static_cast<C>(to_acc(xr[i * inner])));
+  m = block_max(m, scratch);
+  C s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += exp(static_cast<C>(to_acc(xr[i * inner])) - m);
+  s = block_sum(s, scratch);
+  const C lse = m + ::log(s), inv = C(1) / s;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const C v = static_cast<C>(to_acc(xr[i * inner]));
+    yr[i * inner] = from_acc<Out>(static_cast<acc_t<Out>>(log ? v - lse : exp(v - m) * inv));
+  }
+}
+
+template <class T>
+__global__ void softmax_backward_kernel(T* __restrict__ gx, const T* __restrict__ g, const T* __restrict__ y, int64_t n,
+                                        int64_t inner, bool log) {
+  using C = acc_t<T>;
+  __shared__ C scratch[32];
+  const int64_t row = blockIdx.x;
+  const int64_t base = (row / inner) * n * inner + row % inner;
+  C s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t k = base + i * inner;
+    s += log ? to_acc(g[k]) : to_acc(g[k]) * to_acc(y[k]);
+  }
+  s = block_sum(s, scratch);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t k = base + i * inner;
+    const C gk = to_acc(g[k]), yk = to_acc(y[k]);
+    gx[k] = from_acc<T>(log ? gk - exp(yk) * s : yk * (gk - s));
+  }
+}
+
+unsigned rows_grid(int64_t rows) {
+  HG_CHECK(rows <= INT32_MAX, "softmax", "{} rows are too many for one launch", rows);
+  return static_cast<unsigned>(rows);
+}
+
+void softmax_cuda(const Tensor& out, const Tensor& in, bool log) {
+  const int64_t outer = in.shape()[0], n = in.shape()[1], inner = in.shape()[2];
+  if (outer * n * inner == 0) return;
+  const int dev = in.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(in.dtype(), "softmax", [&]<class In>(TypeTag<In>) {
+    dispatch_floating(out.dtype(), "softmax", [&]<class Out>(TypeTag<Out>) {
+      using C = std::conditional_t<std::is_same_v<Out, double>, double, float>;
+      softmax_kernel<In, Out, C><<<rows_grid(outer * inner), kRowThreads, 0, current_stream(dev)>>>(
+          static_cast<Out*>(out.raw_data()), static_cast<const In*>(in.raw_data()), n, inner, log);
+      HG_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void softmax_backward_cuda(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y, bool log) {
+  const int64_t outer = y.shape()[0], n = y.shape()[1], inner = y.shape()[2];
+  if (outer * n * inner == 0) return;
+  const int dev = y.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(y.dtype(), "softmax", [&]<class T>(TypeTag<T>) {
+    softmax_backward_kernel<T><<<rows_grid(outer * inner), kRowThreads, 0, current_stream(dev)>>>(
+        static_cast<T*>(grad_in.raw_data()), static_cast<const T*>(grad_out.raw_data()),
+        static_cast<const T*>(y.raw_data()), n, inner, log);
+    HG_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+
+HG_REGISTER_KERNEL(softmax_stub, kCUDA, softmax_cuda);
+HG_REGISTER_KERNEL(softmax_backward_stub, kCUDA, softmax_backward_cuda);
+
+}  // namespace hg::cuda

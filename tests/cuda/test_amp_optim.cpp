@@ -1,0 +1,132 @@
+// GradScaler and the fused optimizers on CUDA: unscale + found_inf, scale backoff/growth, SGD and
+// Adam/AdamW against the CPU path, parameters bit for bit unchanged when found_inf is set, and an
+// AMP training step that never makes the host wait.
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::check_close;
+
+TEST_CASE("cuda GradScaler unscales, flags inf and backs off without a host sync") {
+  amp::GradScaler scaler(kCUDA, {.init_scale = 1024.0, .growth_interval = 2});
+  Tensor w = randn({8}).to(kCUDA).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1});
+  const Tensor before = w.detach().to(kCPU);
+  scaler.scale((w * w).sum()).backward();
+  const int64_t syncs = cuda::host_sync_count();
+  scaler.unscale_(opt);
+  CHECK(cuda::host_sync_count() == syncs);
+  check_close(w.grad().to(kCPU), before * 2.0, {1e-6, 1e-6});
+  scaler.step(opt);
+  scaler.update();
+  CHECK(cuda::host_sync_count() == syncs);
+  CHECK(scaler.get_scale() == 1024.0);  // one clean step of two
+  // An inf gradient: the step is skipped on the device and the scale halves.
+  const Tensor after_clean = w.detach().to(kCPU);
+  opt.zero_grad();
+  scaler.scale((w * full({8}, INFINITY).to(kCUDA)).sum()).backward();
+  scaler.step(opt);
+  scaler.update();
+  check_close(w.detach().to(kCPU), after_clean, {0, 0});
+  CHECK(scaler.get_scale() == 512.0);
+  CHECK(scaler.get_growth_tracker() == 0);
+  // Two clean steps grow it back.
+  for (int i = 0; i < 2; ++i) {
+    opt.zero_grad();
+    scaler.scale((w * w).sum()).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  CHECK(scaler.get_scale() == 1024.0);
+}
+
+namespace {
+// n steps of `make` optimizer on the same parameters and gradients on one device.
+template <class Make>
+std::vector<Tensor> run_steps(Device dev, Make make, int steps) {
+  manual_seed(11);
+  std::vector<Tensor> cpu_params{randn({5, 3}), randn({3})};
+  std::vector<Tensor> params;
+  for (const Tensor& p : cpu_params) params.push_back(p.to(dev).requires_grad_());
+  auto opt = make(params);
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    manual_seed(100 + s);
+    for (Tensor& p : params) p.set_grad(randn(p.shape()).to(dev));
+    opt.step();
+  }
+  std::vector<Tensor> out;
+  for (const Tensor& p : params) out.push_back(p.detach().to(kCPU));
+  return out;
+}
+template <class Make>
+void check_optimizer(Make make) {
+  const auto cpu = run_steps(kCPU, make, 4), gpu = run_steps(kCUDA, make, 4);
+  for (size_t i = 0; i < cpu.size(); ++i) check_close(gpu[i], cpu[i], {1e-6, 1e-5});
+}
+}  // namespace
+
+TEST_CASE("cuda fused SGD and Adam/AdamW match the CPU update") {
+  check_optimizer([](const TensorList& p) { return optim::SGD(p, {.lr = 0.1}); });
+  check_optimizer([](const TensorList& p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+  });
+  check_optimizer([](const TensorList& p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  });
+  check_optimizer([](const TensorList& p) { return optim::Adam(p, {.lr = 0.01, .weight_decay = 0.1}); });
+  check_optimizer([](const TensorList& p) {
+    optim::AdamOptions o;
+    o.lr = 0.01, o.amsgrad = true;
+    return optim::Adam(p, o);
+  });
+  check_optimizer([](const TensorList& p) { return optim::AdamW(p); });
+}
+
+TEST_CASE("cuda fused optimizers leave parameters and state bit for bit unchanged when found_inf is set") {
+  Tensor w = randn({64}).to(kCUDA).requires_grad_();
+  optim::SGD sgd({w}, {.lr = 0.1, .momentum = 0.9});
+  optim::Adam adam({w}, {.lr = 0.1});
+  const Tensor flag = ones({1}).to(kCUDA);
+  const Tensor before = w.detach().to(kCPU);
+  w.set_grad(randn({64}).to(kCUDA));
+  const int64_t syncs = cuda::host_sync_count();
+  sgd.step(flag);
+  adam.step(flag);
+  CHECK(cuda::host_sync_count() == syncs);
+  check_close(w.detach().to(kCPU), before, {0, 0});
+  CHECK(adam.state_dict().count("state.0.step") == 0);  // a skipped step does not count
+  // The momentum buffer was not initialised by the skipped step: the next step starts it.
+  sgd.step(zeros({1}).to(kCUDA));
+  check_close(w.detach().to(kCPU), before - w.grad().to(kCPU) * 0.1, {1e-6, 1e-6});
+}
+
+TEST_CASE("cuda AMP training step (fp16 autocast, GradScaler) makes no host synchronisation") {
+  manual_seed(5);
+  Tensor w1 = (randn({16, 32}) * 0.2).to(kCUDA).requires_grad_();
+  Tensor b1 = zeros({32}).to(kCUDA).requires_grad_();
+  Tensor w2 = (randn({32, 4}) * 0.2).to(kCUDA).requires_grad_();
+  const Tensor x = randn({64, 16}).to(kCUDA), y = randn({64, 4}).to(kCUDA);
+  optim::AdamW opt({w1, b1, w2}, {});
+  amp::GradScaler scaler(kCUDA);
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(kCUDA, kFloat16);
+      const Tensor h = relu(matmul(x, w1) + b1);
+      const Tensor pred = matmul(h, w2);
+      CHECK(pred.dtype() == kFloat16);
+      loss = mse_loss(pred.to(kFloat32), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+    return loss;
+  };
+  step();  // warm-up: allocator, cuBLASLt plans
+  const int64_t syncs = cuda::host_sync_count();
+  const Tensor loss = step();
+  CHECK(cuda::host_sync_count() == syncs);
+  CHECK(std::isfinite(loss.item<double>()));
+  CHECK(cuda::host_sync_count() == syncs + 1);  // the read-back above is the only one
+}

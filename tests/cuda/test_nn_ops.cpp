@@ -1,0 +1,142 @@
+// CUDA against CPU for the nn ops: softmax, losses, norms, pooling, conv2d (cuDNN), indexing,
+// where/clamp and dropout, each on the same inputs with per-dtype tolerances (row sums are
+// float32 on both sides but in a different order, hence looser than the elementwise ones).
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::check_close;
+using hg::test::check_cuda_matches_cpu;
+using hg::test::Tolerance;
+
+namespace {
+Tolerance row_tolerance(Dtype d) {
+  switch (d) {
+    case kFloat64: return {1e-10, 1e-10};
+    case kFloat32: return {1e-5, 1e-4};
+    case kFloat16: return {2e-3, 2e-3};
+    case kBFloat16: return {1.6e-2, 1.6e-2};
+    default: return {0, 0};
+  }
+}
+// Forward and input gradient of f on CPU and CUDA.
+void check_with_grad(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
+                     Tolerance tol) {
+  auto run = [&](Device dev) {
+    std::vector<Tensor> xs;
+    for (const Tensor& t : inputs) {
+      Tensor x = t.to(dev);
+      if (t.is_floating_point()) x.requires_grad_();
+      xs.push_back(x);
+    }
+    Tensor y = f(xs);
+    y.to(kFloat32).sum().backward();
+    std::vector<Tensor> out{y.detach().to(kCPU)};
+    for (const Tensor& x : xs)
+      if (x.requires_grad()) out.push_back(x.grad().to(kCPU));
+    return out;
+  };
+  const auto cpu = run(kCPU), gpu = run(kCUDA);
+  REQUIRE(cpu.size() == gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) check_close(gpu[i].to(kFloat64), cpu[i].to(kFloat64), tol);
+}
+const Dtype kFloats[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
+}  // namespace
+
+TEST_CASE("cuda softmax and log_softmax (+backward) match the CPU") {
+  for (Dtype d : kFloats) {
+    CAPTURE(d);
+    const Tensor x = randn({6, 37, 5}).to(d);
+    check_with_grad([](const auto& v) { return softmax(v[0], 1); }, {x}, row_tolerance(d));
+    check_with_grad([](const auto& v) { return log_softmax(v[0], -1); }, {x}, row_tolerance(d));
+    check_with_grad([](const auto& v) { return softmax(v[0], 2); }, {randn({3, 700}).to(d).reshape({3, 1, 700})},
+                    row_tolerance(d));
+  }
+}
+
+TEST_CASE("cuda losses (+backward) match the CPU") {
+  for (Dtype d : {kFloat32, kFloat64, kBFloat16}) {
+    CAPTURE(d);
+    const Tensor logits = randn({8, 10}).to(d), target = randint(0, 10, {8});
+    check_with_grad([&](const auto& v) { return cross_entropy(v[0], v[1]); }, {logits, target}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return cross_entropy(v[0], v[1], Reduction::Sum, -100, 0.1); },
+                    {logits, target}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return nll_loss(log_softmax(v[0], 1), v[1]); }, {logits, target},
+                    row_tolerance(d));
+    check_with_grad([&](const auto& v) { return mse_loss(v[0], v[1]); }, {randn({4, 5}).to(d), randn({4, 5}).to(d)},
+                    row_tolerance(d));
+    check_with_grad([&](const auto& v) { return binary_cross_entropy_with_logits(v[0], v[1]); },
+                    {randn({4, 5}).to(d), rand({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return binary_cross_entropy(v[0], v[1]); },
+                    {rand({4, 5}).to(d) * 0.9 + 0.05, rand({4, 5}).to(d)}, row_tolerance(d));
+  }
+  CHECK_THROWS_WITH_AS(cross_entropy(randn({2, 3}).to(kCUDA), full({2}, 7.0, TensorOptions(kInt64)).to(kCUDA)),
+                       doctest::Contains("out of range"), Error);
+}
+
+TEST_CASE("cuda layer_norm and batch_norm (+backward) match the CPU") {
+  for (Dtype d : kFloats) {
+    CAPTURE(d);
+    const Tensor x = randn({4, 6, 3, 3}).to(d);
+    const Tensor w = randn({3, 3}).to(d), b = randn({3, 3}).to(d);
+    check_with_grad([](const auto& v) { return layer_norm(v[0], {3, 3}, v[1], v[2]); }, {x, w, b}, row_tolerance(d));
+    const Tensor cw = randn({6}).to(d), cb = randn({6}).to(d);
+    check_with_grad([](const auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); }, {x, cw, cb},
+                    row_tolerance(d));
+    const Tensor rm = randn({6}), rv = rand({6}) + 0.5;
+    check_with_grad(
+        [&](const auto& v) { return batch_norm(v[0], rm.to(v[0].device()), rv.to(v[0].device()), v[1], v[2], false); },
+        {x, cw, cb}, row_tolerance(d));
+  }
+}
+
+TEST_CASE("cuda max/avg pooling (+backward) match the CPU") {
+  for (Dtype d : kFloats) {
+    CAPTURE(d);
+    const Tensor x = randn({2, 3, 9, 8}).to(d);
+    check_with_grad([](const auto& v) { return max_pool2d(v[0], {3, 2}, {2, 2}, {1, 1}); }, {x}, row_tolerance(d));
+    check_with_grad([](const auto& v) { return max_pool2d(v[0], {2}, {}, {0}, {2}, true); }, {x}, row_tolerance(d));
+    check_with_grad([](const auto& v) { return avg_pool2d(v[0], {3}, {2}, {1}, true, false); }, {x}, row_tolerance(d));
+    check_with_grad([](const auto& v) { return avg_pool2d(v[0], {2}); }, {x}, row_tolerance(d));
+  }
+}
+
+TEST_CASE("cuda conv2d through cuDNN (+backward) matches the CPU") {
+  for (Dtype d : kFloats) {
+    CAPTURE(d);
+    const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : row_tolerance(d);
+    check_with_grad([](const auto& v) { return conv2d(v[0], v[1], v[2], {1}, {1}); },
+                    {randn({2, 4, 7, 6}).to(d), randn({5, 4, 3, 3}).to(d), randn({5}).to(d)}, tol);
+    check_with_grad([](const auto& v) { return conv2d(v[0], v[1], Tensor(), {2}, {0}, {2}, 2); },
+                    {randn({1, 4, 9, 9}).to(d), randn({6, 2, 2, 2}).to(d)}, tol);
+  }
+}
+
+TEST_CASE("cuda indexing, where, clamp, embedding match the CPU") {
+  const Tensor x = randn({5, 7});
+  const Tensor idx = randint(0, 5, {3, 7});
+  check_cuda_matches_cpu([](const auto& v) { return gather(v[0], 0, v[1]); }, {x, idx}, {0, 0});
+  check_cuda_matches_cpu([](const auto& v) { return scatter_add(v[0], 0, v[1], v[2]); }, {x, idx, randn({3, 7})},
+                         {1e-6, 1e-6});
+  const Tensor rows = randint(0, 7, {9});
+  check_cuda_matches_cpu([](const auto& v) { return index_select(v[0], 1, v[1]); }, {x, rows}, {0, 0});
+  check_cuda_matches_cpu([](const auto& v) { return index_add(v[0], 1, v[1], v[2]); }, {x, rows, randn({5, 9})},
+                         {1e-6, 1e-6});
+  check_cuda_matches_cpu([](const auto& v) { return where(v[0] > 0.0, v[0], v[1]); }, {x, randn({7})}, {0, 0});
+  check_cuda_matches_cpu([](const auto& v) { return masked_fill(v[0], v[0] < 0.0, 3.0); }, {x}, {0, 0});
+  check_cuda_matches_cpu([](const auto& v) { return v[0].clamp(-0.5, 0.5); }, {x}, {0, 0});
+  check_cuda_matches_cpu([](const auto& v) { return embedding(v[0], v[1]); }, {x, randint(0, 5, {2, 3})}, {0, 0});
+  check_cuda_matches_cpu([](const auto& v) { return cat({v[0], v[0] * 2.0}, 1); }, {x}, {0, 0});
+  CHECK_THROWS_WITH_AS(index_select(x.to(kCUDA), 0, full({1}, 9.0, TensorOptions(kInt64)).to(kCUDA)),
+                       doctest::Contains("9"), Error);
+}
+
+TEST_CASE("cuda dropout draws the CPU's mask for the same seed") {
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    const Tensor x = ones({1000}).to(d);
+    manual_seed(3);
+    const Tensor cpu = dropout(x, 0.3);
+    manual_seed(3);
+    const Tensor gpu = dropout(x.to(kCUDA), 0.3);
+    check_close(gpu.to(kCPU), cpu, {0, 0});
+  }
+}
