@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A tiny end-to-end run of amp_bench (one model, 1 warm-up + 2 timed steps, no PyTorch): it must
+# exit 0 and write JSON with the fields docs/PERF.md describes. Usage: run.sh AMP_BENCH
+set -euo pipefail
+bench="$1"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$bench" --quick --steps 2 --warmup 1 --models linear --precisions fp32,bf16 --devices cpu --no-torch \
+  --json "$tmp/out.json" >"$tmp/table.txt"
+cat "$tmp/table.txt"
+grep -q "^linear *fp32 *cpu" "$tmp/table.txt"
+python3 - "$tmp/out.json" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "amp_bench", d["tool"]
+for k in ("date", "command", "machine", "settings", "torch", "results"):
+    assert k in d, k
+assert d["settings"]["steps"] == 2 and d["settings"]["warmup"] == 1
+assert d["torch"]["available"] is False
+cells = {(r["model"], r["precision"], r["device"]): r for r in d["results"]}
+assert set(cells) == {("linear", "fp32", "cpu"), ("linear", "bf16", "cpu")}, set(cells)
+for r in cells.values():
+    h = r["halfgrad"]
+    assert h["status"] == "ok", h
+    assert h["steps"] == 2
+    ms = h["step_ms"]
+    assert 0 < ms["p10"] <= ms["median"] <= ms["p90"], ms
+    assert h["samples_per_s"] > 0 and h["peak_bytes"] > 0
+    assert math.isfinite(h["final_loss"]) and 0 < h["final_loss"] < 10, h["final_loss"]
+    assert r["torch"] is None
+assert cells[("linear", "fp32", "cpu")]["speedup_vs_fp32"] == 1.0
+assert abs(cells[("linear", "bf16", "cpu")]["loss_diff_vs_fp32"]) < 0.05
+print("amp_bench JSON ok")
+PY
+# Bad input is refused with a message, not a crash.
+if "$bench" --models nope 2>"$tmp/err.txt"; then echo "accepted --models nope" >&2; exit 1; fi
+grep -q "nope" "$tmp/err.txt"
+if "$bench" --models linear --no-torch --real-data --data "$tmp/no-such-dir" --steps 1 2>"$tmp/err.txt" >/dev/null; then
+  echo "accepted a missing MNIST directory" >&2
+  exit 1
+fi
+grep -q "fetch-mnist" "$tmp/err.txt"
+echo "amp_bench errors ok"

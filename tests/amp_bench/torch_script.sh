@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# A tiny run of tools/amp_bench_torch.py (linear, 1 step): it must print valid JSON with a
+# result per cell. Exits 77 (skipped) when no python can import torch.
+# Usage: torch_script.sh SCRIPT
+set -euo pipefail
+script="$1"
+python=""
+for p in /usr/bin/python3 python3; do
+  if "$p" -c "import torch" >/dev/null 2>&1; then python="$p"; break; fi
+done
+if [ -z "$python" ]; then
+  echo "no python with torch: skipped"
+  exit 77
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$python" "$script" --models linear --precisions fp32,bf16,fp16 --devices cpu --steps 1 --warmup 0 --threads 1 \
+  >"$tmp/out.json"
+"$python" - "$tmp/out.json" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "amp_bench_torch"
+rs = {r["precision"]: r for r in d["results"]}
+assert set(rs) == {"fp32", "bf16", "fp16"}, set(rs)
+for r in rs.values():
+    assert r["model"] == "linear" and r["device"] == "cpu" and r["batch"] == 128
+    assert r["status"] in ("ok", "unsupported"), r
+    if r["status"] == "ok":
+        assert r["steps"] == 1 and r["step_ms"]["median"] > 0 and math.isfinite(r["final_loss"])
+assert rs["fp32"]["status"] == "ok"
+print("amp_bench_torch JSON ok")
+PY

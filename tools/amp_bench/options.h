@@ -1,0 +1,48 @@
+// amp_bench's command line: the settings of one run and the parser that fills them (CLI11).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace amp_bench {
+
+inline const std::vector<std::string> kAllModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp"};
+inline const std::vector<std::string> kAllPrecisions = {"fp32", "bf16", "fp16", "tf32"};
+inline const std::vector<std::string> kAllDevices = {"cpu", "cuda"};
+
+struct Options {
+  std::vector<std::string> models = kAllModels;
+  std::vector<std::string> precisions = kAllPrecisions;
+  std::vector<std::string> devices;  // empty: every device present
+  int64_t steps = 30;                // timed steps per cell
+  int64_t warmup = 5;                // untimed steps before them
+  int64_t batch = 128;               // the MNIST-shaped models
+  int64_t wide_batch_cpu = 64;       // wide_mlp on cpu (4096 is minutes per step there)
+  int64_t wide_batch_cuda = 4096;
+  int threads = 0;  // 0: halfgrad's default (HG_NUM_THREADS or every core)
+  uint64_t seed = 0;
+  double lr = 0.01, momentum = 0.9;
+  bool quick = false;
+  bool real_data = false;
+  std::string data = "data/mnist";
+  std::string json, png;
+  bool no_torch = false;
+  std::string python;             // empty: search for one that can import torch
+  std::string torch_script;       // empty: the script next to the sources
+  double torch_max_seconds = 60;  // per PyTorch cell: stop timing early past this (>= 3 steps)
+};
+
+struct ParseOutcome {
+  Options options;
+  bool run = false;  // false: stop with exit_code (help printed, or a bad flag)
+  int exit_code = 0;
+};
+
+// Parses argv (argv[0] is the program). Prints help or the error itself when it says not to run.
+ParseOutcome parse_options(int argc, const char* const* argv);
+
+// "a,b" -> {"a", "b"}; empty items dropped.
+std::vector<std::string> split_list(const std::string& text);
+
+}  // namespace amp_bench

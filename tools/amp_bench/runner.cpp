@@ -1,0 +1,107 @@
+// The timed training loop of one cell.
+#include "runner.h"
+
+#include <chrono>
+
+#include "memory.h"
+
+namespace amp_bench {
+
+int64_t batch_for(const Options& options, const std::string& model, const std::string& device) {
+  if (model == "wide_mlp") return device == "cuda" ? options.wide_batch_cuda : options.wide_batch_cpu;
+  return options.batch;
+}
+
+namespace {
+
+std::optional<hg::Dtype> autocast_dtype(const std::string& precision) {
+  if (precision == "bf16") return hg::kBFloat16;
+  if (precision == "fp16") return hg::kFloat16;
+  return std::nullopt;  // fp32, tf32
+}
+
+void measure(const Options& options, CellResult& cell, const std::vector<Batch>& host_batches,
+             const StepCallback& on_step) {
+  using clock = std::chrono::steady_clock;
+  const hg::Device device = cell.device == "cuda" ? hg::Device(hg::kCUDA) : hg::Device(hg::kCPU);
+  const bool on_cuda = device.is_cuda();
+  SideResult& r = cell.hg;
+
+  const int64_t rss_start = on_cuda ? 0 : reset_host_peak();
+  if (on_cuda) cuda_set_tf32(cell.precision == "tf32");
+  auto model = build_model(cell.model, options.seed);
+  model->to(device);
+  std::vector<Batch> batches;
+  for (const Batch& b : host_batches) batches.push_back({b.x.to(device), b.y.to(device)});
+
+  hg::optim::SGD opt(model->parameters(), {.lr = options.lr, .momentum = options.momentum});
+  const auto dtype = autocast_dtype(cell.precision);
+  hg::amp::GradScaler scaler(device, {.enabled = cell.precision == "fp16"});
+
+  const int64_t total = options.warmup + options.steps;
+  std::vector<double> step_ms;
+  int64_t system_allocs_at_timing = 0;
+  for (int64_t step = 0; step < total; ++step) {
+    if (step == options.warmup) system_allocs_at_timing = hg::cpu_memory_stats().system_allocations;
+    const Batch& b = batches[static_cast<size_t>(step % kBatchesPerCell)];
+    const auto t0 = clock::now();
+    opt.zero_grad();
+    hg::Tensor loss;
+    {
+      hg::amp::AutocastGuard autocast(device.type, dtype, dtype.has_value());
+      loss = hg::cross_entropy((*model)(b.x), b.y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+    if (on_cuda) cuda_synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (step >= options.warmup) step_ms.push_back(ms);
+    if (on_step) on_step(step + 1, total);
+  }
+  if (!on_cuda) {
+    r.allocs_per_step = static_cast<double>(hg::cpu_memory_stats().system_allocations - system_allocs_at_timing) /
+                        static_cast<double>(options.steps);
+    r.peak_bytes = host_peak_bytes();
+    r.cell_bytes = r.peak_bytes - rss_start;
+  } else {
+    r.peak_bytes = cuda_peak_bytes();
+  }
+
+  // The numerics check: the loss on the first batch after training, in float32, no autocast.
+  {
+    hg::NoGradGuard no_grad;
+    r.final_loss = hg::cross_entropy((*model)(batches[0].x), batches[0].y).item<double>();
+  }
+  r.step_ms = summarize(step_ms);
+  r.steps = static_cast<int64_t>(step_ms.size());
+  r.samples_per_s = static_cast<double>(cell.batch) / (r.step_ms.median / 1000.0);
+}
+
+}  // namespace
+
+CellResult run_cell(const Options& options, const std::string& model, const std::string& precision,
+                    const std::string& device, const std::vector<Batch>& batches, const StepCallback& on_step) {
+  CellResult cell;
+  cell.model = model;
+  cell.precision = precision;
+  cell.device = device;
+  cell.batch = batch_for(options, model, device);
+  cell.flops_per_step = train_flops_per_step(model_info(model), cell.batch);
+  try {
+    measure(options, cell, batches, on_step);
+  } catch (const hg::Error& e) {
+    cell.hg = SideResult{};
+    cell.hg.status = "error";
+    cell.hg.note = e.what();
+  }
+  if (device == "cuda") {
+    try {
+      cuda_set_tf32(false);
+    } catch (const hg::Error&) {
+    }
+  }
+  return cell;
+}
+
+}  // namespace amp_bench

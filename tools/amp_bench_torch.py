@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""PyTorch's side of amp_bench: the same four models, weights, batches, optimizer, precisions and
+step counts as build/tools/amp_bench, timed the same way. Prints one JSON document on stdout
+(progress goes to stderr). amp_bench runs it itself; run it alone with --help for the flags.
+
+The weights and synthetic batches come from the SplitMix64 counters of
+tools/amp_bench/portable_random.h, so both frameworks start from the same numbers bit for bit.
+"""
+import argparse
+import contextlib
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp"]
+PRECISIONS = ["fp32", "bf16", "fp16", "tf32"]
+DEVICES = ["cpu", "cuda"]
+BATCHES_PER_CELL = 4  # kBatchesPerCell in tools/amp_bench/data.h
+MASK = (1 << 64) - 1
+
+
+# ---- portable random numbers (tools/amp_bench/portable_random.h) ----
+
+def splitmix64_int(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def stream_uniform(seed, stream, n):
+    """Elements 0..n-1 of StreamUniform(seed, stream): float64 in [0, 1) with 24 random bits."""
+    key = splitmix64_int((seed + splitmix64_int(stream)) & MASK)
+    x = np.arange(n, dtype=np.uint64) + np.uint64(key)  # wraps modulo 2^64 as in C++
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(40)).astype(np.float64) * 2.0**-24
+
+
+# ---- models (tools/amp_bench/models.cpp) ----
+
+def model_info(name):
+    """(sample shape, classes, MNIST-shaped)."""
+    if name == "wide_mlp":
+        return (4096,), 4096, False
+    return (1, 28, 28), 10, True
+
+
+def build_model(name, seed):
+    if name == "linear":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+    elif name == "mnist_mlp":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                              nn.Linear(512, 10))
+    elif name == "mnist_cnn":
+        model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Linear(128, 10))
+    elif name == "wide_mlp":
+        layers = []
+        for i in range(4):
+            if i:
+                layers.append(nn.ReLU())
+            layers.append(nn.Linear(4096, 4096))
+        model = nn.Sequential(*layers)
+    else:
+        raise ValueError(f"unknown model {name}")
+    bound = 1.0
+    with torch.no_grad():
+        for k, p in enumerate(model.parameters()):
+            if p.dim() >= 2:
+                bound = 1.0 / math.sqrt(p.numel() // p.shape[0])
+            u = stream_uniform(seed, 1000 + k, p.numel())
+            p.copy_(torch.from_numpy(((2.0 * u - 1.0) * bound).astype(np.float32)).view(p.shape))
+    return model
+
+
+# ---- data (tools/amp_bench/data.cpp) ----
+
+def synthetic_batches(name, batch, seed):
+    shape, classes, _ = model_info(name)
+    per_sample = int(np.prod(shape))
+    out = []
+    for j in range(BATCHES_PER_CELL):
+        x = (2.0 * stream_uniform(seed, 2 * j, batch * per_sample) - 1.0).astype(np.float32)
+        y = np.floor(stream_uniform(seed, 2 * j + 1, batch) * classes).astype(np.int64)
+        out.append((torch.from_numpy(x).view(batch, *shape), torch.from_numpy(y)))
+    return out
+
+
+def read_idx(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def mnist_batches(directory, batch):
+    images_path = os.path.join(directory, "train-images-idx3-ubyte")
+    labels_path = os.path.join(directory, "train-labels-idx1-ubyte")
+    for p in (images_path, labels_path):
+        if not os.path.exists(p):
+            sys.exit(f"amp_bench_torch: --real-data: {p} is missing; fetch MNIST with "
+                     f"`bash tools/fetch-mnist.sh {directory}` or point --data at it")
+    n = BATCHES_PER_CELL * batch
+    images = read_idx(images_path)[:n].astype(np.float32)
+    labels = read_idx(labels_path)[:n].astype(np.int64)
+    x = ((images / 255.0 - 0.1307) / 0.3081).astype(np.float32).reshape(n, 1, 28, 28)
+    return [(torch.from_numpy(x[j * batch:(j + 1) * batch].copy()), torch.from_numpy(labels[j * batch:(j + 1) * batch].copy()))
+            for j in range(BATCHES_PER_CELL)]
+
+
+# ---- memory (tools/amp_bench/memory.cpp) ----
+
+def status_bytes(key):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reset_host_peak():
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return status_bytes("VmRSS")
+
+
+# ---- one cell ----
+
+def make_scaler(device):
+    """A GradScaler for fp16 on `device`, or None where this PyTorch has none for it."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device)
+    if device == "cuda":
+        return torch.cuda.amp.GradScaler()
+    return None
+
+
+def autocast_supported(device, dtype):
+    """Whether torch.autocast really runs in `dtype` on `device` (1.13 turns CPU fp16 off with a
+    warning, or refuses it)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.autocast(device_type=device, dtype=dtype):
+                if device == "cpu":
+                    return torch.is_autocast_cpu_enabled() and torch.get_autocast_cpu_dtype() == dtype
+                return torch.is_autocast_enabled()
+    except RuntimeError:
+        return False
+
+
+def run_cell(args, name, precision, device, host_batches):
+    on_cuda = device == "cuda"
+    batch = host_batches[0][0].shape[0]
+    result = {"model": name, "precision": precision, "device": device, "batch": batch, "status": "ok", "note": ""}
+    if on_cuda and not torch.cuda.is_available():
+        return dict(result, status="unsupported", note="no CUDA device visible to PyTorch")
+    if precision == "tf32" and not on_cuda:
+        return dict(result, status="unsupported", note="tf32 is a CUDA mode")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    if dtype is not None and not autocast_supported(device, dtype):
+        return dict(result, status="unsupported",
+                    note=f"PyTorch {torch.__version__} has no {precision} autocast on {device}")
+    scaler = None
+    if precision == "fp16":
+        scaler = make_scaler(device)
+        if scaler is None:
+            return dict(result, status="unsupported",
+                        note=f"PyTorch {torch.__version__} has no GradScaler for {device}")
+
+    if on_cuda:
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        rss_start = 0
+    else:
+        rss_start = reset_host_peak()
+
+    model = build_model(name, args.seed).to(device)
+    batches = [(x.to(device), y.to(device)) for x, y in host_batches]
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    step_ms = []
+    cut = False
+    timed_start = None
+    total = args.warmup + args.steps
+    for step in range(total):
+        if step == args.warmup:
+            timed_start = time.perf_counter()
+        elif step > args.warmup and len(step_ms) >= 3 and time.perf_counter() - timed_start > args.max_seconds:
+            cut = True
+            break
+        x, y = batches[step % BATCHES_PER_CELL]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device, dtype=dtype) if dtype is not None else contextlib.nullcontext():
+            loss = F.cross_entropy(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        if on_cuda:
+            torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1000.0
+        if step >= args.warmup:
+            step_ms.append(ms)
+
+    if on_cuda:
+        peak = torch.cuda.max_memory_allocated()
+        cell = 0
+    else:
+        peak = status_bytes("VmHWM")
+        cell = peak - rss_start
+    with torch.no_grad():
+        final_loss = F.cross_entropy(model(batches[0][0]), batches[0][1]).item()
+    a = np.array(step_ms)
+    median = float(np.percentile(a, 50))
+    result.update({
+        "steps": len(step_ms),
+        "step_ms": {"median": median, "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
+                    "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())},
+        "samples_per_s": batch / (median / 1000.0),
+        "final_loss": final_loss if math.isfinite(final_loss) else None,
+        "peak_bytes": peak,
+        "cell_bytes": cell,
+    })
+    if cut:
+        result["note"] = (f"timed steps cut to {len(step_ms)} of {args.steps} by --max-seconds {args.max_seconds:g} "
+                          f"(final loss after fewer steps)")
+    return result
+
+
+def parse_list(allowed):
+    def parse(text):
+        items = [s for s in text.split(",") if s]
+        if items == ["all"]:
+            return list(allowed)
+        bad = [s for s in items if s not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"unknown or empty items {bad} (from {','.join(allowed)})")
+        return items
+    return parse
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", type=parse_list(MODELS), default=MODELS)
+    p.add_argument("--precisions", type=parse_list(PRECISIONS), default=PRECISIONS)
+    p.add_argument("--devices", type=parse_list(DEVICES), default=None, help="default: cpu, and cuda when present")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--wide-batch-cpu", type=int, default=64)
+    p.add_argument("--wide-batch-cuda", type=int, default=4096)
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: leave as is)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--max-seconds", type=float, default=60.0,
+                   help="stop timing a cell after this many seconds (at least 3 steps)")
+    p.add_argument("--real-data", action="store_true")
+    p.add_argument("--data", default="data/mnist")
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.warmup < 0:
+        p.error("--steps must be >= 1 and --warmup >= 0")
+    if args.devices is None:
+        args.devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    mnist = mnist_batches(args.data, args.batch) if args.real_data else None
+    cells = [(m, pr, d) for d in args.devices for m in args.models for pr in args.precisions
+             if not (pr == "tf32" and d != "cuda")]
+    results = []
+    for i, (m, pr, d) in enumerate(cells):
+        batch = (args.wide_batch_cuda if d == "cuda" else args.wide_batch_cpu) if m == "wide_mlp" else args.batch
+        data = mnist if mnist is not None and model_info(m)[2] else synthetic_batches(m, batch, args.seed)
+        try:
+            r = run_cell(args, m, pr, d, data)
+        except Exception as e:  # a failing cell is reported, the others still run
+            r = {"model": m, "precision": pr, "device": d, "batch": batch, "status": "error",
+                 "note": f"{type(e).__name__}: {e}"}
+        results.append(r)
+        shown = f"median {r['step_ms']['median']:.3g} ms" if r["status"] == "ok" else f"{r['status']}: {r['note']}"
+        print(f"[torch {i + 1}/{len(cells)}] {m} {pr} {d} {shown}", file=sys.stderr, flush=True)
+
+    json.dump({"tool": "amp_bench_torch", "schema": 1, "torch_version": torch.__version__,
+               "threads": torch.get_num_threads(), "data": "mnist" if args.real_data else "synthetic",
+               "results": results}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
