@@ -1,14 +1,26 @@
 #include "autograd/gradcheck.h"
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "autograd/engine.h"
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/reduce.h"
 
 namespace hg::autograd {
+
+namespace {
+std::set<std::string>& gradchecked_ops_storage() {
+  static std::set<std::string> names;
+  return names;
+}
+}  // namespace
+
+std::set<std::string> gradchecked_ops() { return gradchecked_ops_storage(); }
 
 bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs, GradcheckOptions options) {
   TensorList x;
@@ -25,7 +37,13 @@ bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorL
   }
   HG_CHECK(!differentiable.empty(), "gradcheck", "no floating-point input to check");
 
-  Tensor out = fn(x);
+  Tensor out;
+  {
+    OpRecorder recorder;
+    out = fn(x);
+    auto& seen = gradchecked_ops_storage();
+    for (const OpEvent& e : recorder.events()) seen.insert(e.name);
+  }
   HG_CHECK(out.defined() && out.dtype() == kFloat64, "gradcheck", "fn must return a float64 tensor, got {}",
            out.defined() ? dtype_name(out.dtype()) : "an undefined tensor");
   // A fixed projection makes a scalar whose gradient tests the whole Jacobian-vector product.

@@ -73,3 +73,21 @@ TEST_CASE("empty tensors") {
   CHECK(e.sum().item<float>() == 0.0f);
   CHECK(mm(zeros({2, 0}), zeros({0, 3})).to_vector<float>() == std::vector<float>(6, 0.0f));
 }
+
+TEST_CASE("gradients of view, clone, to and dropout match finite differences") {
+  using autograd::gradcheck;
+  manual_seed(21);
+  CHECK(gradcheck([](const TensorList& x) { return x[0].view({4, 3}); }, {randn({3, 4})}));
+  CHECK(gradcheck([](const TensorList& x) { return x[0].clone() * 2.0; }, {randn({3, 4})}));
+  // A round trip through float32 is linear, so a wide step keeps float32 rounding out of the
+  // central difference.
+  CHECK(gradcheck([](const TensorList& x) { return x[0].to(kFloat32).to(kFloat64); }, {randn({3, 4})},
+                  {.eps = 1e-2, .atol = 1e-4, .rtol = 1e-4}));
+  // The same seed before each forward gives the same mask every time gradcheck calls fn.
+  CHECK(gradcheck(
+      [](const TensorList& x) {
+        manual_seed(5);
+        return dropout(x[0], 0.3, true);
+      },
+      {randn({4, 5})}));
+}
