@@ -25,17 +25,6 @@ Tensor private_copy(const Tensor& t) {
   return out;
 }
 
-// [outer, size of dim, inner] alias of a contiguous tensor (0-d counts as [1]).
-Tensor as_3d(const Tensor& t, int64_t dim) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d < dim) outer *= t.shape()[static_cast<size_t>(d)];
-    if (d > dim) inner *= t.shape()[static_cast<size_t>(d)];
-  }
-  const int64_t n = t.dim() == 0 ? 1 : t.shape()[static_cast<size_t>(dim)];
-  return Tensor(t.storage(), {outer, n, inner}, {n * inner, inner, 1}, t.offset(), t.dtype());
-}
-
 void check_index(std::string_view op, const Tensor& x, const Tensor& index) {
   HG_CHECK(x.defined() && index.defined(), op, "got an undefined tensor");
   HG_CHECK(index.dtype() == kInt64, op, "expected an int64 index tensor, got {} (shape {})", index.dtype(),

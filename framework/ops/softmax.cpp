@@ -1,5 +1,6 @@
 // softmax / log_softmax: one fused kernel pass forward, one backward, reusing the output.
 #include "framework/ops/softmax.h"
+#include "framework/ops/views.h"
 
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
@@ -12,17 +13,6 @@ HG_DEFINE_STUB(softmax_backward_stub, SoftmaxBackwardFn);
 namespace {
 const OpDef kSoftmax{"softmax", true, {&softmax_stub, &softmax_backward_stub}};
 const OpDef kLogSoftmax{"log_softmax", true, {&softmax_stub, &softmax_backward_stub}};
-
-// [outer, n, inner] alias of a contiguous tensor, with dim the middle one (0-d: [1, 1, 1]).
-Tensor as_3d(const Tensor& t, int64_t dim) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d < dim) outer *= t.shape()[static_cast<size_t>(d)];
-    if (d > dim) inner *= t.shape()[static_cast<size_t>(d)];
-  }
-  const int64_t n = t.dim() == 0 ? 1 : t.shape()[static_cast<size_t>(dim)];
-  return Tensor(t.storage(), {outer, n, inner}, {n * inner, inner, 1}, t.offset(), t.dtype());
-}
 
 Tensor run(const OpDef& def, bool log, const Tensor& t, int64_t dim_in, std::optional<Dtype> dtype) {
   OpCall call(def, {t});

@@ -311,6 +311,16 @@ Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, i
   return out;
 }
 
+Tensor as_3d(const Tensor& t, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d < dim) outer *= t.shape()[static_cast<size_t>(d)];
+    if (d > dim) inner *= t.shape()[static_cast<size_t>(d)];
+  }
+  const int64_t n = t.dim() == 0 ? 1 : t.shape()[static_cast<size_t>(dim)];
+  return Tensor(t.storage(), {outer, n, inner}, {n * inner, inner, 1}, t.offset(), t.dtype());
+}
+
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
   const size_t lead = grad.shape().size() - shape.size();
