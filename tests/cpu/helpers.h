@@ -3,7 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include <halfgrad.h>
@@ -56,6 +59,14 @@ inline Tensor non_contiguous(const Tensor& t) {
   }
   Tensor c = t.detach().transpose(-1, -2).contiguous().transpose(-1, -2);
   return c;
+}
+
+// A fresh, empty directory for one test's files (per process, so parallel runs don't collide).
+inline std::filesystem::path temp_dir(const std::string& name) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("hg_test_{}_{}", name, ::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 // Checks that fn throws hg::Error whose message contains every fragment.

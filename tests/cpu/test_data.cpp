@@ -8,16 +8,10 @@
 
 using namespace hg;
 using hg::test::check_error;
+using hg::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / fmt::format("hg_test_{}_{}", name, ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void write_bytes(const fs::path& path, const std::vector<unsigned char>& bytes) {
   std::ofstream out(path, std::ios::binary);

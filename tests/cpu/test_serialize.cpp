@@ -7,16 +7,10 @@
 
 using namespace hg;
 using hg::test::check_error;
+using hg::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / fmt::format("hg_test_{}_{}", name, ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
