@@ -53,9 +53,9 @@ void deliver_to_leaf(GraphTask& task, const Edge& e, const Tensor& g) {
     task.captured[it->second] = accumulate(task.captured[it->second], g);
   }
   if (task.accumulate_into_leaves) {
-    // A fresh, contiguous tensor: the stored grad never aliases another gradient or a view.
-    Tensor owned = e.leaf->grad.defined() ? e.leaf->grad + g : clone(g).contiguous();
-    e.leaf->grad = owned.is_contiguous() ? owned : owned.contiguous();
+    // A fresh tensor (clone and + both allocate a contiguous result): the stored grad never
+    // aliases another gradient or a view.
+    e.leaf->grad = e.leaf->grad.defined() ? e.leaf->grad + g : clone(g);
   }
 }
 
