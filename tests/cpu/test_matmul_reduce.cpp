@@ -1,5 +1,6 @@
 // Matrix products and sums against float64 references.
 #include "helpers.h"
+#include "kernels/cpu/onednn_matmul.h"
 
 using namespace hg;
 using hg::test::check_close;
@@ -39,6 +40,31 @@ TEST_CASE("mm matches float64 in every float dtype, with transposed and strided 
     check_close(mm(a.slice(1, 0, 17, 1), b.slice(0, 0, 17, 1)), ref, tol);
     CHECK(mm(a, b).dtype() == d);
   }
+}
+
+TEST_CASE("bfloat16 mm on the CPU's bfloat16 units matches float64, split across threads") {
+  // Large enough that the oneDNN path (used where the CPU multiplies bfloat16 natively) splits
+  // the rows over the thread pool, with a row count that is not a multiple of its tiles.
+  const std::string path = cpu::onednn_bf16_enabled() ? "oneDNN" : "widen to float32 + sgemm";
+  MESSAGE("bfloat16 matmul path: " << path);
+  manual_seed(41);
+  const Tensor a64 = randn({203, 300}, kFloat64), b64 = randn({300, 150}, kFloat64);
+  const Tensor a = a64.to(kBFloat16), b = b64.to(kBFloat16);
+  const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
+  // Products of bfloat16 values are exact in float32; the result is rounded once to bfloat16.
+  const Tolerance tol{2e-2, 1.0 / 128};
+  check_close(mm(a, b), ref, tol);
+  check_close(mm(a.t().contiguous().t(), b), ref, tol);                     // a read transposed
+  check_close(mm(a, b.t().contiguous().t()), ref, tol);                     // b read transposed
+  check_close(mm(a.slice(0, 3, 203, 1), b), ref.slice(0, 3, 203, 1), tol);  // offset rows
+  Tensor spaced = zeros({203, 600}, kBFloat16);
+  spaced.slice(1, 0, 600, 2).copy_(a);
+  check_close(mm(spaced.slice(1, 0, 600, 2), b), ref, tol);  // strided both ways: the widening path
+  const Tensor wide = cat({a.unsqueeze(0), a.unsqueeze(0)}, 0);
+  const Tensor batched = bmm(wide, cat({b.unsqueeze(0), (b * 2.0).unsqueeze(0)}, 0));
+  check_close(batched.select(0, 0), ref, tol);
+  check_close(batched.select(0, 1), ref * 2.0, {4e-2, 1.0 / 128});
+  CHECK(mm(a.slice(0, 0, 0, 1), b).shape() == Shape{0, 150});
 }
 
 TEST_CASE("bmm, matmul broadcasting and linear") {
