@@ -1,7 +1,8 @@
-// CPU matrix multiply through OpenBLAS. bfloat16 operands go to oneDNN's native bfloat16 matmul
-// where this CPU has one (kernels/cpu/onednn_matmul.h). Otherwise float16/bfloat16 operands are
-// widened to float32 once (in parallel, in their stored order, into cached buffers), multiplied
-// by sgemm with float32 accumulation, and the result rounded once.
+// CPU matrix multiply. float32 and bfloat16 go to oneDNN's matmul where it is built in (for
+// bfloat16: where this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). The rest
+// goes to OpenBLAS: float16/bfloat16 operands are widened to float32 once (in parallel, in their
+// stored order, into cached buffers), multiplied by sgemm with float32 accumulation, and the
+// result rounded once.
 #include <cblas.h>
 
 #include <array>
@@ -68,11 +69,13 @@ struct WideOperand {
   }
 };
 
-// The oneDNN bfloat16 path, one matrix of the batch at a time; false when it does not apply
-// (then nothing was written).
-bool onednn_gemm(BFloat16* po, const BFloat16* pa, const BFloat16* pb, int64_t batch, int64_t m, int64_t k, int64_t n,
+// The oneDNN path (float32 and bfloat16), one matrix of the batch at a time; false when it does
+// not apply (then nothing was written).
+template <class T>
+bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n,
                  std::array<int64_t, 3> sa, std::array<int64_t, 3> sb) {
-  if (m == 0 || n == 0 || !onednn_bf16_enabled()) return false;
+  constexpr Dtype dtype = std::is_same_v<T, float> ? kFloat32 : kBFloat16;
+  if (m == 0 || n == 0 || !onednn_matmul_enabled(dtype)) return false;
   const BlasView va = blas_view(m, k, sa[1], sa[2]), vb = blas_view(k, n, sb[1], sb[2]);
   if (!va.usable || !vb.usable) return false;
   const auto as_matrix = [](int64_t rows, int64_t cols, const BlasView& v) {
@@ -80,10 +83,8 @@ bool onednn_gemm(BFloat16* po, const BFloat16* pa, const BFloat16* pb, int64_t b
   };
   const MatrixView ma = as_matrix(m, k, va), mb = as_matrix(k, n, vb);
   for (int64_t i = 0; i < batch; ++i) {
-    if (!onednn_bf16_gemm(po + i * m * n, pa + i * sa[0], ma, pb + i * sb[0], mb)) {
-      if (i == 0) return false;
-      fail("mm", "oneDNN accepted the first matrix of a batch but not the next");
-    }
+    // Every matrix of the batch has the same problem, so oneDNN takes all of them or none.
+    if (!onednn_matmul(dtype, po + i * m * n, pa + i * sa[0], ma, pb + i * sb[0], mb)) return false;
   }
   return true;
 }
@@ -99,6 +100,9 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (k == 0) {
     for (int64_t i = 0; i < batch * m * n; ++i) po[i] = T(0);
     return;
+  }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2})) return;
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     const BlasView va = blas_view(m, k, sa1, sa2), vb = blas_view(k, n, sb1, sb2);
@@ -118,9 +122,6 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
     if constexpr (std::is_same_v<T, double>) {
       fail("gemm", "float64 operands with unsupported strides should have been made contiguous");
     }
-  }
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2})) return;
   }
   // Widen (or densify) to float32 and multiply with sgemm.
   WideOperand<T> fa(m, k), fb(k, n);

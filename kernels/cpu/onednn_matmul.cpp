@@ -24,10 +24,15 @@ namespace hg::cpu {
 #if HG_HAVE_ONEDNN
 namespace {
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// Below this many multiply-adds a call costs more in oneDNN's bookkeeping than OpenBLAS's
+// small-matrix kernels take, and each new shape would cost a plan (about a millisecond).
+constexpr int64_t kMinWork = int64_t{1} << 16;
 
-// A matmul primitive made for one problem (sizes and operand strides), with the size of the
-// scratch memory it asks for. `usable` is false when oneDNN only had a reference kernel.
+// A problem: dtype, sizes, operand strides and the output's row stride.
+using Key = std::tuple<Dtype, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+// A matmul primitive made for one problem. `usable` is false when oneDNN only had a reference
+// kernel (or none): the caller then takes the OpenBLAS path.
 struct Plan {
   bool usable = false;
   dnnl::matmul primitive;
@@ -39,15 +44,16 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-dnnl::memory::desc matrix_desc(const MatrixView& v) {
-  return dnnl::memory::desc({v.rows, v.cols}, dnnl::memory::data_type::bf16, {v.row_stride, v.col_stride});
+dnnl::memory::data_type onednn_type(Dtype dtype) {
+  return dtype == kBFloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }
 
-std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv) {
+std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+  const auto dt = onednn_type(dtype);
   auto plan = std::make_shared<Plan>();
-  plan->a = matrix_desc(av);
-  plan->b = matrix_desc(bv);
-  plan->out = dnnl::memory::desc({av.rows, bv.cols}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab);
+  plan->a = dnnl::memory::desc({av.rows, av.cols}, dt, {av.row_stride, av.col_stride});
+  plan->b = dnnl::memory::desc({bv.rows, bv.cols}, dt, {bv.row_stride, bv.col_stride});
+  plan->out = dnnl::memory::desc({av.rows, bv.cols}, dt, {out_ld, 1});
   dnnl::primitive_attr attr;
   // Scratch memory comes from the caller on every run, so one primitive can run on several
   // threads at once.
@@ -59,45 +65,31 @@ std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv
     plan->scratch = pd.scratchpad_desc();
     plan->usable = true;
   } catch (const dnnl::error&) {
-    // This shape or layout is not supported: the caller widens to float32 instead.
+    // This problem is not supported: the caller uses OpenBLAS instead.
   }
   return plan;
 }
 
-// Plans are made once per problem (a few milliseconds each) and kept: a training loop
-// multiplies the same handful of shapes on every step.
-std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv) {
+// Plans are made once per problem and kept: a training loop multiplies the same handful of
+// shapes on every step. A program that keeps making new shapes starts the cache afresh now
+// and then (plans in use stay alive through their shared_ptr).
+std::shared_ptr<const Plan> plan_for(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const Plan>> plans;
-  const Key key{av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride};
+  const Key key{dtype, av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, make_plan(av, bv)).first;
+  if (it == plans.end()) {
+    if (plans.size() >= 1024) plans.clear();
+    it = plans.emplace(key, make_plan(dtype, av, bv, out_ld)).first;
+  }
   return it->second;
 }
 
-bool native_bf16_cpu() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
-
-// Runs one plan on the calling thread.
-void run_plan(const Plan& plan, BFloat16* out, const BFloat16* a, const BFloat16* b) {
-  const dnnl::engine& engine = cpu_engine();
-  thread_local dnnl::stream stream(engine);
-  Workspace<char> scratch(static_cast<int64_t>(plan.scratch.get_size()));
-  // oneDNN takes non-const handles but only reads the operands.
-  const dnnl::memory ma(plan.a, engine, const_cast<BFloat16*>(a)), mb(plan.b, engine, const_cast<BFloat16*>(b)),
-      mo(plan.out, engine, out), ms(plan.scratch, engine, scratch.data());
-  plan.primitive.execute(stream,
-                         {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}, {DNNL_ARG_SCRATCHPAD, ms}});
-  stream.wait();
-}
-
-// oneDNN runs on OpenMP (Debian's build uses libgomp). OpenMP worker threads spin while they
-// wait, and on a machine whose cores are all busy (halfgrad's own pool, OpenBLAS, other
-// processes) that spinning made a bfloat16 MLP step 10x slower. So every thread that calls
-// oneDNN asks for a team of one, and halfgrad splits the rows across its own pool instead.
+// oneDNN runs on OpenMP (Debian's build uses libgomp). OpenMP workers spin while they wait,
+// and on a machine whose cores are all busy (halfgrad's pool, other processes) that spinning
+// made a bfloat16 MLP step 10x slower. So every thread that calls oneDNN asks for a team of
+// one, and halfgrad splits the work over its own pool instead.
 void use_one_openmp_thread() {
   thread_local const bool done = [] {
     omp_set_num_threads(1);
@@ -106,42 +98,95 @@ void use_one_openmp_thread() {
   (void)done;
 }
 
-}  // namespace
-
-bool onednn_bf16_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("HG_CPU_ONEDNN");
-    if (env != nullptr && std::string(env) == "0") return false;
-    return native_bf16_cpu();
-  }();
-  return enabled;
+// Runs a plan on the calling thread.
+void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
+  use_one_openmp_thread();
+  const dnnl::engine& engine = cpu_engine();
+  thread_local dnnl::stream stream(engine);
+  Workspace<char> scratch(static_cast<int64_t>(plan.scratch.get_size()));
+  // oneDNN takes non-const handles but only reads the operands.
+  const dnnl::memory ma(plan.a, engine, const_cast<void*>(a)), mb(plan.b, engine, const_cast<void*>(b)),
+      mo(plan.out, engine, out), ms(plan.scratch, engine, scratch.data());
+  plan.primitive.execute(stream,
+                         {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}, {DNNL_ARG_SCRATCHPAD, ms}});
+  stream.wait();
 }
 
-bool onednn_bf16_gemm(BFloat16* out, const BFloat16* a, MatrixView av, const BFloat16* b, MatrixView bv) {
-  if (!onednn_bf16_enabled()) return false;
-  if (!plan_for(av, bv)->usable) return false;
-  // Rows per thread: whole AMX tiles (16 rows), and enough work to pay for a hand-off.
-  constexpr int64_t kRowQuantum = 32;
-  const int64_t work_per_row = std::max<int64_t>(1, av.cols * bv.cols);
-  const int64_t grain_rows = std::max<int64_t>(kRowQuantum, (int64_t{1} << 21) / work_per_row);
-  const int64_t chunks = std::min<int64_t>(num_threads(), (av.rows + grain_rows - 1) / grain_rows);
-  const int64_t step = chunks <= 1 ? av.rows : (av.rows + chunks - 1) / chunks;
-  const int64_t rows_per_chunk = (step + kRowQuantum - 1) / kRowQuantum * kRowQuantum;
-  const int64_t used_chunks = (av.rows + rows_per_chunk - 1) / rows_per_chunk;
+bool native_bf16_cpu() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+// How one multiply is cut into parts for the pool: along the rows of a (and out) or the
+// columns of b (and out), whichever is longer, in whole blocks of the kernels' tile width.
+struct Split {
+  bool by_rows = true;
+  int64_t part = 0, parts = 1;
+};
+Split split_for(const MatrixView& av, const MatrixView& bv) {
+  constexpr int64_t kQuantum = 32;
+  constexpr int64_t kWorkPerPart = int64_t{1} << 21;  // multiply-adds worth a hand-off
+  const bool by_rows = av.rows >= bv.cols;
+  const int64_t length = by_rows ? av.rows : bv.cols;
+  const int64_t work_per_unit = std::max<int64_t>(1, av.cols * (by_rows ? bv.cols : av.rows));
+  const int64_t min_units = std::max<int64_t>(kQuantum, kWorkPerPart / work_per_unit);
+  const int64_t chunks = std::clamp<int64_t>(length / min_units, 1, num_threads());
+  int64_t part = (length + chunks - 1) / chunks;
+  part = std::min(length, (part + kQuantum - 1) / kQuantum * kQuantum);
+  return {by_rows, part, (length + part - 1) / part};
+}
+
+}  // namespace
+
+bool onednn_matmul_enabled(Dtype dtype) {
+  static const bool on = [] {
+    const char* env = std::getenv("HG_CPU_ONEDNN");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  static const bool bf16 = on && native_bf16_cpu();
+  return dtype == kFloat32 ? on : dtype == kBFloat16 && bf16;
+}
+
+bool onednn_matmul(Dtype dtype, void* out, const void* a, MatrixView av, const void* b, MatrixView bv) {
+  if (!onednn_matmul_enabled(dtype) || av.rows == 0 || bv.cols == 0) return false;
+  if (av.rows * av.cols * bv.cols < kMinWork) return false;
+  const int64_t n = bv.cols;
+  const auto elem = static_cast<int64_t>(element_size(dtype));
+  const Split split = split_for(av, bv);
+  // Part c of the split: its operand views and where its operands and result start.
+  struct Part {
+    MatrixView a, b;
+    int64_t a_offset = 0, b_offset = 0, out_offset = 0;  // in bytes
+  };
+  const auto part_of = [&](int64_t c) {
+    const int64_t first = c * split.part;
+    Part p{av, bv};
+    if (split.by_rows) {
+      p.a.rows = std::min(split.part, av.rows - first);
+      p.a_offset = first * av.row_stride * elem;
+      p.out_offset = first * n * elem;
+    } else {
+      p.b.cols = std::min(split.part, bv.cols - first);
+      p.b_offset = first * bv.col_stride * elem;
+      p.out_offset = first * elem;
+    }
+    return p;
+  };
+  if (!plan_for(dtype, part_of(0).a, part_of(0).b, n)->usable) return false;
   try {
-    parallel_for(used_chunks, 1, [&](int64_t begin, int64_t end) {
-      use_one_openmp_thread();
+    parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        const int64_t r0 = c * rows_per_chunk, rows = std::min(rows_per_chunk, av.rows - r0);
-        const MatrixView part{rows, av.cols, av.row_stride, av.col_stride};
-        const auto plan = plan_for(part, bv);
-        HG_CHECK(plan->usable, "mm", "oneDNN took a [{}, {}] bfloat16 matrix but not its first {} rows", av.rows,
-                 av.cols, rows);
-        run_plan(*plan, out + r0 * bv.cols, a + r0 * av.row_stride, b);
+        const Part p = part_of(c);
+        const auto plan = plan_for(dtype, p.a, p.b, n);
+        HG_CHECK(plan->usable, "mm",
+                 "oneDNN planned a [{}, {}] @ [{}, {}] {} product but not its part [{}, {}] @ [{}, {}]", av.rows,
+                 av.cols, bv.rows, bv.cols, dtype, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
+        run_plan(*plan, static_cast<char*>(out) + p.out_offset, static_cast<const char*>(a) + p.a_offset,
+                 static_cast<const char*>(b) + p.b_offset);
       }
     });
   } catch (const dnnl::error& e) {
-    fail("mm", "oneDNN bfloat16 matmul of [{}, {}] @ [{}, {}] failed: {}", av.rows, av.cols, bv.rows, bv.cols,
+    fail("mm", "oneDNN {} matmul of [{}, {}] @ [{}, {}] failed: {}", dtype, av.rows, av.cols, bv.rows, bv.cols,
          e.what());
   }
   return true;
@@ -149,8 +194,8 @@ bool onednn_bf16_gemm(BFloat16* out, const BFloat16* a, MatrixView av, const BFl
 
 #else  // built without oneDNN
 
-bool onednn_bf16_enabled() { return false; }
-bool onednn_bf16_gemm(BFloat16*, const BFloat16*, MatrixView, const BFloat16*, MatrixView) { return false; }
+bool onednn_matmul_enabled(Dtype) { return false; }
+bool onednn_matmul(Dtype, void*, const void*, MatrixView, const void*, MatrixView) { return false; }
 
 #endif
 

@@ -1,11 +1,13 @@
-// bfloat16 matrix multiply through oneDNN's matmul primitive, which runs on the CPU's native
-// bfloat16 instructions (AVX-512 BF16 dot products, AMX tiles). OpenBLAS has no bfloat16 GEMM,
-// so without this path bfloat16 operands are widened to float32 for sgemm (kernels/cpu/gemm.cpp).
+// Matrix multiply through oneDNN's matmul primitive: float32 on its brgemm kernels, and bfloat16
+// on the CPU's native bfloat16 instructions (AVX-512 BF16 dot products, AMX tiles). OpenBLAS
+// has no bfloat16 GEMM, and oneDNN's float32 kernels beat sgemm on these shapes without
+// OpenBLAS's spinning worker threads (docs/PERF-CPU.md). kernels/cpu/gemm.cpp falls back to
+// OpenBLAS when this path declines.
 #pragma once
 
 #include <cstdint>
 
-#include "framework/half.h"
+#include "framework/dtype.h"
 
 namespace hg::cpu {
 
@@ -14,13 +16,14 @@ struct MatrixView {
   int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0;
 };
 
-// True when halfgrad was built with oneDNN, this CPU multiplies bfloat16 natively, and the
-// environment does not turn the path off (HG_CPU_ONEDNN=0, for comparisons).
-bool onednn_bf16_enabled();
+// True when halfgrad was built with oneDNN, the environment does not turn it off
+// (HG_CPU_ONEDNN=0, for comparisons) and, for bfloat16, this CPU multiplies bfloat16 natively.
+bool onednn_matmul_enabled(Dtype dtype);
 
-// out = a @ b with bfloat16 operands, float32 accumulation and one rounding of the result;
-// out is a dense row-major [a.rows, b.cols] matrix. Returns false, having written nothing,
-// when oneDNN would not run this shape on a fast kernel; the caller then takes another path.
-bool onednn_bf16_gemm(BFloat16* out, const BFloat16* a, MatrixView av, const BFloat16* b, MatrixView bv);
+// out = a @ b for float32 or bfloat16 operands (float32 accumulation, one rounding of the
+// result); out is a dense row-major [a.rows, b.cols] matrix. The rows or columns are split
+// over halfgrad's thread pool. Returns false, having written nothing, when oneDNN is off, the
+// problem is too small to be worth it, or oneDNN has no fast kernel for it.
+bool onednn_matmul(Dtype dtype, void* out, const void* a, MatrixView av, const void* b, MatrixView bv);
 
 }  // namespace hg::cpu

@@ -42,29 +42,35 @@ TEST_CASE("mm matches float64 in every float dtype, with transposed and strided 
   }
 }
 
-TEST_CASE("bfloat16 mm on the CPU's bfloat16 units matches float64, split across threads") {
-  // Large enough that the oneDNN path (used where the CPU multiplies bfloat16 natively) splits
-  // the rows over the thread pool, with a row count that is not a multiple of its tiles.
-  const std::string path = cpu::onednn_bf16_enabled() ? "oneDNN" : "widen to float32 + sgemm";
-  MESSAGE("bfloat16 matmul path: " << path);
+TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across threads") {
+  // Large enough that the oneDNN path splits the work over the thread pool (by rows, then by
+  // columns), with sizes that are not multiples of its tiles.
   manual_seed(41);
-  const Tensor a64 = randn({203, 300}, kFloat64), b64 = randn({300, 150}, kFloat64);
-  const Tensor a = a64.to(kBFloat16), b = b64.to(kBFloat16);
-  const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
-  // Products of bfloat16 values are exact in float32; the result is rounded once to bfloat16.
-  const Tolerance tol{2e-2, 1.0 / 128};
-  check_close(mm(a, b), ref, tol);
-  check_close(mm(a.t().contiguous().t(), b), ref, tol);                     // a read transposed
-  check_close(mm(a, b.t().contiguous().t()), ref, tol);                     // b read transposed
-  check_close(mm(a.slice(0, 3, 203, 1), b), ref.slice(0, 3, 203, 1), tol);  // offset rows
-  Tensor spaced = zeros({203, 600}, kBFloat16);
-  spaced.slice(1, 0, 600, 2).copy_(a);
-  check_close(mm(spaced.slice(1, 0, 600, 2), b), ref, tol);  // strided both ways: the widening path
-  const Tensor wide = cat({a.unsqueeze(0), a.unsqueeze(0)}, 0);
-  const Tensor batched = bmm(wide, cat({b.unsqueeze(0), (b * 2.0).unsqueeze(0)}, 0));
-  check_close(batched.select(0, 0), ref, tol);
-  check_close(batched.select(0, 1), ref * 2.0, {4e-2, 1.0 / 128});
-  CHECK(mm(a.slice(0, 0, 0, 1), b).shape() == Shape{0, 150});
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    const std::string path = cpu::onednn_matmul_enabled(d) ? "oneDNN" : "OpenBLAS";
+    MESSAGE(dtype_name(d) << " matmul path: " << path);
+    // float32 accumulates either way; bfloat16 products are exact in float32 and the result is
+    // rounded once to bfloat16.
+    const Tolerance tol = d == kFloat32 ? Tolerance{1e-3, 1e-4} : Tolerance{2e-2, 1.0 / 128};
+    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{203, 150}, {70, 333}}) {
+      CAPTURE(m);
+      const Tensor a = randn({m, 300}, kFloat64).to(d), b = randn({300, n}, kFloat64).to(d);
+      const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
+      check_close(mm(a, b), ref, tol);
+      check_close(mm(a.t().contiguous().t(), b), ref, tol);                 // a read transposed
+      check_close(mm(a, b.t().contiguous().t()), ref, tol);                 // b read transposed
+      check_close(mm(a.slice(0, 3, m, 1), b), ref.slice(0, 3, m, 1), tol);  // offset rows
+      check_close(mm(a, b.slice(1, 5, n, 1)), ref.slice(1, 5, n, 1), tol);  // offset columns
+      Tensor spaced = zeros({m, 600}, d);
+      spaced.slice(1, 0, 600, 2).copy_(a);
+      check_close(mm(spaced.slice(1, 0, 600, 2), b), ref, tol);  // strided both ways: OpenBLAS
+      const Tensor batched = bmm(stack({a, a}), stack({b, b * 2.0}));
+      check_close(batched.select(0, 0), ref, tol);
+      check_close(batched.select(0, 1), ref * 2.0, {2 * tol.atol, tol.rtol});
+    }
+    CHECK(mm(zeros({0, 300}, d), zeros({300, 150}, d)).shape() == Shape{0, 150});
+  }
 }
 
 TEST_CASE("bmm, matmul broadcasting and linear") {
