@@ -84,7 +84,7 @@ bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int6
   const MatrixView ma = as_matrix(m, k, va), mb = as_matrix(k, n, vb);
   for (int64_t i = 0; i < batch; ++i) {
     // Every matrix of the batch has the same problem, so oneDNN takes all of them or none.
-    if (!onednn_matmul(dtype, po + i * m * n, pa + i * sa[0], ma, pb + i * sb[0], mb)) return false;
+    if (!onednn_matmul(dtype, po + i * m * n, n, false, pa + i * sa[0], ma, pb + i * sb[0], mb)) return false;
   }
   return true;
 }

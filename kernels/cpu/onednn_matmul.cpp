@@ -8,10 +8,10 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "framework/error.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/workspace.h"
 
 #if HG_HAVE_ONEDNN
 #include <omp.h>
@@ -28,8 +28,9 @@ namespace {
 // small-matrix kernels take, and each new shape would cost a plan (about a millisecond).
 constexpr int64_t kMinWork = int64_t{1} << 16;
 
-// A problem: dtype, sizes, operand strides and the output's row stride.
-using Key = std::tuple<Dtype, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// A problem: dtype, sizes, operand strides, the output's row stride, and whether the product
+// is added to the output (beta 1) or replaces it (beta 0).
+using Key = std::tuple<Dtype, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
 // A matmul primitive made for one problem. `usable` is false when oneDNN only had a reference
 // kernel (or none): the caller then takes the OpenBLAS path.
@@ -48,7 +49,8 @@ dnnl::memory::data_type onednn_type(Dtype dtype) {
   return dtype == kBFloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }
 
-std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld,
+                                      bool accumulate) {
   const auto dt = onednn_type(dtype);
   auto plan = std::make_shared<Plan>();
   plan->a = dnnl::memory::desc({av.rows, av.cols}, dt, {av.row_stride, av.col_stride});
@@ -58,6 +60,11 @@ std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const M
   // Scratch memory comes from the caller on every run, so one primitive can run on several
   // threads at once.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attr.set_post_ops(sum);
+  }
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a, plan->b, plan->out), attr, cpu_engine());
     if (std::strstr(pd.impl_info_str(), "ref") != nullptr) return plan;  // too slow to be worth it
@@ -73,15 +80,17 @@ std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const M
 // Plans are made once per problem and kept: a training loop multiplies the same handful of
 // shapes on every step. A program that keeps making new shapes starts the cache afresh now
 // and then (plans in use stay alive through their shared_ptr).
-std::shared_ptr<const Plan> plan_for(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+std::shared_ptr<const Plan> plan_for(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld,
+                                     bool accumulate = false) {
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const Plan>> plans;
-  const Key key{dtype, av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld};
+  const Key key{dtype,         av.rows,       av.cols,       bv.cols, av.row_stride,
+                av.col_stride, bv.row_stride, bv.col_stride, out_ld,  accumulate};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it == plans.end()) {
     if (plans.size() >= 1024) plans.clear();
-    it = plans.emplace(key, make_plan(dtype, av, bv, out_ld)).first;
+    it = plans.emplace(key, make_plan(dtype, av, bv, out_ld, accumulate)).first;
   }
   return it->second;
 }
@@ -103,7 +112,10 @@ void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
   use_one_openmp_thread();
   const dnnl::engine& engine = cpu_engine();
   thread_local dnnl::stream stream(engine);
-  Workspace<char> scratch(static_cast<int64_t>(plan.scratch.get_size()));
+  // Scratch memory: one buffer per thread that only grows, so a training loop in its steady
+  // state allocates nothing here.
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < plan.scratch.get_size()) scratch.resize(plan.scratch.get_size());
   // oneDNN takes non-const handles but only reads the operands.
   const dnnl::memory ma(plan.a, engine, const_cast<void*>(a)), mb(plan.b, engine, const_cast<void*>(b)),
       mo(plan.out, engine, out), ms(plan.scratch, engine, scratch.data());
@@ -147,10 +159,10 @@ bool onednn_matmul_enabled(Dtype dtype) {
   return dtype == kFloat32 ? on : dtype == kBFloat16 && bf16;
 }
 
-bool onednn_matmul(Dtype dtype, void* out, const void* a, MatrixView av, const void* b, MatrixView bv) {
+bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
+                   MatrixView bv) {
   if (!onednn_matmul_enabled(dtype) || av.rows == 0 || bv.cols == 0) return false;
   if (av.rows * av.cols * bv.cols < kMinWork) return false;
-  const int64_t n = bv.cols;
   const auto elem = static_cast<int64_t>(element_size(dtype));
   const Split split = split_for(av, bv);
   // Part c of the split: its operand views and where its operands and result start.
@@ -164,7 +176,7 @@ bool onednn_matmul(Dtype dtype, void* out, const void* a, MatrixView av, const v
     if (split.by_rows) {
       p.a.rows = std::min(split.part, av.rows - first);
       p.a_offset = first * av.row_stride * elem;
-      p.out_offset = first * n * elem;
+      p.out_offset = first * out_ld * elem;
     } else {
       p.b.cols = std::min(split.part, bv.cols - first);
       p.b_offset = first * bv.col_stride * elem;
@@ -172,12 +184,12 @@ bool onednn_matmul(Dtype dtype, void* out, const void* a, MatrixView av, const v
     }
     return p;
   };
-  if (!plan_for(dtype, part_of(0).a, part_of(0).b, n)->usable) return false;
+  if (!plan_for(dtype, part_of(0).a, part_of(0).b, out_ld, accumulate)->usable) return false;
   try {
     parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         const Part p = part_of(c);
-        const auto plan = plan_for(dtype, p.a, p.b, n);
+        const auto plan = plan_for(dtype, p.a, p.b, out_ld, accumulate);
         HG_CHECK(plan->usable, "mm",
                  "oneDNN planned a [{}, {}] @ [{}, {}] {} product but not its part [{}, {}] @ [{}, {}]", av.rows,
                  av.cols, bv.rows, bv.cols, dtype, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
@@ -195,8 +207,7 @@ bool onednn_matmul(Dtype dtype, void* out, const void* a, MatrixView av, const v
 #else  // built without oneDNN
 
 bool onednn_matmul_enabled(Dtype) { return false; }
-bool onednn_matmul(Dtype, void*, const void*, MatrixView, const void*, MatrixView) { return false; }
-
+bool onednn_matmul(Dtype, void*, int64_t, bool, const void*, MatrixView, const void*, MatrixView) { return false; }
 #endif
 
 }  // namespace hg::cpu

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "framework/allocator.h"
+#include "kernels/cpu/onednn_matmul.h"
 
 namespace hg::cpu {
 
@@ -47,9 +48,14 @@ class BlasSingleThreadGuard {
   int prev_;
 };
 
-// Row-major C = alpha op(A) op(B) + beta C in float or double.
+// Row-major C = alpha op(A) op(B) + beta C in float or double. float goes to oneDNN where it
+// can (alpha 1, beta 0 or 1), else to OpenBLAS.
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      onednn_matmul(kFloat32, c, ldc, beta == 1.0f, a, ta ? MatrixView{m, k, 1, lda} : MatrixView{m, k, lda, 1}, b,
+                    tb ? MatrixView{k, n, 1, ldb} : MatrixView{k, n, ldb, 1}))
+    return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));

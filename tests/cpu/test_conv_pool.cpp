@@ -323,3 +323,26 @@ TEST_CASE("pooling errors name the shapes") {
   check_error([] { max_pool2d(zeros({1, 1, 8, 8}, kInt64), {2}); }, {"[max_pool2d]", "int64"});
   check_error([] { max_pool2d(zeros({1, 1, 8, 8}), {2, 2, 2}); }, {"[max_pool2d]", "kernel", "1 or 2"});
 }
+
+TEST_CASE("float32 conv2d on the fast GEMM path matches float64, forward and both gradients") {
+  // Per-sample products big enough for oneDNN (where it is built in): the backward-filter
+  // product accumulates over samples into the same weight gradient, with and without groups
+  // and padding. float64 runs on OpenBLAS, so the two paths check each other.
+  manual_seed(77);
+  for (const int64_t groups : {int64_t{1}, int64_t{2}}) {
+    CAPTURE(groups);
+    const Tensor x64 = randn({4, 8, 20, 20}, kFloat64), w64 = randn({16, 8 / groups, 3, 3}, kFloat64);
+    const Tensor b64 = randn({16}, kFloat64), up = randn({4, 16, 20, 20}, kFloat64);
+    Tensor x = x64.to(kFloat32).requires_grad_(), w = w64.to(kFloat32).requires_grad_(),
+           b = b64.to(kFloat32).requires_grad_();
+    Tensor xr = x64.clone().requires_grad_(), wr = w64.clone().requires_grad_(), br = b64.clone().requires_grad_();
+    const Tensor y = conv2d(x, w, b, {1, 1}, {1, 1}, {1, 1}, groups);
+    const Tensor yr = conv2d(xr, wr, br, {1, 1}, {1, 1}, {1, 1}, groups);
+    check_close(y, yr, {1e-4, 1e-4});
+    y.backward(up.to(kFloat32));
+    yr.backward(up);
+    check_close(x.grad(), xr.grad(), {1e-4, 1e-4});
+    check_close(w.grad(), wr.grad(), {1e-3, 1e-4});  // sums 4 x 400 products per entry
+    check_close(b.grad(), br.grad(), {1e-3, 1e-4});
+  }
+}
