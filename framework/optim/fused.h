@@ -1,6 +1,7 @@
-// Fused per-parameter optimizer updates as dispatch stubs. Only kernels/cuda fills them: the
-// CPU path of SGD and Adam stays the tensor-op code in sgd.cpp / adam.cpp. Each kernel reads the
-// skip flag (the GradScaler's found_inf) on the device and writes nothing when it is non-zero,
+// Fused per-parameter optimizer updates as dispatch stubs. kernels/cuda fills both; kernels/cpu
+// fills SGD's, which SGD uses for contiguous CPU parameters (the composed tensor-op code in
+// sgd.cpp stays for anything else; Adam's CPU path is still that code). Each kernel reads the
+// skip flag (the GradScaler's found_inf) where it lives and writes nothing when it is non-zero,
 // so a GPU step never waits for the host.
 #pragma once
 
