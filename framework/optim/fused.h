@@ -1,8 +1,8 @@
-// Fused per-parameter optimizer updates as dispatch stubs. kernels/cuda fills both; kernels/cpu
-// fills SGD's, which SGD uses for contiguous CPU parameters (the composed tensor-op code in
-// sgd.cpp stays for anything else; Adam's CPU path is still that code). Each kernel reads the
-// skip flag (the GradScaler's found_inf) where it lives and writes nothing when it is non-zero,
-// so a GPU step never waits for the host.
+// Fused per-parameter optimizer updates as dispatch stubs, filled by kernels/cpu/optim.cpp and
+// kernels/cuda/optim.cu. SGD and Adam use them for contiguous parameters (the composed tensor-op
+// code in sgd.cpp / adam.cpp stays for strided CPU parameters). Each kernel reads the skip flag
+// (the GradScaler's found_inf) where it lives and writes nothing when it is non-zero, so a GPU
+// step never waits for the host.
 #pragma once
 
 #include "framework/dispatch.h"
