@@ -149,7 +149,9 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     const auto& metas = node->output_metas();
     for (size_t slot = 0; slot < metas.size(); ++slot) {
       if (auto meta = metas[slot].lock(); meta && meta->retains_grad && grads_in[slot].defined()) {
-        meta->grad = accumulate(meta->grad, grads_in[slot]).contiguous();
+        // A copy (as PyTorch's retain_grad): the incoming gradient goes on to the node's backward,
+        // which may pass it, or a view of it, to another retained or leaf gradient.
+        meta->grad = meta->grad.defined() ? meta->grad + grads_in[slot] : clone(grads_in[slot]);
       }
     }
     if (auto it = task.node_targets.find(node); it != task.node_targets.end()) {

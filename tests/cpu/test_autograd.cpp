@@ -55,6 +55,7 @@ TEST_CASE("a gradient handed to several leaves, or one the user can see, is copi
   yv.retain_grad();
   (yv * c.reshape({3, 1})).sum().backward();
   CHECK(y.grad().storage() != yc.grad().storage());
+  CHECK(yc.grad().storage() != yv.grad().storage());
   Tensor(yc.grad()).mul_(0.0);
   Tensor(yv.grad()).mul_(0.0);
   CHECK(y.grad().to_vector<float>() == std::vector<float>{1, 2, 3});
