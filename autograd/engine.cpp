@@ -48,14 +48,28 @@ struct GraphTask {
   TensorList captured;
 };
 
-void deliver_to_leaf(GraphTask& task, const Edge& e, const Tensor& g) {
+// Whether `g` is a tensor only the engine can see: this handle is the only one to its TensorImpl,
+// no other TensorImpl views its storage (no alias, no view, no saved copy, nothing the user
+// passed in or will be handed), and it is a plain contiguous tensor filling its whole storage.
+bool engine_owns(const Tensor& g) {
+  return g.use_count() == 1 && g.storage().use_count() == 1 && g.autograd_meta() == nullptr && g.is_contiguous() &&
+         g.offset() == 0 && g.storage()->nbytes == static_cast<size_t>(g.numel()) * element_size(g.dtype());
+}
+
+// `g` is taken by value: callers move their handle in, so that a gradient the engine alone holds
+// becomes the leaf's .grad without a copy.
+void deliver_to_leaf(GraphTask& task, const Edge& e, Tensor g) {
   if (auto it = task.leaf_targets.find(e.leaf.get()); it != task.leaf_targets.end()) {
     task.captured[it->second] = accumulate(task.captured[it->second], g);
   }
   if (task.accumulate_into_leaves) {
-    // A fresh tensor (clone and + both allocate a contiguous result): the stored grad never
-    // aliases another gradient or a view.
-    e.leaf->grad = e.leaf->grad.defined() ? e.leaf->grad + g : clone(g);
+    // The stored grad never aliases another gradient, a view or a tensor the user holds: it is
+    // either g when nobody else can see it, or a fresh tensor (clone and + both allocate).
+    if (e.leaf->grad.defined()) {
+      e.leaf->grad = e.leaf->grad + g;
+    } else {
+      e.leaf->grad = engine_owns(g) ? std::move(g) : clone(g);
+    }
   }
 }
 
@@ -112,7 +126,7 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     if (e.node) {
       add_to_buffer(e, initial[i]);
     } else if (e.leaf) {
-      deliver_to_leaf(task, e, conform(initial[i], e));
+      deliver_to_leaf(task, e, conform(std::move(initial[i]), e));
     }
   }
 
@@ -135,7 +149,9 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     const auto& metas = node->output_metas();
     for (size_t slot = 0; slot < metas.size(); ++slot) {
       if (auto meta = metas[slot].lock(); meta && meta->retains_grad && grads_in[slot].defined()) {
-        meta->grad = accumulate(meta->grad, grads_in[slot]).contiguous();
+        // A copy (as PyTorch's retain_grad): the incoming gradient goes on to the node's backward,
+        // which may pass it, or a view of it, to another retained or leaf gradient.
+        meta->grad = meta->grad.defined() ? meta->grad + grads_in[slot] : clone(grads_in[slot]);
       }
     }
     if (auto it = task.node_targets.find(node); it != task.node_targets.end()) {
@@ -162,11 +178,13 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
       if (!e.active()) continue;
       if (any && grads_out[i].defined()) {
         BackwardPassGuard in_backward;
-        Tensor g = conform(grads_out[i], e);
+        // Moved out of grads_out: a gradient the node returned once and nobody else holds can
+        // then be stored into a leaf as it is.
+        Tensor g = conform(std::move(grads_out[i]), e);
         if (e.node) {
           add_to_buffer(e, g);
         } else {
-          deliver_to_leaf(task, e, g);
+          deliver_to_leaf(task, e, std::move(g));
         }
       }
       if (e.node && --deps[e.node.get()] == 0) {

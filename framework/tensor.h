@@ -95,6 +95,9 @@ class Tensor {
   // Identity of the underlying TensorImpl (two Tensor handles can share it).
   const TensorImpl* impl() const { return impl_.get(); }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // How many Tensor handles share this TensorImpl (0 when undefined). With storage().use_count()
+  // (how many TensorImpls view the storage) it tells a tensor that no one else can see.
+  long use_count() const { return impl_.use_count(); }
 
   // Reading values (copies to the CPU when needed). item() needs exactly one element.
   template <class T>

@@ -10,6 +10,7 @@
 namespace hg {
 
 HG_DEFINE_STUB(reduce_stub, ReduceFn);
+HG_DEFINE_STUB(sum_columns_stub, SumColumnsFn);
 
 namespace {
 const OpDef kSum{"sum", true, {&reduce_stub}};
@@ -21,7 +22,8 @@ std::vector<int64_t> all_dims(const Tensor& t) {
 }
 }  // namespace
 
-ReduceLayout reduce_layout(const Tensor& t, std::vector<int64_t> dims, bool keepdim, std::string_view op) {
+ReduceLayout reduce_layout(const Tensor& t, std::vector<int64_t> dims, bool keepdim, std::string_view op,
+                           bool columns_ok) {
   const int64_t nd = t.dim();
   std::vector<bool> reduced(static_cast<size_t>(std::max<int64_t>(nd, 1)), false);
   for (int64_t& d : dims) {
@@ -44,6 +46,15 @@ ReduceLayout reduce_layout(const Tensor& t, std::vector<int64_t> dims, bool keep
       r.kept_shape.push_back(s);
       r.out_shape.push_back(s);
     }
+  }
+  r.reduced = inner;
+  // Reduced dims 0..k-1 of a contiguous tensor, some dim kept: rows of a [inner, outer] matrix.
+  int64_t leading = 0;
+  while (leading < nd && reduced[static_cast<size_t>(leading)]) ++leading;
+  if (columns_ok && leading > 0 && leading == static_cast<int64_t>(dims.size()) && leading < nd && t.is_contiguous()) {
+    r.columns = true;
+    r.flat = Tensor(t.storage(), {inner, outer}, {outer, 1}, t.offset(), t.dtype());
+    return r;
   }
   for (int64_t d = 0; d < nd; ++d)
     if (reduced[static_cast<size_t>(d)]) order.push_back(d);
@@ -72,13 +83,17 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, std:
   const Tensor& x = call.input(0);
   HG_CHECK(x.defined(), "sum", "got an undefined tensor");
   Dtype out_dtype = dtype.value_or(call.output_dtype().value_or(is_floating(x.dtype()) ? x.dtype() : kInt64));
-  ReduceLayout layout = reduce_layout(x, dims, keepdim, "sum");
+  ReduceLayout layout = reduce_layout(x, dims, keepdim, "sum", sum_columns_stub.has(x.device().type));
   Tensor out = empty(layout.out_shape, TensorOptions(out_dtype).device(x.device()));
-  if (layout.flat.shape()[1] == 0) {
+  if (layout.reduced == 0) {
     if (out.numel()) fill_stub(out.device().type, out, 0.0);
   } else if (out.numel()) {
     Tensor out_flat(out.storage(), {out.numel()}, {1}, 0, out.dtype());
-    reduce_stub(x.device().type, ReduceOp::Sum, out_flat, layout.flat);
+    if (layout.columns) {
+      sum_columns_stub(x.device().type, out_flat, layout.flat);
+    } else {
+      reduce_stub(x.device().type, ReduceOp::Sum, out_flat, layout.flat);
+    }
   }
   BackwardFn bw;
   if (call.needs_grad()) {

@@ -1,6 +1,7 @@
 #include "framework/optim/adam.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
@@ -36,7 +37,7 @@ std::map<std::string, double*> Adam::hyperparameters() {
 
 void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
   options_.amsgrad = amsgrad_ != 0;
-  if (param.device().is_cuda()) return update_cuda(i, param, grad);
+  if (param.device().is_cuda() || fusable(i, param)) return update_fused(i, param, grad);
   Tensor p = param;
   Tensor g = grad.to(param.dtype());
   if (options_.weight_decay != 0) {
@@ -97,10 +98,29 @@ void Adam::load_state_dict(const StateDict& state) {
 
 int64_t Adam::step_of(size_t i) const { return device_step_[i].defined() ? device_step_[i].item<int64_t>() : step_[i]; }
 
-// One fused kernel per parameter; it reads the skip flag and advances the step on the device.
-void Adam::update_cuda(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on CUDA (shape {}, strides {})", i,
-           param.shape(), param.strides());
+// The fused kernel needs a contiguous parameter and, once they exist, contiguous moments of the
+// parameter's dtype (and max_exp_avg_sq with amsgrad); anything else takes the composed path.
+bool Adam::fusable(size_t i, const Tensor& param) const {
+  if (!param.is_contiguous()) return false;
+  const auto& st = state_[i];
+  if (st.empty()) return true;
+  for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+    auto it = st.find(key);
+    if (it == st.end()) {
+      if (key != std::string_view("max_exp_avg_sq") || options_.amsgrad) return false;
+      continue;
+    }
+    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
+      return false;
+  }
+  return true;
+}
+
+// One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
+// device; on the CPU the step count goes through a one-element tensor and back into step_.
+void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
+  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
+           param.device(), param.shape(), param.strides());
   const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
   auto& st = state_[i];
   if (!st.count("exp_avg")) {
@@ -115,13 +135,22 @@ void Adam::update_cuda(size_t i, const Tensor& param, const Tensor& grad) {
              name(), "{} of parameter {} must be a contiguous {} tensor on {}", key, i, param.dtype(), param.device());
   }
   HG_CHECK(!options_.amsgrad || st.count("max_exp_avg_sq"), name(), "max_exp_avg_sq of parameter {} is missing", i);
-  Tensor& step = device_step_[i];
-  if (!step.defined() || step.device() != param.device())
-    step = full({1}, static_cast<double>(step_[i]), TensorOptions(kInt64).device(param.device()));
+  const bool on_cuda = param.device().is_cuda();
+  Tensor step;
+  if (on_cuda) {
+    Tensor& s = device_step_[i];
+    if (!s.defined() || s.device() != param.device())
+      s = full({1}, static_cast<double>(step_[i]), TensorOptions(kInt64).device(param.device()));
+    step = s;
+  } else {
+    step = full({1}, static_cast<double>(step_[i]), kInt64);
+  }
   const Tensor vmax = options_.amsgrad ? st["max_exp_avg_sq"] : Tensor();
-  adam_update_stub(kCUDA, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step, skip_flag(param.device()),
+  adam_update_stub(param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step,
+                   skip_flag(param.device()),
                    AdamHyper{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_,
                              options_.amsgrad});
+  if (!on_cuda) step_[i] = *step.data_ptr<int64_t>();
   param.bump_version();
 }
 

@@ -33,7 +33,8 @@ class Adam : public Optimizer {
   bool skips_on_device() const override { return true; }
 
  private:
-  void update_cuda(size_t i, const Tensor& param, const Tensor& grad);
+  bool fusable(size_t i, const Tensor& param) const;
+  void update_fused(size_t i, const Tensor& param, const Tensor& grad);
   int64_t step_of(size_t i) const;
 
   AdamOptions options_;

@@ -1,7 +1,8 @@
-// Fused per-parameter optimizer updates as dispatch stubs. Only kernels/cuda fills them: the
-// CPU path of SGD and Adam stays the tensor-op code in sgd.cpp / adam.cpp. Each kernel reads the
-// skip flag (the GradScaler's found_inf) on the device and writes nothing when it is non-zero,
-// so a GPU step never waits for the host.
+// Fused per-parameter optimizer updates as dispatch stubs, filled by kernels/cpu/optim.cpp and
+// kernels/cuda/optim.cu. SGD and Adam use them for contiguous parameters (the composed tensor-op
+// code in sgd.cpp / adam.cpp stays for strided CPU parameters). Each kernel reads the skip flag
+// (the GradScaler's found_inf) where it lives and writes nothing when it is non-zero, so a GPU
+// step never waits for the host.
 #pragma once
 
 #include "framework/dispatch.h"

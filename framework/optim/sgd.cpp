@@ -22,9 +22,16 @@ std::map<std::string, double*> SGD::hyperparameters() {
           {"nesterov", &nesterov_}};
 }
 
+// Loaded buffers count as having taken their first gradient: forget the ready flags so the next
+// fused step sets them to 1 for every parameter that has a buffer.
+void SGD::load_state_dict(const StateDict& state) {
+  Optimizer::load_state_dict(state);
+  buffer_ready_.clear();
+}
+
 void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
   options_.nesterov = nesterov_ != 0;
-  if (param.device().is_cuda()) return update_cuda(i, param, grad);
+  if (param.device().is_cuda() || fusable(i, param)) return update_fused(i, param, grad);
   Tensor p = param;
   Tensor d = grad;
   if (options_.weight_decay != 0) d = d + param * options_.weight_decay;
@@ -40,10 +47,22 @@ void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
   p.add_(d, -lr());
 }
 
-// One fused kernel per parameter; it reads the skip flag on the device.
-void SGD::update_cuda(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on CUDA (shape {}, strides {})", i,
-           param.shape(), param.strides());
+// The fused kernel needs a contiguous parameter and, once it exists, a contiguous momentum
+// buffer of the parameter's dtype; anything else (a strided parameter, a buffer loaded from
+// another dtype) takes the composed path above.
+bool SGD::fusable(size_t i, const Tensor& param) const {
+  if (!param.is_contiguous()) return false;
+  if (options_.momentum == 0) return true;
+  auto it = state_[i].find("momentum_buffer");
+  return it == state_[i].end() ||
+         (it->second.is_contiguous() && it->second.dtype() == param.dtype() && it->second.device() == param.device());
+}
+
+// One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
+// Optimizer::step has already read it on the host (the kernel honours it all the same).
+void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
+  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
+           param.device(), param.shape(), param.strides());
   const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
   Tensor buf, ready;
   if (options_.momentum != 0) {
@@ -61,7 +80,7 @@ void SGD::update_cuda(size_t i, const Tensor& param, const Tensor& grad) {
     buf = it->second;
     ready = buffer_ready_[i];
   }
-  sgd_update_stub(kCUDA, param, g, buf, ready, skip_flag(param.device()),
+  sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()),
                   SgdHyper{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov});
   param.bump_version();
 }

@@ -17,6 +17,7 @@ class SGD : public Optimizer {
  public:
   SGD(TensorList params, SGDOptions options = {});
   const SGDOptions& options() const { return options_; }
+  void load_state_dict(const StateDict& state) override;
 
  protected:
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
@@ -24,12 +25,13 @@ class SGD : public Optimizer {
   bool skips_on_device() const override { return true; }
 
  private:
-  void update_cuda(size_t i, const Tensor& param, const Tensor& grad);
+  bool fusable(size_t i, const Tensor& param) const;
+  void update_fused(size_t i, const Tensor& param, const Tensor& grad);
 
   SGDOptions options_;
   double nesterov_ = 0;  // options_.nesterov as a number, for state_dict
-  // CUDA: per parameter, a one-element int32 on the device, set once the momentum buffer has
-  // taken its first gradient (a step skipped on the device must leave it unset).
+  // Fused path: per parameter, a one-element int32 on the parameter's device, set once the
+  // momentum buffer has taken its first gradient (a step skipped on the device leaves it unset).
   std::vector<Tensor> buffer_ready_;
 };
 

@@ -1,5 +1,5 @@
-// The tape: accumulation, retain_graph, grad(), retain_grad, detach, version checks, custom
-// functions, dtype of arriving gradients.
+// The tape: accumulation, leaf gradients stored without copies but never aliased, retain_graph,
+// grad(), retain_grad, detach, version checks, custom functions, dtype of arriving gradients.
 #include "helpers.h"
 
 using namespace hg;
@@ -22,6 +22,63 @@ TEST_CASE("a tensor used twice gets the sum of both gradients; broadcasting is u
   CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 5});
   CHECK(b.grad().shape() == Shape{1});
   CHECK(b.grad().item<float>() == 2.0f);
+}
+
+TEST_CASE("a leaf keeps a gradient only the engine holds without copying it") {
+  const Tensor x = tensor(std::vector<float>{1, 2, 3, 4, 5, 6}).reshape({2, 3});
+  Tensor w = tensor(std::vector<float>{1, -1, 2, 0.5f, 3, -2}).reshape({3, 2}).requires_grad_();
+  Tensor c = tensor(std::vector<float>{1, 2, 3, 4}).reshape({2, 2});
+  OpRecorder rec;
+  (mm(x, w) * c).sum().backward();
+  CHECK(rec.count("clone") == 0);  // mm's fresh weight gradient became w.grad as it is
+  CHECK(w.grad().to_vector<float>() == mm(x.t(), c).to_vector<float>());
+}
+
+TEST_CASE("a gradient handed to several leaves, or one the user can see, is copied") {
+  const Tensor c = tensor(std::vector<float>{1, 2, 3});
+  // a + b passes one gradient tensor (the product's, fresh and contiguous) to both leaves.
+  Tensor a = zeros({3}).requires_grad_(), b = zeros({3}).requires_grad_();
+  ((a + b) * c).sum().backward();
+  CHECK(a.grad().storage() != b.grad().storage());
+  Tensor(a.grad()).add_(10.0);
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{1, 2, 3});
+  // x used twice in one op: the second gradient accumulates into a copy of the first.
+  Tensor x = zeros({3}).requires_grad_();
+  ((x + x) * c).sum().backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 4, 6});
+  // Identity and view backwards pass the gradient through: a retained non-leaf gradient and the
+  // leaf's must stay independent.
+  Tensor y = zeros({3}).requires_grad_();
+  Tensor yc = y.clone();
+  yc.retain_grad();
+  Tensor yv = yc.reshape({3, 1});
+  yv.retain_grad();
+  (yv * c.reshape({3, 1})).sum().backward();
+  CHECK(y.grad().storage() != yc.grad().storage());
+  CHECK(yc.grad().storage() != yv.grad().storage());
+  Tensor(yc.grad()).mul_(0.0);
+  Tensor(yv.grad()).mul_(0.0);
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{1, 2, 3});
+  // A gradient the user passed in never becomes .grad, through a node or straight into a leaf.
+  Tensor g = tensor(std::vector<float>{4, 5, 6});
+  Tensor u = zeros({3}).requires_grad_(), v = zeros({3}).requires_grad_(), r = zeros({3}).requires_grad_();
+  u.clone().backward(g);
+  v.backward(g);
+  r.reshape({3, 1}).backward(g.reshape({3, 1}));  // reshape's backward: a new view of g's storage
+  g.fill_(0.0);
+  CHECK(u.grad().to_vector<float>() == std::vector<float>{4, 5, 6});
+  CHECK(v.grad().to_vector<float>() == std::vector<float>{4, 5, 6});
+  CHECK(r.grad().to_vector<float>() == std::vector<float>{4, 5, 6});
+  // cat's backward hands each input a slice (a view) of one gradient.
+  Tensor p = zeros({2}).requires_grad_(), q = zeros({1}).requires_grad_();
+  (cat({p, q}) * c).sum().backward();
+  Tensor(p.grad()).fill_(-1.0);
+  CHECK(q.grad().to_vector<float>() == std::vector<float>{3});
+  // A later backward accumulates into a new tensor: a gradient the user kept stays as it was.
+  const Tensor kept = x.grad();
+  ((x * 1.0) * c).sum().backward();
+  CHECK(kept.to_vector<float>() == std::vector<float>{2, 4, 6});
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 6, 9});
 }
 
 TEST_CASE("backward twice needs retain_graph; non-scalar needs a gradient") {

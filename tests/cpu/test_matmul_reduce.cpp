@@ -130,3 +130,45 @@ TEST_CASE("sum and mean over dims, keepdim, dtypes, accumulation in float32") {
   CHECK(gradcheck([](const TensorList& x) { return x[0].mean({0, 2}, true); }, {randn({3, 4, 2})}));
   CHECK(gradcheck([](const TensorList& x) { return x[0].sum(); }, {randn({3, 4})}));
 }
+
+TEST_CASE("sum over the leading dims of a contiguous tensor (the column-sum path)") {
+  // A strided copy of the same values takes the transposed-copy path: the column sums add in the
+  // same order, so the results agree bit for bit.
+  manual_seed(9);
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+  };
+  const std::vector<Case> cases{
+      {{128, 512}, {0}}, {{13, 1000}, {0}},   {{7, 3}, {0}},         {{70001, 3}, {0}},
+      {{3, 4, 5}, {0}},  {{3, 4, 5}, {0, 1}}, {{5, 2, 300}, {1, 0}}, {{1, 9, 2}, {0}},
+  };
+  for (Dtype dt : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt32}) {
+    for (const Case& c : cases) {
+      CAPTURE(dt);
+      CAPTURE(c.shape);
+      const Tensor x = (randn(c.shape) * 4.0).to(dt);
+      REQUIRE(x.is_contiguous());
+      const Tensor strided = non_contiguous(x);
+      REQUIRE_FALSE(strided.is_contiguous());
+      for (bool keepdim : {false, true}) {
+        const Tensor got = x.sum(c.dims, keepdim), want = strided.sum(c.dims, keepdim);
+        CHECK(got.dtype() == want.dtype());
+        CHECK(got.shape() == want.shape());
+        check_close(got, want, {0, 0});
+      }
+      // Against float64, and into a wider dtype (mean's float32 accumulation of 16-bit input).
+      if (is_floating(dt)) {
+        const Tensor ref = x.to(kFloat64).sum(c.dims);
+        check_close(x.sum(c.dims), ref.to(dt), test::tolerance(dt));
+        check_close(sum(x, c.dims, false, kFloat32), ref, {1e-3, 1e-5});
+      }
+    }
+  }
+  // Empty: nothing to add gives zeros; nothing kept gives an empty result.
+  CHECK(zeros({0, 5}).sum({0}).to_vector<float>() == std::vector<float>(5, 0.0f));
+  CHECK(zeros({5, 0}).sum({0}).shape() == Shape{0});
+  using autograd::gradcheck;
+  CHECK(gradcheck([](const TensorList& t) { return t[0].sum({0}); }, {randn({9, 4}, kFloat64)}));
+  CHECK(gradcheck([](const TensorList& t) { return t[0].sum({0, 1}, true); }, {randn({3, 2, 4}, kFloat64)}));
+}
