@@ -114,6 +114,21 @@ void col2im(const Acc* col, Acc* dx, const Geometry& g) {
   }
 }
 
+// The sum of v[0, n) in kLanes interleaved partial sums: a single running sum is a chain of
+// dependent adds the compiler may not reorder (4-cycle latency each); the lanes vectorise.
+template <class Acc>
+Acc row_sum(const Acc* v, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  Acc part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
+  Acc s = 0;
+  for (; j < n; ++j) s += v[j];
+  for (int64_t l = 0; l < kLanes; ++l) s += part[l];
+  return s;
+}
+
 template <class T, class Acc>
 void widen(const T* src, Acc* dst, int64_t n) {
   load_run(src, dst, n);
@@ -165,8 +180,9 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
   const T* x = static_cast<const T*>(input.raw_data());
   T* y = static_cast<T*>(out.raw_data());
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
+  const bool has_bias = bias.defined();
   std::vector<Acc> b(static_cast<size_t>(g.o), Acc(0));
-  if (bias.defined()) widen(static_cast<const T*>(bias.raw_data()), b.data(), g.o);
+  if (has_bias) widen(static_cast<const T*>(bias.raw_data()), b.data(), g.o);
   const bool pack = !(g.pointwise() && kSame);
   for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(pack ? g.ckk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
@@ -182,15 +198,15 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
           cols = reinterpret_cast<const Acc*>(xg);
         }
         Acc* dst = kSame ? reinterpret_cast<Acc*>(yg) : acc.data();
-        gemm(false, false, g.og, g.p, g.ckk, Acc(1), wm.ptr + gi * g.og * g.ckk, g.ckk, cols, g.p, Acc(0), dst, g.p);
-        // Bias and the single rounding to T, while the block is still in cache.
-        for (int64_t r = 0; r < g.og; ++r) {
-          const Acc bv = b[static_cast<size_t>(gi * g.og + r)];
-          Acc* a = dst + r * g.p;
-          if (bv != Acc(0))
-            for (int64_t j = 0; j < g.p; ++j) a[j] += bv;
-          if constexpr (!kSame) store_run(a, yg + r * g.p, g.p);
-        }
+        // The bias goes in first and the gemm adds to it (beta 1): OpenBLAS would otherwise
+        // zero the block for beta 0, and a second pass would add the bias.
+        if (has_bias)
+          for (int64_t r = 0; r < g.og; ++r) std::fill_n(dst + r * g.p, g.p, b[static_cast<size_t>(gi * g.og + r)]);
+        gemm(false, false, g.og, g.p, g.ckk, Acc(1), wm.ptr + gi * g.og * g.ckk, g.ckk, cols, g.p,
+             Acc(has_bias ? 1 : 0), dst, g.p);
+        // The single rounding to T, while the block is still in cache.
+        if constexpr (!kSame)
+          for (int64_t r = 0; r < g.og; ++r) store_run(dst + r * g.p, yg + r * g.p, g.p);
       }
     }
   });
@@ -259,13 +275,8 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
         widen(gy + s * g.o * g.p, gyw.data(), g.o * g.p);
         gys = gyw.data();
       }
-      if (want_bias) {
-        for (int64_t r = 0; r < g.o; ++r) {
-          Acc sum = 0;
-          for (int64_t j = 0; j < g.p; ++j) sum += gys[r * g.p + j];
-          pdb[static_cast<size_t>(r)] += sum;
-        }
-      }
+      if (want_bias)
+        for (int64_t r = 0; r < g.o; ++r) pdb[static_cast<size_t>(r)] += row_sum(gys + r * g.p, g.p);
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
         const Acc* cols;
