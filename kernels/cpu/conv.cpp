@@ -255,8 +255,25 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
   std::vector<Acc> b(static_cast<size_t>(g.o), Acc(0));
   if (has_bias) widen(static_cast<const T*>(bias.raw_data()), b.data(), g.o);
   const bool pack = !(g.pointwise() && kSame);
+  // With a column matrix, the bias rides in the gemm as one more reduction row: ones under
+  // the columns and the bias as an extra weight column (k = ckk + 1), so the gemm's write is
+  // the output's first and only one. Filling the fresh output with the bias first (beta 1)
+  // pulled every line in from memory: 2.5% of the CNN step.
+  const bool fold_bias = has_bias && pack;
+  const int64_t kk = g.ckk + (fold_bias ? 1 : 0);
+  std::vector<Acc> wb;
+  const Acc* wptr = wm.ptr;
+  if (fold_bias) {
+    wb.resize(static_cast<size_t>(g.o * kk));
+    for (int64_t r = 0; r < g.o; ++r) {
+      std::copy_n(wm.ptr + r * g.ckk, g.ckk, wb.begin() + r * kk);
+      wb[static_cast<size_t>(r * kk + g.ckk)] = b[static_cast<size_t>(r)];
+    }
+    wptr = wb.data();
+  }
   for_samples(g.n, [&](auto&& claim, const SampleGemm& gemm) {
-    Workspace<Acc> col(pack ? g.ckk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
+    Workspace<Acc> col(pack ? kk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
+    if (fold_bias) std::fill_n(col.data() + g.ckk * g.p, g.p, Acc(1));  // im2col leaves this row alone
     for (int64_t s; (s = claim()) >= 0;) {
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
@@ -269,12 +286,12 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
           cols = reinterpret_cast<const Acc*>(xg);
         }
         Acc* dst = kSame ? reinterpret_cast<Acc*>(yg) : acc.data();
-        // The bias goes in first and the gemm adds to it (beta 1): OpenBLAS would otherwise
-        // zero the block for beta 0, and a second pass would add the bias.
-        if (has_bias)
+        // Unpacked (1x1) input with a bias: the gemm adds to the bias (beta 1).
+        const bool add_to_bias = has_bias && !fold_bias;
+        if (add_to_bias)
           for (int64_t r = 0; r < g.og; ++r) std::fill_n(dst + r * g.p, g.p, b[static_cast<size_t>(gi * g.og + r)]);
-        gemm(false, false, g.og, g.p, g.ckk, Acc(1), wm.ptr + gi * g.og * g.ckk, g.ckk, cols, g.p,
-             Acc(has_bias ? 1 : 0), dst, g.p);
+        gemm(false, false, g.og, g.p, kk, Acc(1), wptr + gi * g.og * kk, kk, cols, g.p, Acc(add_to_bias ? 1 : 0), dst,
+             g.p);
         // The single rounding to T, while the block is still in cache.
         if constexpr (!kSame)
           for (int64_t r = 0; r < g.og; ++r) store_run(dst + r * g.p, yg + r * g.p, g.p);
