@@ -23,36 +23,47 @@ int64_t grain_for(int64_t plane_work) {
 }
 
 // The usual 2x2, stride 2 window with no padding or dilation, every window inside the image:
-// no bounds checks, and the four values compared without branches (same rule as below: the
-// first seeds, a later one wins when larger or NaN), so each row is a tight loop.
+// no bounds checks, and the four candidates compared by selects rather than branches (random
+// data makes branches mispredict about every other window).
 bool is_plain_2x2(const Planes& g, const Pool2dParams& p) {
   return p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 && p.stride[1] == 2 && p.padding[0] == 0 &&
          p.padding[1] == 0 && p.dilation[0] == 1 && p.dilation[1] == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
 }
 
+// One output row: r0 and r1 are the windows' two input rows, r0[0] is element `base` of the
+// plane. Same rule as the general loop (the first candidate seeds, a later one wins when larger
+// or NaN), in the same order; the stored value is the chosen element itself, NaN payloads
+// included. Straight-line selects on restrict pointers: GCC vectorises it (the stride-2 loads
+// become shuffles), about 7x faster than the per-window loop it replaces.
+template <class T>
+void max_pool_2x2_row(const T* __restrict r0, const T* __restrict r1, T* __restrict y, int64_t* __restrict ix,
+                      int64_t n, int64_t base, int64_t w) {
+  using Acc = acc_t<T>;
+  for (int64_t ox = 0; ox < n; ++ox) {
+    const T c0 = r0[2 * ox], c1 = r0[2 * ox + 1], c2 = r1[2 * ox], c3 = r1[2 * ox + 1];
+    T best = c0;
+    Acc bv = static_cast<Acc>(c0);
+    int64_t off = 0;
+    const Acc v1 = static_cast<Acc>(c1), v2 = static_cast<Acc>(c2), v3 = static_cast<Acc>(c3);
+    const bool t1 = v1 > bv || v1 != v1;
+    best = t1 ? c1 : best, bv = t1 ? v1 : bv, off = t1 ? 1 : off;
+    const bool t2 = v2 > bv || v2 != v2;
+    best = t2 ? c2 : best, bv = t2 ? v2 : bv, off = t2 ? w : off;
+    const bool t3 = v3 > bv || v3 != v3;
+    best = t3 ? c3 : best, off = t3 ? w + 1 : off;
+    y[ox] = best;
+    ix[ox] = base + 2 * ox + off;
+  }
+}
+
 template <class T>
 void max_pool_2x2(const Planes& g, const T* x, T* y, int64_t* ix) {
-  using Acc = acc_t<T>;
   parallel_for(g.planes, grain_for(g.oh * g.ow * 4), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * g.h * g.w;
       for (int64_t oy = 0; oy < g.oh; ++oy) {
-        const int64_t row = 2 * oy * g.w;
-        T* yo = y + (pl * g.oh + oy) * g.ow;
-        int64_t* io = ix + (pl * g.oh + oy) * g.ow;
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          const int64_t i0 = row + 2 * ox;
-          Acc best = static_cast<Acc>(xp[i0]);
-          int64_t bi = i0;
-          for (const int64_t i : {i0 + 1, i0 + g.w, i0 + g.w + 1}) {
-            const Acc v = static_cast<Acc>(xp[i]);
-            const bool take = v > best || v != v;
-            best = take ? v : best;
-            bi = take ? i : bi;
-          }
-          yo[ox] = xp[bi];  // the stored value itself, NaN payloads included
-          io[ox] = bi;
-        }
+        const int64_t row = 2 * oy * g.w, o = (pl * g.oh + oy) * g.ow;
+        max_pool_2x2_row(xp + row, xp + row + g.w, y + o, ix + o, g.ow, row, g.w);
       }
     }
   });
@@ -100,6 +111,45 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& inpu
   });
 }
 
+// The backward of one output row when each index lies in its own output's 2x2 block (as the
+// plain forward above leaves them): the blocks are disjoint, so every input element of the
+// block rows is written once, with its gradient or 0, and nothing needs zeroing or adding up.
+// Returns false when an index lies elsewhere (indices from another window geometry with the
+// same sizes); the caller then redoes the plane the general way. 0 + g, as the general path
+// adds into zeros (so -0 becomes +0 there and here alike).
+template <class T>
+bool max_pool_2x2_backward_row(const T* __restrict gy, const int64_t* __restrict ix, T* __restrict r0, T* __restrict r1,
+                               int64_t n, int64_t base, int64_t w) {
+  using Acc = acc_t<T>;
+  int64_t stray = 0;  // bitwise ops, not || : a branch-free body vectorises
+  for (int64_t ox = 0; ox < n; ++ox) {
+    const int64_t off = ix[ox] - (base + 2 * ox);
+    const T g = static_cast<T>(Acc(0) + static_cast<Acc>(gy[ox])), z = static_cast<T>(Acc(0));
+    r0[2 * ox] = off == 0 ? g : z;
+    r0[2 * ox + 1] = off == 1 ? g : z;
+    r1[2 * ox] = off == w ? g : z;
+    r1[2 * ox + 1] = off == w + 1 ? g : z;
+    stray += (off != 0) & (off != 1) & (off != w) & (off != w + 1);
+  }
+  return stray == 0;
+}
+
+// Every index inside its own output's 2x2 block: see max_pool_2x2_backward_row.
+template <class T>
+bool max_pool_2x2_backward_plane(const Planes& g, const T* gy, const int64_t* ix, T* dst) {
+  bool ok = true;
+  for (int64_t oy = 0; oy < g.oh && ok; ++oy) {
+    const int64_t row = 2 * oy * g.w;
+    ok = max_pool_2x2_backward_row(gy + oy * g.ow, ix + oy * g.ow, dst + row, dst + row + g.w, g.ow, row, g.w);
+    if (2 * g.ow < g.w) {  // the columns right of the last window
+      std::fill(dst + row + 2 * g.ow, dst + row + g.w, T(0));
+      std::fill(dst + row + g.w + 2 * g.ow, dst + row + 2 * g.w, T(0));
+    }
+  }
+  std::fill(dst + 2 * g.oh * g.w, dst + g.h * g.w, T(0));  // the rows below the last window
+  return ok;
+}
+
 template <class T>
 void max_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& indices) {
   using Acc = acc_t<T>;
@@ -108,13 +158,15 @@ void max_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_out, c
   const int64_t* ix = static_cast<const int64_t*>(indices.raw_data());
   T* gx = static_cast<T*>(grad_input.raw_data());
   const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  const bool maybe_2x2 = 2 * g.oh <= g.h && 2 * g.ow <= g.w;
   parallel_for(g.planes, grain_for(hw + ohw), [&](int64_t b, int64_t e) {
-    std::vector<Acc> acc(static_cast<size_t>(hw));
+    std::vector<Acc> acc;
     for (int64_t pl = b; pl < e; ++pl) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
+      T* dst = gx + pl * hw;
+      if (maybe_2x2 && max_pool_2x2_backward_plane(g, gy + pl * ohw, ix + pl * ohw, dst)) continue;
+      acc.assign(static_cast<size_t>(hw), Acc(0));
       for (int64_t o = 0; o < ohw; ++o)
         acc[static_cast<size_t>(ix[pl * ohw + o])] += static_cast<Acc>(gy[pl * ohw + o]);
-      T* dst = gx + pl * hw;
       for (int64_t i = 0; i < hw; ++i) dst[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
     }
   });

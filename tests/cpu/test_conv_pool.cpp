@@ -1,5 +1,7 @@
 // conv2d, max_pool2d and avg_pool2d against direct float64 loops written here, gradients by
 // gradcheck, every float dtype, strided inputs, empty batches and bad arguments.
+#include <random>
+
 #include "helpers.h"
 
 using namespace hg;
@@ -313,6 +315,95 @@ TEST_CASE("pooling gradients: gradcheck and 16-bit backward") {
   avg_pool2d(xb, {3}, {2}).backward(v);
   avg_pool2d(xr, {3}, {2}).backward(v.to(kFloat64));
   check_close(xb.grad(), xr.grad());
+}
+
+namespace {
+
+// max_pool2d by PyTorch's rule in float64 (the first in-image element of a window seeds it, a
+// later one wins when larger or NaN) and the input gradient for the output gradient gy: each
+// element gets the sum, started from +0, of gy over the windows that picked it.
+struct MaxPoolReference {
+  std::vector<double> y, gx;
+};
+MaxPoolReference max_pool_reference(const std::vector<double>& xv, const PoolCase& c, const std::vector<double>& gy) {
+  const int64_t planes = c.x[0] * c.x[1], h = c.x[2], w = c.x[3];
+  const int64_t oh = pool_len(h, c.kh, c.sh, c.ph, c.dh, c.ceil), ow = pool_len(w, c.kw, c.sw, c.pw, c.dw, c.ceil);
+  MaxPoolReference r{{}, std::vector<double>(xv.size(), 0.0)};
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t z = 0; z < ow; ++z) {
+        int64_t bi = -1;
+        for (int64_t i = 0; i < c.kh; ++i)
+          for (int64_t j = 0; j < c.kw; ++j) {
+            const int64_t iy = y * c.sh - c.ph + i * c.dh, ix = z * c.sw - c.pw + j * c.dw;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const int64_t k = (p * h + iy) * w + ix;
+            const double v = xv[static_cast<size_t>(k)];
+            if (bi < 0 || v > xv[static_cast<size_t>(bi)] || std::isnan(v)) bi = k;
+          }
+        r.y.push_back(xv[static_cast<size_t>(bi)]);
+        r.gx[static_cast<size_t>(bi)] += gy[r.y.size() - 1];
+      }
+  return r;
+}
+
+// Values from a small set, so windows have ties, with NaNs and signed zeros mixed in.
+std::vector<double> tie_values(int64_t n, uint32_t seed, bool nans) {
+  std::mt19937 rng(seed);
+  const double pick[] = {-1.0, 0.0, -0.0, 1.0, 2.0, 2.0, 0.5, -3.0};
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& e : v) e = nans && rng() % 16 == 0 ? NAN : pick[rng() % 8];
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d: the 2x2 fast path and the general loop agree on NaN, ties, odd sizes and -0") {
+  const std::vector<PoolCase> cases = {
+      {{2, 3, 8, 8}, 2, 2, 2, 2, 0, 0, 1, 1, false},   // fast path, exact fit
+      {{1, 2, 7, 9}, 2, 2, 2, 2, 0, 0, 1, 1, false},   // fast path, last row and column unused
+      {{1, 2, 7, 9}, 2, 2, 2, 2, 0, 0, 1, 1, true},    // ceil_mode: clipped windows, general loop
+      {{2, 1, 4, 37}, 2, 2, 2, 2, 0, 0, 1, 1, false},  // long rows: vector body and tail
+      {{1, 2, 8, 8}, 3, 3, 2, 2, 1, 1, 1, 1, false},   // overlapping windows with h = 2 oh
+  };
+  uint32_t seed = 31;
+  for (const PoolCase& c : cases) {
+    CAPTURE(c.x);
+    CAPTURE(c.kh);
+    CAPTURE(c.ceil);
+    const int64_t numel = c.x[0] * c.x[1] * c.x[2] * c.x[3];
+    const std::vector<double> xv = tie_values(numel, seed++, true);
+    const Tensor probe = max_pool2d(zeros(c.x), {c.kh, c.kw}, {c.sh, c.sw}, {c.ph, c.pw}, {1, 1}, c.ceil);
+    const std::vector<double> gy = tie_values(probe.numel(), seed++, false);
+    const MaxPoolReference ref = max_pool_reference(xv, c, gy);
+    for (Dtype d : {kFloat32, kFloat16, kBFloat16, kFloat64}) {
+      CAPTURE(dtype_name(d));
+      // Every value and gradient sum here is exact in every dtype.
+      Tensor x = tensor(xv, c.x).to(d).requires_grad_();
+      const Tensor y = max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, {c.ph, c.pw}, {1, 1}, c.ceil);
+      check_close(y, tensor(ref.y, probe.shape()), Tolerance{0, 0});
+      y.backward(tensor(gy, probe.shape()).to(d));
+      check_close(x.grad(), tensor(ref.gx, c.x), Tolerance{0, 0});
+      const auto gx = x.grad().to_vector<double>();
+      for (size_t i = 0; i < gx.size(); ++i) {
+        if (gx[i] == 0.0 && std::signbit(gx[i])) {
+          FAIL_CHECK(fmt::format("gradient element {} is -0, expected +0", i));
+          break;
+        }
+      }
+    }
+  }
+  // The general loop (ceil_mode on an odd size) and the fast path (floor) on the same input:
+  // the full windows give the same values and gradients.
+  const std::vector<double> xv = tie_values(2 * 3 * 7 * 9, 7, true);
+  Tensor a = tensor(xv, {2, 3, 7, 9}).requires_grad_(), b = tensor(xv, {2, 3, 7, 9}).requires_grad_();
+  const Tensor general = max_pool2d(a, {2}, {2}, {0}, {1}, true).slice(2, 0, 3).slice(3, 0, 4);
+  const Tensor fast = max_pool2d(b, {2}, {2}, {0}, {1}, false);
+  check_close(fast, general, Tolerance{0, 0});
+  const Tensor g = randn(fast.shape());
+  general.backward(g);
+  fast.backward(g);
+  check_close(b.grad(), a.grad(), Tolerance{0, 0});
 }
 
 TEST_CASE("pooling errors name the shapes") {
