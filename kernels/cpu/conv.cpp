@@ -1,23 +1,17 @@
-// CPU conv2d: im2col + OpenBLAS gemm, one sample at a time per thread so each sample's column
-// buffer stays in cache between its packing and its gemm. float16/bfloat16 are widened to
-// float32 while packing, accumulated in float32 and rounded once when written back.
+// CPU conv2d: im2col + gemm (workspace.h: oneDNN or OpenBLAS), one sample at a time per thread
+// so each sample's column buffer stays in cache between its packing and its gemm.
+// float16/bfloat16 are widened to float32 while packing, accumulated in float32 and rounded
+// once when written back.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <string_view>
 #include <vector>
 
 #include "framework/ops/conv.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/workspace.h"
-
-#if HG_HAVE_ONEDNN
-#include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
-#endif
 
 namespace hg::cpu {
 namespace {
@@ -158,57 +152,11 @@ void widen(const T* src, Acc* dst, int64_t n) {
   load_run(src, dst, n);
 }
 
-// The gemm of one sample's products. With several samples in flight each thread runs its own
-// single-threaded gemms: oneDNN's sgemm where halfgrad is built with it (its AVX-512 JIT
-// kernels took 20% less CPU time than OpenBLAS on each of the MNIST CNN's three conv2 shapes,
-// single-threaded, with bit-identical results), else OpenBLAS; HG_CPU_ONEDNN=0 keeps OpenBLAS
-// for comparisons. A lone sample runs on OpenBLAS's threads.
-struct SampleGemm {
-  bool threads_per_sample;
-
-  template <class Acc>
-  void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, Acc alpha, const Acc* a, int64_t lda, const Acc* b,
-                  int64_t ldb, Acc beta, Acc* c, int64_t ldc) const {
-#if HG_HAVE_ONEDNN
-    if constexpr (std::is_same_v<Acc, float>) {
-      if (threads_per_sample && onednn_enabled()) {
-        one_openmp_thread();
-        const dnnl_status_t st =
-            dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-        HG_CHECK(st == dnnl_success, "conv2d", "oneDNN sgemm of [{}, {}] x [{}, {}] failed with status {}", m, k, k, n,
-                 static_cast<int>(st));
-        return;
-      }
-    }
-#endif
-    gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-
-#if HG_HAVE_ONEDNN
-  static bool onednn_enabled() {
-    static const bool enabled = [] {
-      const char* env = std::getenv("HG_CPU_ONEDNN");
-      return env == nullptr || std::string_view(env) != "0";
-    }();
-    return enabled;
-  }
-  // oneDNN runs on OpenMP, whose waiting workers spin; each calling thread asks for a team of
-  // one, as kernels/cpu/onednn_matmul.cpp does, and halfgrad's pool does the splitting.
-  static void one_openmp_thread() {
-    thread_local const bool done = [] {
-      omp_set_num_threads(1);
-      return true;
-    }();
-    (void)done;
-  }
-#endif
-};
-
-// Runs body(claim, gemm) once per thread; claim() hands out the next unprocessed sample, or -1
-// when none is left. Samples are claimed one at a time rather than split in fixed halves, so a
+// Runs body(claim) once per thread; claim() hands out the next unprocessed sample, or -1 when
+// none is left. Samples are claimed one at a time rather than split in fixed halves, so a
 // thread slowed down by other work on the machine does not leave the other one waiting. With
-// two or more samples each thread runs its gemms single-threaded; a single sample runs on this
-// thread with BLAS's own threads.
+// two or more samples each thread runs its gemms single-threaded (oneDNN runs on the calling
+// thread inside a pool task, OpenBLAS under the guard); a single sample's gemms use all threads.
 template <class Body>
 void for_samples(int64_t n, Body&& body) {
   std::atomic<int64_t> next{0};
@@ -218,10 +166,9 @@ void for_samples(int64_t n, Body&& body) {
   };
   if (n >= 2) {
     BlasSingleThreadGuard guard;
-    const SampleGemm gemm{true};
-    run_parallel(num_threads(), [&](int64_t) { body(claim, gemm); });
+    run_parallel(num_threads(), [&](int64_t) { body(claim); });
   } else if (n == 1) {
-    body(claim, SampleGemm{false});
+    body(claim);
   }
 }
 
@@ -271,7 +218,7 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
     }
     wptr = wb.data();
   }
-  for_samples(g.n, [&](auto&& claim, const SampleGemm& gemm) {
+  for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(pack ? kk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
     if (fold_bias) std::fill_n(col.data() + g.ckk * g.p, g.p, Acc(1));  // im2col leaves this row alone
     for (int64_t s; (s = claim()) >= 0;) {
@@ -311,7 +258,7 @@ void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
   const int64_t chw = g.c * g.h * g.w;
   const bool direct = g.pointwise() && kSame;  // the gemm writes the input gradient itself
-  for_samples(g.n, [&](auto&& claim, const SampleGemm& gemm) {
+  for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(direct ? 0 : g.ckk * g.p), gyw(kSame ? 0 : g.o * g.p), gxw(kSame ? 0 : chw);
     for (int64_t s; (s = claim()) >= 0;) {
       const Acc* gys;
@@ -352,7 +299,7 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
   // Each thread sums its samples into its own partial; the partials are added once at the end.
   std::vector<Acc> dw(static_cast<size_t>(g.o * g.ckk), Acc(0)), db(static_cast<size_t>(g.o), Acc(0));
   std::mutex partials_mutex;
-  for_samples(g.n, [&](auto&& claim, const SampleGemm& gemm) {
+  for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(pack ? g.ckk * g.p : 0), gyw(kSame ? 0 : g.o * g.p);
     std::vector<Acc> pdw(dw.size(), Acc(0)), pdb(db.size(), Acc(0));
     for (int64_t s; (s = claim()) >= 0;) {

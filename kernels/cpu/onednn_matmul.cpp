@@ -184,6 +184,30 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
     }
     return p;
   };
+  // float32 runs through oneDNN's BLAS-like sgemm: no plan to look up and no memory objects to
+  // make per call, which conv's many small per-sample products notice (about 6% of a CNN step).
+  if (dtype == kFloat32) {
+    parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
+      use_one_openmp_thread();
+      for (int64_t c = begin; c < end; ++c) {
+        const Part p = part_of(c);
+        const auto op = [](const MatrixView& v) {
+          const bool t = v.row_stride == 1 && v.cols > 1;
+          return std::pair<char, int64_t>{t ? 'T' : 'N', t ? v.col_stride : v.row_stride};
+        };
+        const auto [ta, lda] = op(p.a);
+        const auto [tb, ldb] = op(p.b);
+        const dnnl_status_t status = dnnl_sgemm(
+            ta, tb, p.a.rows, p.b.cols, p.a.cols, 1.0f,
+            reinterpret_cast<const float*>(static_cast<const char*>(a) + p.a_offset), lda,
+            reinterpret_cast<const float*>(static_cast<const char*>(b) + p.b_offset), ldb, accumulate ? 1.0f : 0.0f,
+            reinterpret_cast<float*>(static_cast<char*>(out) + p.out_offset), out_ld);
+        HG_CHECK(status == dnnl_success, "mm", "oneDNN sgemm of [{}, {}] @ [{}, {}] failed with status {}", p.a.rows,
+                 p.a.cols, p.b.rows, p.b.cols, static_cast<int>(status));
+      }
+    });
+    return true;
+  }
   if (!plan_for(dtype, part_of(0).a, part_of(0).b, out_ld, accumulate)->usable) return false;
   try {
     parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
