@@ -97,19 +97,27 @@ std::shared_ptr<const Plan> plan_for(Dtype dtype, const MatrixView& av, const Ma
 
 // oneDNN runs on OpenMP (Debian's build uses libgomp). OpenMP workers spin while they wait,
 // and on a machine whose cores are all busy (halfgrad's pool, other processes) that spinning
-// made a bfloat16 MLP step 10x slower. So every thread that calls oneDNN asks for a team of
-// one, and halfgrad splits the work over its own pool instead.
-void use_one_openmp_thread() {
-  thread_local const bool done = [] {
-    omp_set_num_threads(1);
-    return true;
-  }();
-  (void)done;
-}
+// made a bfloat16 MLP step 10x slower. So while it calls oneDNN a thread asks for a team of
+// one, and halfgrad splits the work over its own pool instead. The thread's previous setting
+// comes back afterwards: a user's own OpenMP regions on that thread keep their team size.
+class OneOpenMPThread {
+ public:
+  OneOpenMPThread() : previous_(omp_get_max_threads()) {
+    if (previous_ != 1) omp_set_num_threads(1);
+  }
+  ~OneOpenMPThread() {
+    if (previous_ != 1) omp_set_num_threads(previous_);
+  }
+  OneOpenMPThread(const OneOpenMPThread&) = delete;
+  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
+
+ private:
+  int previous_;
+};
 
 // Runs a plan on the calling thread.
 void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
-  use_one_openmp_thread();
+  const OneOpenMPThread one_thread;
   const dnnl::engine& engine = cpu_engine();
   thread_local dnnl::stream stream(engine);
   // Scratch memory: one buffer per thread that only grows, so a training loop in its steady
@@ -188,7 +196,7 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
   // make per call, which conv's many small per-sample products notice (about 6% of a CNN step).
   if (dtype == kFloat32) {
     parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
-      use_one_openmp_thread();
+      const OneOpenMPThread one_thread;
       for (int64_t c = begin; c < end; ++c) {
         const Part p = part_of(c);
         const auto op = [](const MatrixView& v) {

@@ -1,4 +1,6 @@
 // Matrix products and sums against float64 references.
+#include <dlfcn.h>
+
 #include "helpers.h"
 #include "kernels/cpu/onednn_matmul.h"
 
@@ -71,6 +73,27 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
     }
     CHECK(mm(zeros({0, 300}, d), zeros({300, 150}, d)).shape() == Shape{0, 150});
   }
+}
+
+TEST_CASE("the fast matmul path leaves the calling thread's OpenMP team size alone") {
+  // oneDNN runs on OpenMP with a team of one while halfgrad calls it; a user's own OpenMP code
+  // on the same thread must find its setting unchanged afterwards. Looked up at run time: the
+  // OpenMP runtime is only loaded when halfgrad was built with oneDNN.
+  using GetFn = int (*)();
+  using SetFn = void (*)(int);
+  const auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  const auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (get == nullptr || set == nullptr) {
+    MESSAGE("no OpenMP runtime loaded: nothing to check");
+    return;
+  }
+  const int before = get();
+  set(3);
+  const Tensor a = randn({200, 300}), b = randn({300, 150});
+  (void)mm(a, b);
+  (void)mm(a.to(kBFloat16), b.to(kBFloat16));
+  CHECK(get() == 3);
+  set(before);
 }
 
 TEST_CASE("bmm, matmul broadcasting and linear") {
