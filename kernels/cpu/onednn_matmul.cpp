@@ -28,12 +28,11 @@ namespace {
 // small-matrix kernels take, and each new shape would cost a plan (about a millisecond).
 constexpr int64_t kMinWork = int64_t{1} << 16;
 
-// A problem: dtype, sizes, operand strides, the output's row stride, and whether the product
-// is added to the output (beta 1) or replaces it (beta 0).
-using Key = std::tuple<Dtype, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+// A bfloat16 problem: sizes, operand strides and the output's row stride.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
-// A matmul primitive made for one problem. `usable` is false when oneDNN only had a reference
-// kernel (or none): the caller then takes the OpenBLAS path.
+// A bfloat16 matmul primitive made for one problem. `usable` is false when oneDNN only had a
+// reference kernel (or none): the caller then takes the OpenBLAS path.
 struct Plan {
   bool usable = false;
   dnnl::matmul primitive;
@@ -45,13 +44,8 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-dnnl::memory::data_type onednn_type(Dtype dtype) {
-  return dtype == kBFloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
-}
-
-std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld,
-                                      bool accumulate) {
-  const auto dt = onednn_type(dtype);
+std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+  constexpr auto dt = dnnl::memory::data_type::bf16;
   auto plan = std::make_shared<Plan>();
   plan->a = dnnl::memory::desc({av.rows, av.cols}, dt, {av.row_stride, av.col_stride});
   plan->b = dnnl::memory::desc({bv.rows, bv.cols}, dt, {bv.row_stride, bv.col_stride});
@@ -60,11 +54,6 @@ std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const M
   // Scratch memory comes from the caller on every run, so one primitive can run on several
   // threads at once.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (accumulate) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    attr.set_post_ops(sum);
-  }
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a, plan->b, plan->out), attr, cpu_engine());
     if (std::strstr(pd.impl_info_str(), "ref") != nullptr) return plan;  // too slow to be worth it
@@ -80,17 +69,15 @@ std::shared_ptr<const Plan> make_plan(Dtype dtype, const MatrixView& av, const M
 // Plans are made once per problem and kept: a training loop multiplies the same handful of
 // shapes on every step. A program that keeps making new shapes starts the cache afresh now
 // and then (plans in use stay alive through their shared_ptr).
-std::shared_ptr<const Plan> plan_for(Dtype dtype, const MatrixView& av, const MatrixView& bv, int64_t out_ld,
-                                     bool accumulate = false) {
+std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const Plan>> plans;
-  const Key key{dtype,         av.rows,       av.cols,       bv.cols, av.row_stride,
-                av.col_stride, bv.row_stride, bv.col_stride, out_ld,  accumulate};
+  const Key key{av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it == plans.end()) {
     if (plans.size() >= 1024) plans.clear();
-    it = plans.emplace(key, make_plan(dtype, av, bv, out_ld, accumulate)).first;
+    it = plans.emplace(key, make_plan(av, bv, out_ld)).first;
   }
   return it->second;
 }
@@ -130,6 +117,24 @@ void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
   plan.primitive.execute(stream,
                          {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}, {DNNL_ARG_SCRATCHPAD, ms}});
   stream.wait();
+}
+
+// out (row stride out_ld) = a @ b, or out += a @ b, in float32 on the calling thread, through
+// oneDNN's BLAS-like sgemm: no plan to look up and no memory objects to make per call, which
+// conv's many small per-sample products notice (about 6% of a CNN step against plans).
+void run_sgemm(float* out, int64_t out_ld, bool accumulate, const float* a, const MatrixView& av, const float* b,
+               const MatrixView& bv) {
+  const auto blas = [](const MatrixView& v) {  // transpose flag and leading dimension
+    const bool t = v.row_stride == 1 && v.cols > 1;
+    return std::pair<char, int64_t>{t ? 'T' : 'N', t ? v.col_stride : v.row_stride};
+  };
+  const auto [ta, lda] = blas(av);
+  const auto [tb, ldb] = blas(bv);
+  const OneOpenMPThread one_thread;
+  const dnnl_status_t status =
+      dnnl_sgemm(ta, tb, av.rows, bv.cols, av.cols, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, out, out_ld);
+  HG_CHECK(status == dnnl_success, "mm", "oneDNN sgemm of [{}, {}] @ [{}, {}] failed with status {}", av.rows, av.cols,
+           bv.rows, bv.cols, static_cast<int>(status));
 }
 
 bool native_bf16_cpu() {
@@ -192,45 +197,32 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
     }
     return p;
   };
-  // float32 runs through oneDNN's BLAS-like sgemm: no plan to look up and no memory objects to
-  // make per call, which conv's many small per-sample products notice (about 6% of a CNN step).
+  const auto at = [](const void* base, int64_t offset) { return static_cast<const char*>(base) + offset; };
   if (dtype == kFloat32) {
     parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
-      const OneOpenMPThread one_thread;
       for (int64_t c = begin; c < end; ++c) {
         const Part p = part_of(c);
-        const auto op = [](const MatrixView& v) {
-          const bool t = v.row_stride == 1 && v.cols > 1;
-          return std::pair<char, int64_t>{t ? 'T' : 'N', t ? v.col_stride : v.row_stride};
-        };
-        const auto [ta, lda] = op(p.a);
-        const auto [tb, ldb] = op(p.b);
-        const dnnl_status_t status = dnnl_sgemm(
-            ta, tb, p.a.rows, p.b.cols, p.a.cols, 1.0f,
-            reinterpret_cast<const float*>(static_cast<const char*>(a) + p.a_offset), lda,
-            reinterpret_cast<const float*>(static_cast<const char*>(b) + p.b_offset), ldb, accumulate ? 1.0f : 0.0f,
-            reinterpret_cast<float*>(static_cast<char*>(out) + p.out_offset), out_ld);
-        HG_CHECK(status == dnnl_success, "mm", "oneDNN sgemm of [{}, {}] @ [{}, {}] failed with status {}", p.a.rows,
-                 p.a.cols, p.b.rows, p.b.cols, static_cast<int>(status));
+        run_sgemm(reinterpret_cast<float*>(static_cast<char*>(out) + p.out_offset), out_ld, accumulate,
+                  reinterpret_cast<const float*>(at(a, p.a_offset)), p.a,
+                  reinterpret_cast<const float*>(at(b, p.b_offset)), p.b);
       }
     });
     return true;
   }
-  if (!plan_for(dtype, part_of(0).a, part_of(0).b, out_ld, accumulate)->usable) return false;
+  if (accumulate || !plan_for(part_of(0).a, part_of(0).b, out_ld)->usable) return false;
   try {
     parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         const Part p = part_of(c);
-        const auto plan = plan_for(dtype, p.a, p.b, out_ld, accumulate);
+        const auto plan = plan_for(p.a, p.b, out_ld);
         HG_CHECK(plan->usable, "mm",
-                 "oneDNN planned a [{}, {}] @ [{}, {}] {} product but not its part [{}, {}] @ [{}, {}]", av.rows,
-                 av.cols, bv.rows, bv.cols, dtype, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
-        run_plan(*plan, static_cast<char*>(out) + p.out_offset, static_cast<const char*>(a) + p.a_offset,
-                 static_cast<const char*>(b) + p.b_offset);
+                 "oneDNN planned a [{}, {}] @ [{}, {}] bfloat16 product but not its part [{}, {}] @ [{}, {}]", av.rows,
+                 av.cols, bv.rows, bv.cols, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
+        run_plan(*plan, static_cast<char*>(out) + p.out_offset, at(a, p.a_offset), at(b, p.b_offset));
       }
     });
   } catch (const dnnl::error& e) {
-    fail("mm", "oneDNN {} matmul of [{}, {}] @ [{}, {}] failed: {}", dtype, av.rows, av.cols, bv.rows, bv.cols,
+    fail("mm", "oneDNN bfloat16 matmul of [{}, {}] @ [{}, {}] failed: {}", av.rows, av.cols, bv.rows, bv.cols,
          e.what());
   }
   return true;

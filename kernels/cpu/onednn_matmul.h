@@ -20,12 +20,11 @@ struct MatrixView {
 // (HG_CPU_ONEDNN=0, for comparisons) and, for bfloat16, this CPU multiplies bfloat16 natively.
 bool onednn_matmul_enabled(Dtype dtype);
 
-// out = a @ b, or out += a @ b when `accumulate`, for float32 or bfloat16 operands (float32
-// accumulation, one rounding of the result); out is a row-major [a.rows, b.cols] matrix with
-// row stride out_ld. The rows or columns are split over halfgrad's thread pool (inside a pool
-// task, as in conv's loop over samples, it runs on the calling thread). Returns false, having
-// written nothing, when oneDNN is off, the problem is too small to be worth it, or oneDNN has
-// no fast kernel for it.
+// out = a @ b for float32 or bfloat16 operands (float32 accumulation, one rounding of the
+// result), or out += a @ b when `accumulate` (float32 only; bfloat16 declines it); out is a row-major [a.rows, b.cols]
+// matrix with row stride out_ld. The rows or columns are split over halfgrad's thread pool (inside a pool task, as in
+// conv's loop over samples, it runs on the calling thread). Returns false, having written nothing, when oneDNN is off,
+// the problem is too small to be worth it, or oneDNN has no fast kernel for it.
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
                    MatrixView bv);
 
