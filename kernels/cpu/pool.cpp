@@ -111,50 +111,46 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& inpu
   });
 }
 
+// How the 2x2 backward moves T's values: 16-bit floats as their bits (uint16_t), so its loop
+// vectorises (a float round trip per element kept it scalar), the others as themselves.
+template <class T>
+using Stored = std::conditional_t<sizeof(T) == 2, uint16_t, T>;
+
+// 0 + g, stored. For float/double, computed. For float16/bfloat16, on the bits: g itself,
+// except that -0 becomes +0 and a signalling NaN is quietened.
+template <class T>
+Stored<T> plus_zero(Stored<T> g) {
+  if constexpr (sizeof(T) == 2) {
+    constexpr uint16_t kExp = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
+    constexpr uint16_t kQuiet = std::is_same_v<T, BFloat16> ? 0x0040 : 0x0200;
+    const bool nan = (g & kExp) == kExp && (g & static_cast<uint16_t>(~kExp & 0x7fff)) != 0;
+    return g == 0x8000 ? uint16_t{0} : nan ? static_cast<uint16_t>(g | kQuiet) : g;
+  } else {
+    return T(0) + g;
+  }
+}
+
 // The backward of one output row when each index lies in its own output's 2x2 block (as the
 // plain forward above leaves them): the blocks are disjoint, so every input element of the
 // block rows is written once, with its gradient or 0, and nothing needs zeroing or adding up.
 // Returns false when an index lies elsewhere (indices from another window geometry with the
 // same sizes); the caller then redoes the plane the general way. 0 + g, as the general path
 // adds into zeros (so -0 becomes +0 there and here alike).
-// 0 + g rounded to the 16-bit type whose bits are b: b itself, except that -0 becomes +0 and
-// a signalling NaN is quietened. On the bits, so the loop below vectorises (a float round trip
-// per element kept it scalar).
-template <class T>
-uint16_t plus_zero_bits(uint16_t b) {
-  constexpr uint16_t kExp = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
-  constexpr uint16_t kQuiet = std::is_same_v<T, BFloat16> ? 0x0040 : 0x0200;
-  const bool nan = (b & kExp) == kExp && (b & static_cast<uint16_t>(~kExp & 0x7fff)) != 0;
-  return b == 0x8000 ? uint16_t{0} : nan ? static_cast<uint16_t>(b | kQuiet) : b;
-}
-
 template <class T>
 bool max_pool_2x2_backward_row(const T* __restrict gy, const int64_t* __restrict ix, T* __restrict r0, T* __restrict r1,
                                int64_t n, int64_t base, int64_t w) {
-  using Acc = acc_t<T>;
-  int64_t stray = 0;               // bitwise ops, not || : a branch-free body vectorises
-  if constexpr (sizeof(T) == 2) {  // float16 / bfloat16, on their bits
-    const auto* g16 = reinterpret_cast<const uint16_t*>(gy);
-    auto* o0 = reinterpret_cast<uint16_t*>(r0);
-    auto* o1 = reinterpret_cast<uint16_t*>(r1);
-    for (int64_t ox = 0; ox < n; ++ox) {
-      const int64_t off = ix[ox] - (base + 2 * ox);
-      const uint16_t g = plus_zero_bits<T>(g16[ox]);
-      o0[2 * ox] = off == 0 ? g : uint16_t{0};
-      o0[2 * ox + 1] = off == 1 ? g : uint16_t{0};
-      o1[2 * ox] = off == w ? g : uint16_t{0};
-      o1[2 * ox + 1] = off == w + 1 ? g : uint16_t{0};
-      stray += (off != 0) & (off != 1) & (off != w) & (off != w + 1);
-    }
-    return stray == 0;
-  }
+  using S = Stored<T>;
+  const S* __restrict g_in = reinterpret_cast<const S*>(gy);
+  S* __restrict o0 = reinterpret_cast<S*>(r0);
+  S* __restrict o1 = reinterpret_cast<S*>(r1);
+  int64_t stray = 0;  // bitwise ops, not || : a branch-free body vectorises
   for (int64_t ox = 0; ox < n; ++ox) {
     const int64_t off = ix[ox] - (base + 2 * ox);
-    const T g = static_cast<T>(Acc(0) + static_cast<Acc>(gy[ox])), z = static_cast<T>(Acc(0));
-    r0[2 * ox] = off == 0 ? g : z;
-    r0[2 * ox + 1] = off == 1 ? g : z;
-    r1[2 * ox] = off == w ? g : z;
-    r1[2 * ox + 1] = off == w + 1 ? g : z;
+    const S g = plus_zero<T>(g_in[ox]), z = S(0);
+    o0[2 * ox] = off == 0 ? g : z;
+    o0[2 * ox + 1] = off == 1 ? g : z;
+    o1[2 * ox] = off == w ? g : z;
+    o1[2 * ox + 1] = off == w + 1 ? g : z;
     stray += (off != 0) & (off != 1) & (off != w) & (off != w + 1);
   }
   return stray == 0;
