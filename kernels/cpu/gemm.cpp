@@ -78,10 +78,7 @@ bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int6
   if (m == 0 || n == 0 || !onednn_matmul_enabled(dtype)) return false;
   const BlasView va = blas_view(m, k, sa[1], sa[2]), vb = blas_view(k, n, sb[1], sb[2]);
   if (!va.usable || !vb.usable) return false;
-  const auto as_matrix = [](int64_t rows, int64_t cols, const BlasView& v) {
-    return v.transposed ? MatrixView{rows, cols, 1, v.ld} : MatrixView{rows, cols, v.ld, 1};
-  };
-  const MatrixView ma = as_matrix(m, k, va), mb = as_matrix(k, n, vb);
+  const MatrixView ma = MatrixView::blas(m, k, va.transposed, va.ld), mb = MatrixView::blas(k, n, vb.transposed, vb.ld);
   for (int64_t i = 0; i < batch; ++i) {
     // Every matrix of the batch has the same problem, so oneDNN takes all of them or none.
     if (!onednn_matmul(dtype, po + i * m * n, n, false, pa + i * sa[0], ma, pb + i * sb[0], mb)) return false;

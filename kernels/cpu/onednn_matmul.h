@@ -14,6 +14,11 @@ namespace hg::cpu {
 // One [rows, cols] operand and its element strides (one of them must be 1).
 struct MatrixView {
   int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0;
+
+  // The [rows, cols] matrix BLAS reads with this transpose flag and leading dimension.
+  static MatrixView blas(int64_t rows, int64_t cols, bool transposed, int64_t ld) {
+    return transposed ? MatrixView{rows, cols, 1, ld} : MatrixView{rows, cols, ld, 1};
+  }
 };
 
 // True when halfgrad was built with oneDNN, the environment does not turn it off

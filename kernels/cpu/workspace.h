@@ -53,8 +53,8 @@ class BlasSingleThreadGuard {
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
-      onednn_matmul(kFloat32, c, ldc, beta == 1.0f, a, ta ? MatrixView{m, k, 1, lda} : MatrixView{m, k, lda, 1}, b,
-                    tb ? MatrixView{k, n, 1, ldb} : MatrixView{k, n, ldb, 1}))
+      onednn_matmul(kFloat32, c, ldc, beta == 1.0f, a, MatrixView::blas(m, k, ta, lda), b,
+                    MatrixView::blas(k, n, tb, ldb)))
     return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
