@@ -186,7 +186,7 @@ void GradScaler::set_growth_interval(int64_t n) {
   options_.growth_interval = n;
 }
 
-optim::StateDict GradScaler::state_dict() const {
+StateDict GradScaler::state_dict() const {
   if (!enabled_) return {};
   return {
       {"scale", scalar_tensor(get_scale(), kFloat64)},
@@ -197,7 +197,7 @@ optim::StateDict GradScaler::state_dict() const {
   };
 }
 
-void GradScaler::load_state_dict(const optim::StateDict& state) {
+void GradScaler::load_state_dict(const StateDict& state) {
   if (!enabled_) return;
   HG_CHECK(!state.empty(), kName,
            "load_state_dict() got an empty state dict; was it saved from a disabled GradScaler?");

@@ -64,8 +64,8 @@ class GradScaler {
 
   // "scale", "growth_factor", "backoff_factor", "growth_interval", "growth_tracker" (0-d
   // tensors); empty when disabled.
-  optim::StateDict state_dict() const;
-  void load_state_dict(const optim::StateDict& state);
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };

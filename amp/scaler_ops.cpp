@@ -2,8 +2,8 @@
 
 #include "framework/grad_mode.h"
 #include "framework/op.h"
-#include "framework/ops/copy.h"
-#include "framework/ops/grad_scaling.h"
+#include "framework/ops/copy_kernels.h"
+#include "framework/ops/grad_scaling_kernels.h"
 
 namespace hg::amp {
 

@@ -10,10 +10,11 @@
 #include <string_view>
 #include <vector>
 
-#include "framework/dispatch.h"
 #include "framework/tensor.h"
 
 namespace hg {
+
+struct DispatchStubBase;  // framework/dispatch.h (internal)
 
 struct OpDef {
   const char* name;

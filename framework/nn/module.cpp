@@ -169,3 +169,11 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
 }
 
 }  // namespace hg::nn
+
+namespace hg {
+
+void save(const nn::Module& module, const std::string& path, const Metadata& metadata) {
+  save(module.state_dict(), path, metadata);
+}
+
+}  // namespace hg

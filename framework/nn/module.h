@@ -84,3 +84,10 @@ class Module {
 };
 
 }  // namespace hg::nn
+
+namespace hg {
+
+// Saves module.state_dict() as a safetensors checkpoint (hg::save's atomic write).
+void save(const nn::Module& module, const std::string& path, const Metadata& metadata = {});
+
+}  // namespace hg

@@ -1,4 +1,4 @@
-#include "framework/ops/binary.h"
+#include "framework/ops/binary_kernels.h"
 
 #include <cmath>
 

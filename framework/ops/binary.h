@@ -7,11 +7,6 @@ namespace hg {
 
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
 
-// out = a (op) b, all three of out's shape (inputs may be broadcast views); a and b share a
-// dtype; out has that dtype, or bool for comparisons. `alpha` scales b for Add and Sub.
-using BinaryFn = void (*)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
-HG_DECLARE_STUB(binary_stub, BinaryFn);
-
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor mul(const Tensor& a, const Tensor& b);

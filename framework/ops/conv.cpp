@@ -1,6 +1,6 @@
 // conv2d: argument checks, output geometry and the backward formula; the arithmetic lives in
 // the three stubs (kernels/cpu/conv.cpp on the CPU).
-#include "framework/ops/conv.h"
+#include "framework/ops/conv_kernels.h"
 
 #include "framework/ops/creation.h"
 #include "framework/ops/views.h"

@@ -1,4 +1,4 @@
-#include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 
 namespace hg {
 

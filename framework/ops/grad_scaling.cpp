@@ -1,6 +1,6 @@
 // The GradScaler stubs live in the framework so that kernels (which see only the framework)
 // can register into them; the ops that run them are in amp/scaler_ops.cpp.
-#include "framework/ops/grad_scaling.h"
+#include "framework/ops/grad_scaling_kernels.h"
 
 namespace hg {
 

@@ -1,7 +1,8 @@
 // gather / scatter_add and index_select / index_add: each pair is the other's gradient.
-#include "framework/ops/indexing.h"
+#include "framework/ops/indexing_kernels.h"
 
 #include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/views.h"
 

@@ -1,11 +1,14 @@
 // Classification losses: cross_entropy (one fused kernel each way) and nll_loss, plus the
 // reduction every loss shares.
-#include "framework/ops/loss.h"
+#include "framework/ops/loss_kernels.h"
 
 #include "framework/ops/binary.h"
+#include "framework/ops/binary_kernels.h"
 #include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/reduce.h"
+#include "framework/ops/reduce_kernels.h"
 
 namespace hg {
 

@@ -11,33 +11,7 @@ namespace hg {
 
 enum class Reduction { None, Mean, Sum };
 
-// logits [N, C, S] and target [N, S] (int64), contiguous. Writes per-sample losses and the
-// log-sum-exp of each row (both [N, S], float32 or float64) and returns how many targets were not
-// ignore_index. Throws "[op] ..." naming the first target outside [0, C).
-using CrossEntropyFn = int64_t (*)(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& target,
-                                   int64_t ignore_index, double label_smoothing);
-HG_DECLARE_STUB(cross_entropy_stub, CrossEntropyFn);
-// grad_logits [N, C, S] = (softmax - (1 - eps) onehot - eps / C) * grad_loss[n, s] (0 where
-// ignored); grad_loss is [N, S] or a 0-d tensor applied to every sample, in lse's dtype.
-using CrossEntropyBackwardFn = void (*)(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
-                                        const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                                        double label_smoothing);
-HG_DECLARE_STUB(cross_entropy_backward_stub, CrossEntropyBackwardFn);
-// losses[n, s] = -log_probs[n, target, s] (0 where ignored); returns the non-ignored count.
-using NllFn = int64_t (*)(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t ignore_index);
-HG_DECLARE_STUB(nll_stub, NllFn);
-// grad_log_probs (zeroed by the caller) [n, target, s] = -grad_loss[n, s] (grad_loss as above).
-using NllBackwardFn = void (*)(const Tensor& grad_log_probs, const Tensor& grad_loss, const Tensor& target,
-                               int64_t ignore_index);
-HG_DECLARE_STUB(nll_backward_stub, NllBackwardFn);
-
 enum class PointwiseLoss : uint8_t { SquaredError, BinaryCrossEntropy, BinaryCrossEntropyWithLogits };
-// out = loss(a, b[, c]) elementwise; all operands of out's shape and dtype (c, the pos_weight, may
-// be undefined). SquaredError: (a - b)^2; BinaryCrossEntropy: -(b log a + (1 - b) log(1 - a)) with
-// logs clamped at -100; BinaryCrossEntropyWithLogits: the stable form of the same on sigmoid(a).
-using PointwiseLossFn = void (*)(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b,
-                                 const Tensor& c);
-HG_DECLARE_STUB(pointwise_loss_stub, PointwiseLossFn);
 
 // logits [N, C] or [N, C, d1, ...] (or [C] with a 0-d target), target int64 class indices
 // [N] / [N, d1, ...]. Mean divides by the number of targets that are not ignore_index.
@@ -53,11 +27,3 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 }  // namespace hg
-
-namespace hg::detail {
-// Reduces per-element losses (float32/float64, contiguous) as asked and converts them to
-// out_dtype, calling kernels directly so no extra op is recorded. Mean divides by `count`.
-Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dtype out_dtype);
-// The dtype losses are computed in: float64 for float64 inputs, float32 otherwise.
-inline Dtype loss_compute_dtype(Dtype d) { return d == kFloat64 ? kFloat64 : kFloat32; }
-}  // namespace hg::detail

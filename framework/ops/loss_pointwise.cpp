@@ -1,9 +1,11 @@
 // Elementwise losses: mse_loss, binary_cross_entropy, binary_cross_entropy_with_logits. The
 // forward is one kernel pass plus the reduction; backward formulas are composed from ops.
+#include "framework/dispatch.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/loss.h"
+#include "framework/ops/loss_kernels.h"
 #include "framework/ops/unary.h"
 #include "framework/ops/views.h"
 

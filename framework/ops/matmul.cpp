@@ -1,6 +1,7 @@
-#include "framework/ops/matmul.h"
+#include "framework/ops/matmul_kernels.h"
 
 #include "framework/ops/binary.h"
+#include "framework/ops/binary_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/views.h"

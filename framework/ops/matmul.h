@@ -5,11 +5,6 @@
 
 namespace hg {
 
-// out[b] = a[b] @ b[b] for 3-d a [B,M,K], b [B,K,N] and a contiguous out [B,M,N] of one dtype.
-// a and b may be transposed views (either of their last two strides equal to 1).
-using GemmFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
-HG_DECLARE_STUB(gemm_stub, GemmFn);
-
 Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);

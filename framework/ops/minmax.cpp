@@ -1,5 +1,5 @@
 // max/min/argmax/argmin through the shared reduce kernel, and clamp.
-#include "framework/ops/minmax.h"
+#include "framework/ops/minmax_kernels.h"
 
 #include <cmath>
 
@@ -7,6 +7,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/reduce.h"
+#include "framework/ops/reduce_kernels.h"
 #include "framework/ops/views.h"
 
 namespace hg {

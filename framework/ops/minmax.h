@@ -8,11 +8,6 @@
 
 namespace hg {
 
-// out = min(max(in, lo), hi) elementwise (a missing bound is skipped; NaN stays NaN); out and in
-// have one dtype and shape.
-using ClampFn = void (*)(const Tensor& out, const Tensor& in, std::optional<double> lo, std::optional<double> hi);
-HG_DECLARE_STUB(clamp_stub, ClampFn);
-
 // Whole-tensor max / min (0-d). The gradient is shared evenly among tied maxima, as PyTorch.
 Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);

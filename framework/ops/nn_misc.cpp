@@ -1,10 +1,12 @@
 // embedding (index_select on rows, index_add back) and dropout (one mask kernel, one multiply).
-#include "framework/ops/nn_misc.h"
+#include "framework/ops/nn_misc_kernels.h"
 
 #include "framework/ops/binary.h"
+#include "framework/ops/binary_kernels.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
+#include "framework/ops/indexing_kernels.h"
 #include "framework/ops/views.h"
 
 namespace hg {

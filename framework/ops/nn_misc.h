@@ -5,11 +5,6 @@
 
 namespace hg {
 
-// Fills `mask` (contiguous, floating) with 0 (probability p) or 1 / (1 - p), drawing element i
-// from a counter-based generator keyed by `seed`, so the result does not depend on threading.
-using DropoutMaskFn = void (*)(const Tensor& mask, double p, uint64_t seed);
-HG_DECLARE_STUB(dropout_mask_stub, DropoutMaskFn);
-
 // Rows of weight [V, D] picked by indices (int64 or int32, any shape): shape indices.shape + [D].
 // The weight's gradient adds up the rows of every lookup of an index.
 Tensor embedding(const Tensor& weight, const Tensor& indices);

@@ -1,6 +1,6 @@
 // layer_norm and batch_norm: argument checks and backward formulas; the fused kernels live in
 // kernels/cpu/norm.cpp.
-#include "framework/ops/norm.h"
+#include "framework/ops/norm_kernels.h"
 
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"

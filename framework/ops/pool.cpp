@@ -1,6 +1,6 @@
 // max_pool2d and avg_pool2d: argument checks, output sizes and backward formulas; the loops
 // live in kernels/cpu/pool.cpp.
-#include "framework/ops/pool.h"
+#include "framework/ops/pool_kernels.h"
 
 #include "framework/ops/creation.h"
 #include "framework/ops/views.h"

@@ -1,9 +1,10 @@
-#include "framework/ops/reduce.h"
+#include "framework/ops/reduce_kernels.h"
 
 #include <algorithm>
 
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/views.h"
 

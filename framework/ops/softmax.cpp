@@ -1,5 +1,5 @@
 // softmax / log_softmax: one fused kernel pass forward, one backward, reusing the output.
-#include "framework/ops/softmax.h"
+#include "framework/ops/softmax_kernels.h"
 #include "framework/ops/views.h"
 
 #include "framework/ops/copy.h"

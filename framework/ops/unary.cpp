@@ -1,4 +1,4 @@
-#include "framework/ops/unary.h"
+#include "framework/ops/unary_kernels.h"
 
 #include <cmath>
 

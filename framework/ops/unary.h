@@ -24,17 +24,6 @@ enum class UnaryOp : uint8_t {
   Erf
 };
 
-// out = op(in), same shape and dtype (floating for all but Neg/Abs/Relu). p0, p1 are the op's
-// parameters: the exponent for PowScalar; beta and threshold for Softplus.
-using UnaryFn = void (*)(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1);
-HG_DECLARE_STUB(unary_stub, UnaryFn);
-
-// relu's gradient in one pass: grad_in = grad_out * (y > 0 ? 1 : 0) with y = relu(x), all of one
-// shape and dtype. relu's backward uses it where the device has a kernel, else the same product
-// built from gt and mul.
-using ReluBackwardFn = void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y);
-HG_DECLARE_STUB(relu_backward_stub, ReluBackwardFn);
-
 Tensor neg(const Tensor& t);
 Tensor exp(const Tensor& t);
 Tensor log(const Tensor& t);

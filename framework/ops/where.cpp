@@ -1,8 +1,10 @@
 // where and masked_fill: elementwise selection with broadcasting; the gradient of each branch
 // is the upstream gradient where that branch was picked.
+#include "framework/dispatch.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
+#include "framework/ops/indexing_kernels.h"
 #include "framework/ops/views.h"
 
 namespace hg {

@@ -6,7 +6,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
-#include "framework/optim/fused.h"
+#include "framework/ops/optim_update_kernels.h"
 
 namespace hg::optim {
 

@@ -2,15 +2,12 @@
 // lets a GradScaler's found_inf tensor veto a step without a host round trip on the GPU.
 #pragma once
 
-#include <map>
 #include <string>
 
+#include "framework/serialize/state_dict.h"
 #include "framework/tensor.h"
 
 namespace hg::optim {
-
-// Named tensors (optimizer state, module parameters); ordered so files come out the same.
-using StateDict = std::map<std::string, Tensor>;
 
 class Optimizer {
  public:

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "framework/nn/module.h"
 #include "framework/ops/creation.h"
 
 namespace hg {
@@ -115,10 +114,6 @@ void save(const StateDict& tensors, const std::string& path, const Metadata& met
     ::fsync(dfd);
     ::close(dfd);
   }
-}
-
-void save(const nn::Module& module, const std::string& path, const Metadata& metadata) {
-  save(module.state_dict(), path, metadata);
 }
 
 namespace {

@@ -6,24 +6,16 @@
 #include <map>
 #include <string>
 
-#include "framework/tensor.h"
+#include "framework/serialize/state_dict.h"
 
 namespace hg {
 
-namespace nn {
-class Module;
-}
-
-// Named tensors: module parameters and buffers, optimizer state, whole training checkpoints.
-using StateDict = std::map<std::string, Tensor>;
 // Free-form string pairs stored under the header's "__metadata__" key.
 using Metadata = std::map<std::string, std::string>;
 
 // Writes `tensors` to `path`. The file is written to a temporary file in the same directory,
 // flushed to disk and renamed over `path`, so a crash leaves either the old file or the new one.
 void save(const StateDict& tensors, const std::string& path, const Metadata& metadata = {});
-// Saves module.state_dict().
-void save(const nn::Module& module, const std::string& path, const Metadata& metadata = {});
 
 // Reads every tensor of a safetensors file onto the CPU. A damaged file (bad header length,
 // invalid JSON, unknown dtype, offsets or sizes that do not match, truncation) throws

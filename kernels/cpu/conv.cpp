@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "framework/ops/conv.h"
+#include "framework/ops/conv_kernels.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/workspace.h"

@@ -1,5 +1,5 @@
 // CPU copy with dtype conversion, and fill.
-#include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

@@ -1,6 +1,6 @@
 // CPU dropout mask: a counter-based generator (splitmix64 of seed + i), so each element's draw
 // is independent of how the loop is split across threads.
-#include "framework/ops/nn_misc.h"
+#include "framework/ops/nn_misc_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

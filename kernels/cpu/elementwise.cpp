@@ -1,6 +1,6 @@
 // CPU kernels for the unary and binary elementwise ops.
-#include "framework/ops/binary.h"
-#include "framework/ops/unary.h"
+#include "framework/ops/binary_kernels.h"
+#include "framework/ops/unary_kernels.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/loops.h"
 

@@ -7,7 +7,7 @@
 
 #include <array>
 
-#include "framework/ops/matmul.h"
+#include "framework/ops/matmul_kernels.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"

@@ -2,7 +2,7 @@
 #include <atomic>
 #include <cmath>
 
-#include "framework/ops/grad_scaling.h"
+#include "framework/ops/grad_scaling_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <limits>
 
-#include "framework/ops/indexing.h"
-#include "framework/ops/minmax.h"
+#include "framework/ops/indexing_kernels.h"
+#include "framework/ops/minmax_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "framework/ops/loss.h"
+#include "framework/ops/loss_kernels.h"
 #include "kernels/cpu/rows.h"
 
 namespace hg::cpu {

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "framework/ops/norm.h"
+#include "framework/ops/norm_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

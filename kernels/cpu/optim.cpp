@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "framework/dispatch.h"
-#include "framework/optim/fused.h"
+#include "framework/ops/optim_update_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "framework/ops/pool.h"
+#include "framework/ops/pool_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

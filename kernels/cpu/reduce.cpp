@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "framework/ops/reduce.h"
+#include "framework/ops/reduce_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

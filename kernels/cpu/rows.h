@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "framework/dispatch.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {

@@ -3,7 +3,7 @@
 #include <limits>
 #include <vector>
 
-#include "framework/ops/softmax.h"
+#include "framework/ops/softmax_kernels.h"
 #include "kernels/cpu/rows.h"
 
 namespace hg::cpu {

@@ -1,6 +1,6 @@
 // CUDA elementwise binary arithmetic and comparisons (scalar maths from kernels/common).
 #include "framework/dispatch.h"
-#include "framework/ops/binary.h"
+#include "framework/ops/binary_kernels.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/cuda/loops.cuh"
 

@@ -1,7 +1,7 @@
 // CUDA copy with dtype conversion (strided and broadcast sources), fill, and host<->device
 // copies on the current stream.
 #include "framework/dispatch.h"
-#include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

@@ -1,7 +1,7 @@
 // CUDA dropout mask: the CPU kernel's counter-based generator (splitmix64 of seed + i), so the
 // same seed gives the same mask bit for bit on either device.
 #include "framework/dispatch.h"
-#include "framework/ops/nn_misc.h"
+#include "framework/ops/nn_misc_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "framework/dispatch.h"
-#include "framework/ops/grad_scaling.h"
+#include "framework/ops/grad_scaling_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

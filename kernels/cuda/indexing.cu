@@ -6,8 +6,8 @@
 
 #include "framework/dispatch.h"
 #include "framework/ops/creation.h"
-#include "framework/ops/indexing.h"
-#include "framework/ops/minmax.h"
+#include "framework/ops/indexing_kernels.h"
+#include "framework/ops/minmax_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

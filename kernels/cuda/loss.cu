@@ -6,7 +6,7 @@
 
 #include "framework/dispatch.h"
 #include "framework/ops/creation.h"
-#include "framework/ops/loss.h"
+#include "framework/ops/loss_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/loops.cuh"
 

@@ -3,7 +3,7 @@
 // (batch_norm), two passes for the variance as on the CPU. Weight/bias gradients of layer_norm
 // are column sums over rows: a thread per column.
 #include "framework/dispatch.h"
-#include "framework/ops/norm.h"
+#include "framework/ops/norm_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/loops.cuh"
 

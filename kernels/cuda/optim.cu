@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "framework/dispatch.h"
-#include "framework/optim/fused.h"
+#include "framework/ops/optim_update_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

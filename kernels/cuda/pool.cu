@@ -3,7 +3,7 @@
 // grad_input, so 16-bit gradients are summed in float32 as on the CPU.
 #include "framework/dispatch.h"
 #include "framework/ops/creation.h"
-#include "framework/ops/pool.h"
+#include "framework/ops/pool_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

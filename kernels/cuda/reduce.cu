@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "framework/dispatch.h"
-#include "framework/ops/reduce.h"
+#include "framework/ops/reduce_kernels.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {

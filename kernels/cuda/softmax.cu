@@ -2,7 +2,7 @@
 // [outer, n, inner] block (elements `inner` apart), float32 maths for 16-bit and float32 data,
 // float64 for float64 output, as the CPU kernels.
 #include "framework/dispatch.h"
-#include "framework/ops/softmax.h"
+#include "framework/ops/softmax_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/loops.cuh"
 

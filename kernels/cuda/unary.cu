@@ -1,7 +1,7 @@
 // CUDA elementwise unary maths and activations (scalar maths from kernels/common; 16-bit floats
 // computed in float, integers in double, as on the CPU).
 #include "framework/dispatch.h"
-#include "framework/ops/unary.h"
+#include "framework/ops/unary_kernels.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/cuda/loops.cuh"
 

@@ -1,7 +1,7 @@
 // Adam/AdamW against hand-computed PyTorch updates; schedulers; clip_grad_norm_.
 #include <cmath>
 
-#include "framework/optim/fused.h"
+#include "framework/ops/optim_update_kernels.h"
 #include "helpers.h"
 
 using namespace hg;

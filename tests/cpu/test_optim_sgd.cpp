@@ -1,5 +1,5 @@
 // SGD against hand-computed PyTorch updates; the skip flag; state_dict round trip.
-#include "framework/optim/fused.h"
+#include "framework/ops/optim_update_kernels.h"
 #include "helpers.h"
 
 using namespace hg;

@@ -1,6 +1,8 @@
 // Registry-driven checks: every op is registered once and has a CPU kernel for each stub.
 #include <set>
 
+#include "framework/dispatch.h"
+#include "framework/ops/copy_kernels.h"
 #include "helpers.h"
 
 TEST_CASE("every registered op has a CPU kernel for each of its stubs") {

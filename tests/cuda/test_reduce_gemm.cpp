@@ -1,4 +1,5 @@
 // Reductions and GEMM on CUDA against the CPU kernels on the same inputs.
+#include "framework/ops/reduce_kernels.h"
 #include "helpers.h"
 
 #ifdef HG_WITH_CUDA

@@ -1,5 +1,6 @@
 // The CUDA runtime: device queries, the caching allocator (reuse, statistics, out-of-memory),
 // and the host-synchronisation counter.
+#include "framework/dispatch.h"
 #include "helpers.h"
 
 using namespace hg;

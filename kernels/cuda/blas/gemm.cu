@@ -1,9 +1,9 @@
 // gemm_stub for CUDA: batched [B,M,K] x [B,K,N] through cuBLASLt, reading transposed views in
 // place (an operand with neither inner stride 1 is first copied to a contiguous buffer).
 #include "framework/dispatch.h"
-#include "framework/ops/copy.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
-#include "framework/ops/matmul.h"
+#include "framework/ops/matmul_kernels.h"
 #include "kernels/cuda/blas/lt_matmul.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"

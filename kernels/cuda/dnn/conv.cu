@@ -9,7 +9,7 @@
 
 #include "framework/cuda.h"
 #include "framework/dispatch.h"
-#include "framework/ops/conv.h"
+#include "framework/ops/conv_kernels.h"
 #include "framework/ops/creation.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/loops.cuh"

@@ -1,5 +1,5 @@
 // The two GradScaler kernels as dispatch stubs, so each backend supplies its own: amp/ runs
-// them, kernels/cpu (and later kernels/cuda) fill them in. Neither reads a value on the host.
+// them, kernels/cpu and kernels/cuda fill them in. Internal: not installed. Neither reads a value on the host.
 #pragma once
 
 #include "framework/dispatch.h"

@@ -1,4 +1,4 @@
-#include "framework/optim/fused.h"
+#include "framework/ops/optim_update_kernels.h"
 
 namespace hg::optim {
 

@@ -1,5 +1,7 @@
 // amp_bench's own pieces: percentiles, flag parsing, the portable random numbers the PyTorch
-// script must reproduce, model FLOP counts, the comparisons, and the JSON it writes.
+// script must reproduce, model FLOP counts, the comparisons, and the JSON it writes. Its own test
+// program, so the library's test suites never link the benchmark.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <vector>

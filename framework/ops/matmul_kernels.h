@@ -1,0 +1,15 @@
+// Kernel plumbing behind matmul.h: the kernel function types and dispatch stubs that kernels/cpu and
+// kernels/cuda fill in. Internal: not installed, included by the op's .cpp and by kernels.
+#pragma once
+
+#include "framework/dispatch.h"
+#include "framework/ops/matmul.h"
+
+namespace hg {
+
+// out[b] = a[b] @ b[b] for 3-d a [B,M,K], b [B,K,N] and a contiguous out [B,M,N] of one dtype.
+// a and b may be transposed views (either of their last two strides equal to 1).
+using GemmFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
+HG_DECLARE_STUB(gemm_stub, GemmFn);
+
+}  // namespace hg
