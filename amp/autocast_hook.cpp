@@ -73,7 +73,7 @@ AutocastResult apply_policy(std::string_view op, CastPolicy policy, DeviceType d
 AutocastResult autocast_hook(const OpDef& op, TensorList inputs) {
   const std::optional<DeviceType> device = region_device(inputs);
   if (!device) return {std::move(inputs), std::nullopt};
-  const CastPolicy policy = policy_for(op.name, *device);
+  const CastPolicy policy = policy_row(op).on(*device);
   return apply_policy(op.name, policy, *device, autocast_state()[*device].dtype, std::move(inputs));
 }
 

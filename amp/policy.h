@@ -3,9 +3,15 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "framework/device.h"
+
+namespace hg {
+struct OpDef;
+}
 
 namespace hg::amp {
 
@@ -30,6 +36,12 @@ struct PolicyRow {
 std::span<const PolicyRow> policy_table();
 // The row for an op, or nullptr when the table has none.
 const PolicyRow* find_policy_row(std::string_view op);
+// The row of a registered op, bound to the OpDef on first use so later calls read a pointer
+// (no name lookup per call). Throws hg::Error naming the op when the table has no row for it.
+const PolicyRow& policy_row(const OpDef& op);
+// What is wrong between the op registry and the table, one line each: an op without a row, a
+// row that names no registered op. Empty when they match (a registry test checks it).
+std::vector<std::string> policy_table_problems();
 // The policy of `op` on `device`; throws hg::Error naming the op when it has no row (a new op
 // is not finished until its row is decided).
 CastPolicy policy_for(std::string_view op, DeviceType device);

@@ -8,8 +8,8 @@
 namespace hg::amp {
 
 namespace {
-const OpDef kUnscale{"amp_unscale_", false, {&unscale_grad_stub}};
-const OpDef kUpdateScale{"amp_update_scale_", false, {&update_scale_stub}};
+const OpDef kUnscale{"amp_unscale_", false};
+const OpDef kUpdateScale{"amp_update_scale_", false};
 
 void check_flag(const Tensor& t, Dtype dtype, Device device, const char* what, const char* op) {
   HG_CHECK(t.defined() && t.numel() == 1 && t.dtype() == dtype && t.device() == device && t.is_contiguous(), op,

@@ -15,13 +15,13 @@ struct GradcheckOptions {
   double rtol = 1e-3;
 };
 
+// The names of the ops whose backward nodes some gradcheck so far in this process reached from
+// its output (the test suite uses it to find differentiable ops that no test checks).
+std::set<std::string> gradchecked_ops();
+
 // Runs fn on float64 copies of `inputs` (the floating ones require grad) and compares the
 // gradient of sum(fn(x) * v), for a fixed random v, with central differences, element by
 // element. Returns true, or throws hg::Error naming the input, element and both values.
-// The names of every op that ran inside a gradcheck'd function so far in this process (the
-// registry test uses it to find differentiable ops that no test checks).
-std::set<std::string> gradchecked_ops();
-
 bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
                GradcheckOptions options = {});
 

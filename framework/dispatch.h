@@ -5,6 +5,7 @@
 
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "framework/device.h"
 #include "framework/dtype.h"
@@ -14,9 +15,12 @@ namespace hg {
 
 struct DispatchStubBase {
   const char* name;
+  // A backend may leave an optional stub empty: the op checks has() and falls back to other
+  // kernels. Every other stub must be filled by every backend that is built.
+  bool optional = false;
   void* fns[kNumDeviceTypes] = {};
 
-  constexpr explicit DispatchStubBase(const char* n) : name(n) {}
+  constexpr explicit DispatchStubBase(const char* n, bool opt = false) : name(n), optional(opt) {}
   bool has(DeviceType d) const { return fns[static_cast<int>(d)] != nullptr; }
   [[noreturn]] void missing(DeviceType d) const;
 };
@@ -28,7 +32,7 @@ template <class R, class... Args>
 class DispatchStub<R (*)(Args...)> : public DispatchStubBase {
  public:
   using Fn = R (*)(Args...);
-  constexpr explicit DispatchStub(const char* n) : DispatchStubBase(n) {}
+  constexpr explicit DispatchStub(const char* n, bool opt = false) : DispatchStubBase(n, opt) {}
   void set(DeviceType d, Fn f) { fns[static_cast<int>(d)] = reinterpret_cast<void*>(f); }
   R operator()(DeviceType d, Args... args) const {
     void* f = fns[static_cast<int>(d)];
@@ -38,13 +42,23 @@ class DispatchStub<R (*)(Args...)> : public DispatchStubBase {
   }
 };
 
+// Every stub defined with HG_DEFINE_STUB / HG_DEFINE_OPTIONAL_STUB, in load order: the registry
+// tests check that each backend built fills every stub that is not optional.
+const std::vector<const DispatchStubBase*>& stub_registry();
+bool list_stub(const DispatchStubBase* stub);
+
 #define HG_CONCAT_INNER(a, b) a##b
 #define HG_CONCAT(a, b) HG_CONCAT_INNER(a, b)
 // In a framework header: HG_DECLARE_STUB(add_stub, void (*)(Tensor&, const Tensor&, const Tensor&));
 #define HG_DECLARE_STUB(name, fn_type) extern ::hg::DispatchStub<fn_type> name
 // In the framework .cpp that owns the op.
-#define HG_DEFINE_STUB(name, fn_type) \
-  constinit ::hg::DispatchStub<fn_type> name { #name }
+#define HG_DEFINE_STUB(name, fn_type)                \
+  constinit ::hg::DispatchStub<fn_type> name{#name}; \
+  [[maybe_unused]] static const bool HG_CONCAT(hg_listed_, name) = ::hg::list_stub(&name)
+// A stub the op can do without on some backend (it checks has() and falls back).
+#define HG_DEFINE_OPTIONAL_STUB(name, fn_type)             \
+  constinit ::hg::DispatchStub<fn_type> name{#name, true}; \
+  [[maybe_unused]] static const bool HG_CONCAT(hg_listed_, name) = ::hg::list_stub(&name)
 // In a kernel .cpp: HG_REGISTER_KERNEL(add_stub, kCPU, add_cpu);
 #define HG_REGISTER_KERNEL(stub, device, fn) \
   [[maybe_unused]] static const bool HG_CONCAT(hg_registered_, __LINE__) = ((stub).set(device, fn), true)

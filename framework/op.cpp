@@ -16,6 +16,7 @@ AutocastHook g_autocast_hook = nullptr;
 AutogradHooks* g_autograd_hooks = nullptr;
 thread_local std::vector<OpRecorder*> t_recorders;
 thread_local bool t_in_backward = false;
+thread_local int t_op_depth = 0;
 thread_local bool t_grad_mode = true;
 thread_local AutocastState t_autocast;
 }  // namespace
@@ -24,10 +25,7 @@ bool GradMode::is_enabled() { return t_grad_mode; }
 void GradMode::set_enabled(bool enabled) { t_grad_mode = enabled; }
 AutocastState& autocast_state() { return t_autocast; }
 
-OpDef::OpDef(const char* n, bool diff, std::vector<const DispatchStubBase*> k)
-    : name(n), differentiable(diff), kernels(std::move(k)) {
-  registry().push_back(this);
-}
+OpDef::OpDef(const char* n, bool diff) : name(n), differentiable(diff) { registry().push_back(this); }
 
 const std::vector<const OpDef*>& op_registry() { return registry(); }
 
@@ -57,12 +55,16 @@ BackwardPassGuard::BackwardPassGuard() : prev_(t_in_backward) { t_in_backward = 
 BackwardPassGuard::~BackwardPassGuard() { t_in_backward = prev_; }
 
 OpCall::OpCall(const OpDef& op, TensorList inputs) : op_(op), inputs_(std::move(inputs)) {
-  if (g_autocast_hook && t_autocast.any_enabled()) {
+  if (g_autocast_hook && t_op_depth == 0 && t_autocast.any_enabled()) {
     AutocastResult r = g_autocast_hook(op_, std::move(inputs_));
     inputs_ = std::move(r.inputs);
     output_dtype_ = r.output_dtype;
   }
+  ++t_op_depth;
 }
+
+OpCall::~OpCall() { --t_op_depth; }
+int OpCall::depth() { return t_op_depth; }
 
 bool OpCall::needs_grad() const {
   if (!op_.differentiable || !GradMode::is_enabled()) return false;

@@ -1,9 +1,9 @@
-// The plumbing every public op goes through: its OpDef (name and kernels, listed in the op
-// registry), and OpCall, which applies autocast to the inputs, tells the op recorder what ran,
-// and hands the backward formula to autograd. autocast and autograd are hooks that the amp and
-// autograd layers install, so the tensor core never depends on them.
+// The plumbing every public op goes through: its OpDef (name, listed in the op registry), and OpCall, which applies
+// autocast to the inputs, tells the op recorder what ran, and hands the backward formula to autograd. autocast and
+// autograd are hooks that the amp and autograd layers install, so the tensor core never depends on them.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -14,14 +14,14 @@
 
 namespace hg {
 
-struct DispatchStubBase;  // framework/dispatch.h (internal)
-
 struct OpDef {
   const char* name;
   bool differentiable = true;
-  std::vector<const DispatchStubBase*> kernels;  // the stubs whose kernels this op runs
+  // The op's autocast policy row, bound by the autocast layer the first time the op runs inside a
+  // region (amp/policy_table.cpp), so no call looks the name up again. Opaque to the core.
+  mutable std::atomic<const void*> autocast_row{nullptr};
 
-  OpDef(const char* name, bool differentiable, std::vector<const DispatchStubBase*> kernels = {});
+  explicit OpDef(const char* name, bool differentiable = true);
   OpDef(const OpDef&) = delete;
   OpDef& operator=(const OpDef&) = delete;
 };
@@ -96,9 +96,18 @@ class BackwardPassGuard {
 //   ... check, run the kernel into `out` ...
 //   BackwardFn bw; if (call.needs_grad()) bw = [...](const TensorList& g) { ... };
 //   call.finish({&out}, std::move(bw));      // recorder event + autograd node
+// Autocast applies at the outermost op only (as in PyTorch): a public op called while another
+// OpCall is alive on this thread runs in the dtypes it is given, though it still records its
+// event and its autograd node. The casts the hook makes for the outer op happen before the outer
+// call counts as open, so they are recorded like any op.
 class OpCall {
  public:
   OpCall(const OpDef& op, TensorList inputs);
+  ~OpCall();
+  OpCall(const OpCall&) = delete;
+  OpCall& operator=(const OpCall&) = delete;
+  // How many OpCalls are open on this thread (0 outside every op).
+  static int depth();
   const Tensor& input(size_t i) const { return inputs_[i]; }
   const TensorList& inputs() const { return inputs_; }
   std::optional<Dtype> output_dtype() const { return output_dtype_; }

@@ -4,6 +4,7 @@
 
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/unary.h"
 #include "framework/ops/views.h"
 
@@ -12,22 +13,22 @@ namespace hg {
 HG_DEFINE_STUB(binary_stub, BinaryFn);
 
 namespace {
-const OpDef kAdd{"add", true, {&binary_stub}};
-const OpDef kSub{"sub", true, {&binary_stub}};
-const OpDef kMul{"mul", true, {&binary_stub}};
-const OpDef kDiv{"div", true, {&binary_stub}};
-const OpDef kMaximum{"maximum", true, {&binary_stub}};
-const OpDef kMinimum{"minimum", true, {&binary_stub}};
-const OpDef kEq{"eq", false, {&binary_stub}};
-const OpDef kNe{"ne", false, {&binary_stub}};
-const OpDef kLt{"lt", false, {&binary_stub}};
-const OpDef kLe{"le", false, {&binary_stub}};
-const OpDef kGt{"gt", false, {&binary_stub}};
-const OpDef kGe{"ge", false, {&binary_stub}};
-const OpDef kAddInPlace{"add_", false, {&binary_stub}};
-const OpDef kSubInPlace{"sub_", false, {&binary_stub}};
-const OpDef kMulInPlace{"mul_", false, {&binary_stub}};
-const OpDef kDivInPlace{"div_", false, {&binary_stub}};
+const OpDef kAdd{"add", true};
+const OpDef kSub{"sub", true};
+const OpDef kMul{"mul", true};
+const OpDef kDiv{"div", true};
+const OpDef kMaximum{"maximum", true};
+const OpDef kMinimum{"minimum", true};
+const OpDef kEq{"eq", false};
+const OpDef kNe{"ne", false};
+const OpDef kLt{"lt", false};
+const OpDef kLe{"le", false};
+const OpDef kGt{"gt", false};
+const OpDef kGe{"ge", false};
+const OpDef kAddInPlace{"add_", false};
+const OpDef kSubInPlace{"sub_", false};
+const OpDef kMulInPlace{"mul_", false};
+const OpDef kDivInPlace{"div_", false};
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
@@ -101,9 +102,8 @@ Tensor& run_in_place(const OpDef& def, BinaryOp op, Tensor& self, const Tensor& 
   HG_CHECK(broadcast_shapes(self.shape(), other.shape(), def.name) == self.shape(), def.name,
            "shape {} cannot be broadcast to the output shape {}", other.shape(), self.shape());
   // Kernels take operands of one dtype: compute in self's dtype (float16 += float32 rounds once).
-  Tensor b = expand(other.to(self.dtype()), self.shape());
-  Tensor a = self.detach();
-  if (self.numel()) binary_stub(self.device().type, op, self, a, b, alpha);
+  const Tensor b = internal::expanded(internal::cast(other, self.dtype()), self.shape());
+  if (self.numel()) binary_stub(self.device().type, op, self, self, b, alpha);
   self.bump_version();
   call.finish({&self});
   return self;

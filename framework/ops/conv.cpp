@@ -3,6 +3,7 @@
 #include "framework/ops/conv_kernels.h"
 
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -12,10 +13,10 @@ HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 
 namespace {
-const OpDef kConv2d{"conv2d", true, {&conv2d_forward_stub}};
+const OpDef kConv2d{"conv2d", true};
 // The backward runs as its own (recorded, non-differentiable) op, so an OpRecorder shows which
 // dtypes the gradient kernels ran in.
-const OpDef kConv2dBackward{"conv2d_backward", false, {&conv2d_backward_data_stub, &conv2d_backward_filter_stub}};
+const OpDef kConv2dBackward{"conv2d_backward", false};
 
 // Expands a 1- or 2-element argument to {h, w}.
 void pair_arg(const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
@@ -24,7 +25,6 @@ void pair_arg(const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
   out[1] = v.size() == 2 ? v[1] : v[0];
 }
 
-Tensor contiguous_detached(const Tensor& t) { return t.is_contiguous() ? t.detach() : t.detach().contiguous(); }
 }  // namespace
 
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, std::vector<int64_t> stride,
@@ -55,7 +55,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   }
   HG_CHECK(groups > 0, "conv2d", "groups must be positive, got {}", groups);
   const bool unbatched = input.dim() == 3;
-  const Tensor x = unbatched ? input.detach().unsqueeze(0) : input.detach();
+  const Tensor x = unbatched ? internal::unsqueezed(input, 0) : input.detach();
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t o = weight.size(0), kh = weight.size(2), kw = weight.size(3);
   HG_CHECK(kh > 0 && kw > 0, "conv2d", "weight shape {} has an empty kernel", weight.shape());
@@ -73,8 +73,8 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
            input.shape(), ph, pw, eff_h, eff_w, weight.shape());
   const int64_t oh = (ph - eff_h) / p.stride[0] + 1, ow = (pw - eff_w) / p.stride[1] + 1;
 
-  const Tensor xc = contiguous_detached(x), wc = contiguous_detached(weight);
-  const Tensor bc = bias.defined() ? contiguous_detached(bias) : Tensor();
+  const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
+  const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
   Tensor out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
   if (out4.numel()) conv2d_forward_stub(x.device().type, out4, xc, wc, bc, p);
   Tensor out = unbatched ? out4.squeeze(0) : out4;
@@ -90,7 +90,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
       const Tensor& w = sw.get();
       OpCall bcall(kConv2dBackward, {g[0], x, w});
       Tensor go = bcall.input(0).dtype() == x.dtype() ? bcall.input(0) : bcall.input(0).to(x.dtype());
-      go = contiguous_detached(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
+      go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
       const DeviceType dev = x.device().type;
       Tensor gx, gw, gb;
       if (need_x) {

@@ -2,21 +2,22 @@
 
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
 
 HG_DEFINE_STUB(copy_stub, CopyFn);
-HG_DEFINE_STUB(cross_device_copy_stub, CopyFn);
+HG_DEFINE_OPTIONAL_STUB(cross_device_copy_stub, CopyFn);
 HG_DEFINE_STUB(fill_stub, FillFn);
 
 namespace {
-const OpDef kTo{"to", true, {&copy_stub, &cross_device_copy_stub}};
-const OpDef kContiguous{"contiguous", true, {&copy_stub}};
-const OpDef kClone{"clone", true, {&copy_stub}};
-const OpDef kCopyInPlace{"copy_", false, {&copy_stub}};
-const OpDef kFillInPlace{"fill_", false, {&fill_stub}};
-const OpDef kZeroInPlace{"zero_", false, {&fill_stub}};
+const OpDef kTo{"to", true};
+const OpDef kContiguous{"contiguous", true};
+const OpDef kClone{"clone", true};
+const OpDef kCopyInPlace{"copy_", false};
+const OpDef kFillInPlace{"fill_", false};
+const OpDef kZeroInPlace{"zero_", false};
 
 // Same-device copy into a fresh contiguous tensor of `dtype`.
 Tensor convert(const Tensor& t, Dtype dtype) {
@@ -88,9 +89,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_in_place(*this, "copy_", src);
   OpCall call(kCopyInPlace, {src});
   HG_CHECK(src.defined(), "copy_", "source tensor is undefined");
-  Tensor s = src;
-  if (s.device() != device()) s = hg::to(s.detach(), device(), s.dtype());
-  s = hg::expand(s.detach(), shape());
+  const Tensor s = internal::expanded(internal::moved_to(src, device()), shape());
   if (numel()) copy_stub(device().type, *this, s);
   bump_version();
   call.finish({this});

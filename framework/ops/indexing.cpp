@@ -4,6 +4,7 @@
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -14,10 +15,10 @@ HG_DEFINE_STUB(index_select_stub, IndexSelectFn);
 HG_DEFINE_STUB(index_add_stub, IndexAddFn);
 
 namespace {
-const OpDef kGather{"gather", true, {&gather_stub}};
-const OpDef kScatterAdd{"scatter_add", true, {&scatter_add_stub}};
-const OpDef kIndexSelect{"index_select", true, {&index_select_stub}};
-const OpDef kIndexAdd{"index_add", true, {&index_add_stub}};
+const OpDef kGather{"gather", true};
+const OpDef kScatterAdd{"scatter_add", true};
+const OpDef kIndexSelect{"index_select", true};
+const OpDef kIndexAdd{"index_add", true};
 
 // A contiguous copy made with the kernels only (no op recorded: it is an op's private buffer).
 Tensor private_copy(const Tensor& t) {
@@ -56,10 +57,10 @@ Tensor gather(const Tensor& x_in, int64_t dim_in, const Tensor& index_in) {
   check_index("gather", x, call.input(1));
   const int64_t dim = normalize_dim(dim_in, x.dim(), "gather");
   check_gather_shapes("gather", x, "input", dim, call.input(1), false);
-  const Tensor index = contiguous(call.input(1).detach());
+  const Tensor index = internal::contiguous(call.input(1));
   Tensor out = empty(index.shape(), TensorOptions(x.dtype()).device(x.device()));
   if (out.numel()) {
-    if (auto bad = gather_stub(x.device().type, out, x.detach(), dim, index)) {
+    if (auto bad = gather_stub(x.device().type, out, x, dim, index)) {
       out_of_range("gather", *bad, dim, x.dim() ? x.size(dim) : 1);
     }
   }
@@ -85,10 +86,10 @@ Tensor scatter_add(const Tensor& self_in, int64_t dim_in, const Tensor& index_in
   const int64_t dim = normalize_dim(dim_in, self.dim(), "scatter_add");
   check_gather_shapes("scatter_add", self, "self", dim, call.input(1), false);
   check_gather_shapes("scatter_add", src, "src", dim, call.input(1), true);
-  const Tensor index = contiguous(call.input(1).detach());
+  const Tensor index = internal::contiguous(call.input(1));
   Tensor out = private_copy(self);
   if (index.numel()) {
-    if (auto bad = scatter_add_stub(self.device().type, out, dim, index, src.detach())) {
+    if (auto bad = scatter_add_stub(self.device().type, out, dim, index, src)) {
       out_of_range("scatter_add", *bad, dim, self.dim() ? self.size(dim) : 1);
     }
   }
@@ -116,7 +117,7 @@ Tensor index_select(const Tensor& x_in, int64_t dim_in, const Tensor& index_in) 
   check_index("index_select", x, call.input(1));
   HG_CHECK(call.input(1).dim() <= 1, "index_select", "index must be 1-d, got shape {}", call.input(1).shape());
   const int64_t dim = normalize_dim(dim_in, x.dim(), "index_select");
-  const Tensor index = contiguous(call.input(1).detach());
+  const Tensor index = internal::contiguous(call.input(1));
   Shape shape = x.shape();
   if (x.dim() == 0) {
     shape = index.shape();
@@ -125,10 +126,10 @@ Tensor index_select(const Tensor& x_in, int64_t dim_in, const Tensor& index_in) 
   }
   Tensor out = empty(shape, TensorOptions(x.dtype()).device(x.device()));
   if (index.numel()) {  // the kernel checks the indices even when x has no elements
-    const Tensor xc = contiguous(x.detach());
-    Tensor out3 = as_3d(out, dim);
-    if (x.dim() == 0) out3 = Tensor(out.storage(), {1, index.numel(), 1}, {index.numel(), 1, 1}, 0, out.dtype());
-    if (auto bad = index_select_stub(x.device().type, out3, as_3d(xc, dim), index)) {
+    const Tensor xc = internal::contiguous(x);
+    const Tensor out3 = x.dim() == 0 ? internal::alias(out, {1, index.numel(), 1}, {index.numel(), 1, 1}, 0)
+                                     : internal::as_3d(out, dim);
+    if (auto bad = index_select_stub(x.device().type, out3, internal::as_3d(xc, dim), index)) {
       out_of_range("index_select", *bad, dim, x.dim() ? x.size(dim) : 1);
     }
   }
@@ -158,14 +159,13 @@ Tensor index_add(const Tensor& self_in, int64_t dim_in, const Tensor& index_in, 
   HG_CHECK(src.shape() == want || (self.dim() == 0 && src.numel() == call.input(1).numel()), "index_add",
            "src must have shape {} (self {} with {} indices along dim {}), got {}", want, self.shape(),
            call.input(1).numel(), dim, src.shape());
-  const Tensor index = contiguous(call.input(1).detach());
+  const Tensor index = internal::contiguous(call.input(1));
   Tensor out = private_copy(self);
   if (index.numel()) {
-    const Tensor sc = contiguous(src.detach());
-    Tensor src3 = self.dim() == 0
-                      ? Tensor(sc.storage(), {1, index.numel(), 1}, {index.numel(), 1, 1}, sc.offset(), sc.dtype())
-                      : as_3d(sc, dim);
-    if (auto bad = index_add_stub(self.device().type, as_3d(out, dim), index, src3)) {
+    const Tensor sc = internal::contiguous(src);
+    const Tensor src3 = self.dim() == 0 ? internal::alias(sc, {1, index.numel(), 1}, {index.numel(), 1, 1}, sc.offset())
+                                        : internal::as_3d(sc, dim);
+    if (auto bad = index_add_stub(self.device().type, internal::as_3d(out, dim), index, src3)) {
       out_of_range("index_add", *bad, dim, self.dim() ? self.size(dim) : 1);
     }
   }

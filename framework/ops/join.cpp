@@ -4,13 +4,14 @@
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
 
 namespace {
-const OpDef kCat{"cat", true, {&copy_stub}};
-const OpDef kStack{"stack", true, {&copy_stub}};
+const OpDef kCat{"cat", true};
+const OpDef kStack{"stack", true};
 
 void check_list(std::string_view op, const TensorList& ts) {
   HG_CHECK(!ts.empty(), op, "expected a non-empty list of tensors");
@@ -61,9 +62,9 @@ Tensor cat(const TensorList& tensors, int64_t dim_in) {
   for (size_t i = 0; i < ts.size(); ++i) {
     if (skip[i]) continue;
     starts[i] = start;
-    const Tensor window(out.storage(), ts[i].shape(), out.strides(), start * out.strides()[static_cast<size_t>(dim)],
-                        out.dtype());
-    if (window.numel()) copy_stub(out.device().type, window, ts[i].detach());
+    const Tensor window =
+        internal::alias(out, ts[i].shape(), out.strides(), start * out.strides()[static_cast<size_t>(dim)]);
+    if (window.numel()) copy_stub(out.device().type, window, ts[i]);
     start += ts[i].size(dim);
   }
   BackwardFn bw;
@@ -99,8 +100,8 @@ Tensor stack(const TensorList& tensors, int64_t dim_in) {
   const int64_t step = window_strides[static_cast<size_t>(dim)];
   window_strides.erase(window_strides.begin() + dim);
   for (size_t i = 0; i < ts.size(); ++i) {
-    const Tensor window(out.storage(), ts[i].shape(), window_strides, static_cast<int64_t>(i) * step, out.dtype());
-    if (window.numel()) copy_stub(out.device().type, window, ts[i].detach());
+    const Tensor window = internal::alias(out, ts[i].shape(), window_strides, static_cast<int64_t>(i) * step);
+    if (window.numel()) copy_stub(out.device().type, window, ts[i]);
   }
   BackwardFn bw;
   if (call.needs_grad()) {

@@ -7,6 +7,7 @@
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/reduce_kernels.h"
 
@@ -26,8 +27,8 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dty
     if (losses.numel() == 0) {
       fill_stub(dev.type, r, 0.0);
     } else {
-      const Tensor flat(losses.storage(), {1, losses.numel()}, {losses.numel(), 1}, losses.offset(), losses.dtype());
-      reduce_stub(dev.type, ReduceOp::Sum, Tensor(r.storage(), {1}, {1}, 0, r.dtype()), flat);
+      const Tensor flat = internal::alias(losses, {1, losses.numel()}, {losses.numel(), 1}, losses.offset());
+      reduce_stub(dev.type, ReduceOp::Sum, internal::alias(r, {1}, {1}, 0), flat);
     }
     if (reduction == Reduction::Mean) {  // 0 / 0 gives NaN when every target is ignored, as PyTorch
       const Tensor n = scalar_tensor(static_cast<double>(count), TensorOptions(r.dtype()).device(dev));
@@ -42,8 +43,10 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dty
 }  // namespace detail
 
 namespace {
-const OpDef kCrossEntropy{"cross_entropy", true, {&cross_entropy_stub, &cross_entropy_backward_stub, &reduce_stub}};
-const OpDef kNllLoss{"nll_loss", true, {&nll_stub, &nll_backward_stub, &reduce_stub}};
+const OpDef kCrossEntropy{"cross_entropy", true};
+const OpDef kNllLoss{"nll_loss", true};
+const OpDef kCrossEntropyBackward{"cross_entropy_backward", false};
+const OpDef kNllLossBackward{"nll_loss_backward", false};
 
 // The [N, C, S] / [N, S] views of (input, target) shared by cross_entropy and nll_loss.
 struct ClassLayout {
@@ -73,9 +76,8 @@ ClassLayout class_layout(std::string_view op, const Tensor& x, const Tensor& tar
   }
   HG_CHECK(target.shape() == want, op, "expected target of shape {} for input of shape {}, got target shape {}", want,
            x.shape(), target.shape());
-  const Tensor xc = contiguous(x.detach()), tc = contiguous(target.detach());
-  return {Tensor(xc.storage(), {n, c, s}, {c * s, s, 1}, xc.offset(), xc.dtype()),
-          Tensor(tc.storage(), {n, s}, {s, 1}, tc.offset(), kInt64)};
+  const Tensor xc = internal::contiguous(x), tc = internal::contiguous(target);
+  return {internal::alias(xc, {n, c, s}, {c * s, s, 1}, xc.offset()), internal::alias(tc, {n, s}, {s, 1}, tc.offset())};
 }
 
 // The per-sample weight of the upstream gradient: [N, S] for None, 0-d otherwise (divided by
@@ -99,22 +101,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const Dtype compute = detail::loss_compute_dtype(x.dtype());
   Tensor losses = empty(call.input(1).shape(), TensorOptions(compute).device(x.device()));
   Tensor lse = empty({n, s}, TensorOptions(compute).device(x.device()));
-  const int64_t count = n * s > 0
-                            ? cross_entropy_stub(x.device().type, Tensor(losses.storage(), {n, s}, {s, 1}, 0, compute),
-                                                 lse, l.input, l.target, ignore_index, label_smoothing)
-                            : 0;
+  const int64_t count = n * s > 0 ? cross_entropy_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), lse,
+                                                       l.input, l.target, ignore_index, label_smoothing)
+                                  : 0;
   Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [l, sx = SavedTensor(x, "cross_entropy"), lse, reduction, count, ignore_index, label_smoothing, compute, n,
           s](const TensorList& g) -> TensorList {
       const Tensor& x = sx.get();  // checks x was not modified in place since the forward
+      OpCall bcall(kCrossEntropyBackward, {g[0], x});
       Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
       if (gx.numel()) {
-        const Tensor w = grad_weight(g[0], reduction, count, compute, n, s);
-        const Tensor g3(gx.storage(), l.input.shape(), l.input.strides(), 0, gx.dtype());
+        const Tensor w = grad_weight(bcall.input(0), reduction, count, compute, n, s);
+        const Tensor g3 = internal::alias(gx, l.input.shape(), l.input.strides(), 0);
         cross_entropy_backward_stub(x.device().type, g3, w, l.input, l.target, lse, ignore_index, label_smoothing);
       }
+      bcall.finish({&gx});
       return {gx, Tensor()};
     };
   }
@@ -129,20 +132,21 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   const int64_t n = l.input.shape()[0], s = l.input.shape()[2];
   const Dtype compute = detail::loss_compute_dtype(x.dtype());
   Tensor losses = empty(call.input(1).shape(), TensorOptions(compute).device(x.device()));
-  const int64_t count = n * s > 0 ? nll_stub(x.device().type, Tensor(losses.storage(), {n, s}, {s, 1}, 0, compute),
-                                             l.input, l.target, ignore_index)
-                                  : 0;
+  const int64_t count =
+      n * s > 0 ? nll_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), l.input, l.target, ignore_index)
+                : 0;
   Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [target = l.target, shape = x.shape(), dtype = x.dtype(), c = l.input.shape()[1], reduction, count,
           ignore_index, compute, n, s](const TensorList& g) -> TensorList {
+      OpCall bcall(kNllLossBackward, {g[0]});
       Tensor gx = zeros(shape, TensorOptions(dtype).device(g[0].device()));
       if (gx.numel()) {
-        const Tensor w = grad_weight(g[0], reduction, count, compute, n, s);
-        nll_backward_stub(gx.device().type, Tensor(gx.storage(), {n, c, s}, {c * s, s, 1}, 0, dtype), w, target,
-                          ignore_index);
+        const Tensor w = grad_weight(bcall.input(0), reduction, count, compute, n, s);
+        nll_backward_stub(gx.device().type, internal::alias(gx, {n, c, s}, {c * s, s, 1}, 0), w, target, ignore_index);
       }
+      bcall.finish({&gx});
       return {gx, Tensor()};
     };
   }

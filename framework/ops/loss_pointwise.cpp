@@ -4,6 +4,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/loss.h"
 #include "framework/ops/loss_kernels.h"
 #include "framework/ops/unary.h"
@@ -14,9 +15,9 @@ namespace hg {
 HG_DEFINE_STUB(pointwise_loss_stub, PointwiseLossFn);
 
 namespace {
-const OpDef kMseLoss{"mse_loss", true, {&pointwise_loss_stub}};
-const OpDef kBce{"binary_cross_entropy", true, {&pointwise_loss_stub}};
-const OpDef kBceWithLogits{"binary_cross_entropy_with_logits", true, {&pointwise_loss_stub}};
+const OpDef kMseLoss{"mse_loss", true};
+const OpDef kBce{"binary_cross_entropy", true};
+const OpDef kBceWithLogits{"binary_cross_entropy_with_logits", true};
 
 struct Prepared {
   Shape shape;
@@ -53,7 +54,7 @@ Prepared prepare(std::string_view op, const TensorList& in, bool broadcast) {
     HG_CHECK(fits, op, "pos_weight of shape {} does not broadcast to the input shape {}", in[2].shape(), p.shape);
   }
   p.compute = detail::loss_compute_dtype(p.out_dtype);
-  for (const Tensor& t : in) p.operands.push_back(t.defined() ? to(t.detach(), t.device(), p.compute) : Tensor());
+  for (const Tensor& t : in) p.operands.push_back(t.defined() ? internal::cast(t, p.compute) : Tensor());
   return p;
 }
 

@@ -3,6 +3,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/views.h"
 
@@ -11,9 +12,9 @@ namespace hg {
 HG_DEFINE_STUB(gemm_stub, GemmFn);
 
 namespace {
-const OpDef kMm{"mm", true, {&gemm_stub}};
-const OpDef kBmm{"bmm", true, {&gemm_stub}};
-const OpDef kLinear{"linear", true, {&gemm_stub, &binary_stub}};
+const OpDef kMm{"mm", true};
+const OpDef kBmm{"bmm", true};
+const OpDef kLinear{"linear", true};
 
 void check_operands(std::string_view op, const Tensor& a, const Tensor& b) {
   HG_CHECK(a.defined() && b.defined(), op, "got an undefined tensor");
@@ -27,8 +28,7 @@ void check_operands(std::string_view op, const Tensor& a, const Tensor& b) {
 
 // A [1, rows, cols] alias of a 2-d tensor, for the batched kernel (no op recorded).
 Tensor as_batch(const Tensor& t) {
-  return Tensor(t.storage(), {1, t.shape()[0], t.shape()[1]}, {0, t.strides()[0], t.strides()[1]}, t.offset(),
-                t.dtype());
+  return internal::alias(t, {1, t.shape()[0], t.shape()[1]}, {0, t.strides()[0], t.strides()[1]}, t.offset());
 }
 
 Tensor gemm_2d(const Tensor& a, const Tensor& b) {
@@ -118,14 +118,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
              w.shape()[0], bias.shape());
   }
   const int64_t in = w.shape()[1], out_features = w.shape()[0];
-  const Tensor x2 = x.detach().reshape({-1, in});
-  Tensor out2 = gemm_2d(x2, w.detach().t());
+  const Tensor x2 = internal::reshaped(x, {x.numel() / std::max<int64_t>(in, 1), in});
+  Tensor out2 = gemm_2d(x2, internal::transposed(w));
   if (bias.defined() && out2.numel()) {
-    binary_stub(out2.device().type, BinaryOp::Add, out2, out2, bias.detach().expand(out2.shape()), 1.0);
+    binary_stub(out2.device().type, BinaryOp::Add, out2, out2, internal::expanded(bias, out2.shape()), 1.0);
   }
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = Tensor(out2.storage(), out_shape, contiguous_strides(out_shape), 0, out2.dtype());
+  Tensor out = internal::alias_contiguous(out2, out_shape);
   BackwardFn bw;
   if (call.needs_grad()) {
     // Only the gradients some input needs: a first layer's input gradient is a whole GEMM.

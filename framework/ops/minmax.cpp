@@ -6,6 +6,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/reduce_kernels.h"
 #include "framework/ops/views.h"
@@ -15,11 +16,11 @@ namespace hg {
 HG_DEFINE_STUB(clamp_stub, ClampFn);
 
 namespace {
-const OpDef kMax{"max", true, {&reduce_stub}};
-const OpDef kMin{"min", true, {&reduce_stub}};
-const OpDef kArgmax{"argmax", false, {&reduce_stub}};
-const OpDef kArgmin{"argmin", false, {&reduce_stub}};
-const OpDef kClamp{"clamp", true, {&clamp_stub}};
+const OpDef kMax{"max", true};
+const OpDef kMin{"min", true};
+const OpDef kArgmax{"argmax", false};
+const OpDef kArgmin{"argmin", false};
+const OpDef kClamp{"clamp", true};
 
 std::vector<int64_t> all_dims(const Tensor& t) {
   std::vector<int64_t> d(static_cast<size_t>(t.dim()));
@@ -35,7 +36,7 @@ Tensor reduce_into(std::string_view name, ReduceOp op, const Tensor& x, const st
   HG_CHECK(layout.flat.shape()[1] > 0 || layout.flat.shape()[0] == 0, name,
            "cannot reduce over an empty dim (input shape {}): the result would have no value", x.shape());
   Tensor out = empty(layout.out_shape, TensorOptions(dtype).device(x.device()));
-  if (out.numel()) reduce_stub(x.device().type, op, Tensor(out.storage(), {out.numel()}, {1}, 0, dtype), layout.flat);
+  if (out.numel()) reduce_stub(x.device().type, op, internal::alias(out, {out.numel()}, {1}, 0), layout.flat);
   return out;
 }
 
@@ -113,7 +114,7 @@ Tensor clamp(const Tensor& t, std::optional<double> lo, std::optional<double> hi
   // A fractional bound on an integer tensor gives a float32 result (PyTorch's type promotion).
   auto fractional = [](std::optional<double> v) { return v && std::floor(*v) != *v; };
   const Dtype dtype = !is_floating(x.dtype()) && (fractional(lo) || fractional(hi)) ? kFloat32 : x.dtype();
-  const Tensor in = x.dtype() == dtype ? x.detach() : x.detach().to(dtype);
+  const Tensor in = internal::cast(x, dtype);
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
   if (out.numel()) clamp_stub(x.device().type, out, in, lo, hi);
   BackwardFn bw;

@@ -7,6 +7,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/indexing_kernels.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -14,8 +15,8 @@ namespace hg {
 HG_DEFINE_STUB(dropout_mask_stub, DropoutMaskFn);
 
 namespace {
-const OpDef kEmbedding{"embedding", true, {&index_select_stub, &index_add_stub}};
-const OpDef kDropout{"dropout", true, {&dropout_mask_stub, &binary_stub}};
+const OpDef kEmbedding{"embedding", true};
+const OpDef kDropout{"dropout", true};
 }  // namespace
 
 Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
@@ -28,15 +29,15 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
   HG_CHECK(indices.device() == weight.device(), "embedding", "indices are on {} but the weight is on {}",
            indices.device(), weight.device());
   const int64_t rows = weight.shape()[0], d = weight.shape()[1], m = indices.numel();
-  const Tensor idx = contiguous(indices.detach().to(kInt64));
+  const Tensor idx = internal::contiguous(internal::cast(indices, kInt64));
   Shape shape = indices.shape();
   shape.push_back(d);
   Tensor out = empty(shape, TensorOptions(weight.dtype()).device(weight.device()));
   if (m) {
-    const Tensor w = contiguous(weight.detach());
-    auto bad = index_select_stub(weight.device().type, Tensor(out.storage(), {1, m, d}, {m * d, d, 1}, 0, out.dtype()),
-                                 Tensor(w.storage(), {1, rows, d}, {rows * d, d, 1}, w.offset(), w.dtype()),
-                                 Tensor(idx.storage(), {m}, {1}, idx.offset(), kInt64));
+    const Tensor w = internal::contiguous(weight);
+    auto bad = index_select_stub(weight.device().type, internal::alias(out, {1, m, d}, {m * d, d, 1}, 0),
+                                 internal::alias(w, {1, rows, d}, {rows * d, d, 1}, w.offset()),
+                                 internal::alias(idx, {m}, {1}, idx.offset()));
     HG_CHECK(!bad, "embedding", "index {} is out of range for an embedding table of {} rows (weight shape {})",
              bad.value_or(0), rows, weight.shape());
   }
@@ -63,7 +64,7 @@ Tensor dropout(const Tensor& x_in, double p, bool training) {
   const uint64_t seed = random_u64();  // drawn even for empty tensors, so the stream stays in step
   if (out.numel()) {
     dropout_mask_stub(x.device().type, mask, p, seed);
-    binary_stub(x.device().type, BinaryOp::Mul, out, x.detach(), mask, 1.0);
+    binary_stub(x.device().type, BinaryOp::Mul, out, x, mask, 1.0);
   }
   BackwardFn bw;
   if (call.needs_grad()) bw = [mask](const TensorList& g) -> TensorList { return {g[0] * mask}; };

@@ -4,6 +4,7 @@
 
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -14,15 +15,12 @@ HG_DEFINE_STUB(batch_norm_stub, BatchNormFn);
 HG_DEFINE_STUB(batch_norm_backward_stub, BatchNormBackwardFn);
 
 namespace {
-const OpDef kLayerNorm{"layer_norm", true, {&layer_norm_stub}};
-const OpDef kLayerNormBackward{"layer_norm_backward", false, {&layer_norm_backward_stub}};
-const OpDef kBatchNorm{"batch_norm", true, {&batch_norm_stub}};
-const OpDef kBatchNormBackward{"batch_norm_backward", false, {&batch_norm_backward_stub}};
+const OpDef kLayerNorm{"layer_norm", true};
+const OpDef kLayerNormBackward{"layer_norm_backward", false};
+const OpDef kBatchNorm{"batch_norm", true};
+const OpDef kBatchNormBackward{"batch_norm_backward", false};
 
-Tensor contiguous_detached(const Tensor& t) {
-  if (!t.defined()) return t;
-  return t.is_contiguous() ? t.detach() : t.detach().contiguous();
-}
+Tensor contiguous_detached(const Tensor& t) { return t.defined() ? internal::contiguous(t) : t; }
 
 Dtype stats_dtype(Dtype x) { return x == kFloat64 ? kFloat64 : kFloat32; }
 
@@ -39,9 +37,7 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
 
 // The gradient arriving for the output, contiguous and of x's dtype, with x's shape.
 Tensor grad_like(const Tensor& g, const Tensor& x) {
-  Tensor go = g.dtype() == x.dtype() ? g.detach() : g.detach().to(x.dtype());
-  go = go.reshape(x.shape());
-  return go.is_contiguous() ? go : go.contiguous();
+  return internal::reshaped(internal::cast(g, x.dtype()), x.shape());
 }
 
 Tensor empty_as(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }

@@ -3,6 +3,7 @@
 #include "framework/ops/pool_kernels.h"
 
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -13,10 +14,10 @@ HG_DEFINE_STUB(avg_pool2d_stub, AvgPool2dFn);
 HG_DEFINE_STUB(avg_pool2d_backward_stub, AvgPool2dBackwardFn);
 
 namespace {
-const OpDef kMaxPool2d{"max_pool2d", true, {&max_pool2d_stub}};
-const OpDef kMaxPool2dBackward{"max_pool2d_backward", false, {&max_pool2d_backward_stub}};
-const OpDef kAvgPool2d{"avg_pool2d", true, {&avg_pool2d_stub}};
-const OpDef kAvgPool2dBackward{"avg_pool2d_backward", false, {&avg_pool2d_backward_stub}};
+const OpDef kMaxPool2d{"max_pool2d", true};
+const OpDef kMaxPool2dBackward{"max_pool2d_backward", false};
+const OpDef kAvgPool2d{"avg_pool2d", true};
+const OpDef kAvgPool2dBackward{"avg_pool2d_backward", false};
 
 void pair_arg(const char* op, const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
   HG_CHECK(v.size() == 1 || v.size() == 2, op, "{} must have 1 or 2 values, got {}", what, v.size());
@@ -65,8 +66,8 @@ Prepared prepare(const char* op, const Tensor& input, const std::vector<int64_t>
              "padding must be between 0 and half the kernel size, got padding {} for kernel {}", padding, kernel);
   }
   r.unbatched = input.dim() == 3;
-  Tensor x = r.unbatched ? input.detach().unsqueeze(0) : input.detach();
-  r.x = x.is_contiguous() ? x : x.contiguous();
+  const Tensor x = r.unbatched ? internal::unsqueezed(input, 0) : input.detach();
+  r.x = internal::contiguous(x);
   const int64_t h = x.size(2), w = x.size(3);
   r.oh = out_size(h, r.p.kernel[0], r.p.stride[0], r.p.padding[0], r.p.dilation[0], ceil_mode);
   r.ow = out_size(w, r.p.kernel[1], r.p.stride[1], r.p.padding[1], r.p.dilation[1], ceil_mode);
@@ -81,9 +82,7 @@ Tensor output_for(const Prepared& r) {
 
 // The gradient arriving for the pooled output, as a contiguous 4-d tensor of x's dtype.
 Tensor grad_4d(const Tensor& g, const Tensor& x, int64_t oh, int64_t ow) {
-  Tensor go = g.dtype() == x.dtype() ? g : g.to(x.dtype());
-  go = go.detach().reshape({x.size(0), x.size(1), oh, ow});
-  return go.is_contiguous() ? go : go.contiguous();
+  return internal::contiguous(internal::reshaped(internal::cast(g, x.dtype()), {x.size(0), x.size(1), oh, ow}));
 }
 }  // namespace
 

@@ -6,15 +6,16 @@
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
 
 HG_DEFINE_STUB(reduce_stub, ReduceFn);
-HG_DEFINE_STUB(sum_columns_stub, SumColumnsFn);
+HG_DEFINE_OPTIONAL_STUB(sum_columns_stub, SumColumnsFn);
 
 namespace {
-const OpDef kSum{"sum", true, {&reduce_stub}};
+const OpDef kSum{"sum", true};
 
 std::vector<int64_t> all_dims(const Tensor& t) {
   std::vector<int64_t> d(static_cast<size_t>(t.dim()));
@@ -54,28 +55,21 @@ ReduceLayout reduce_layout(const Tensor& t, std::vector<int64_t> dims, bool keep
   while (leading < nd && reduced[static_cast<size_t>(leading)]) ++leading;
   if (columns_ok && leading > 0 && leading == static_cast<int64_t>(dims.size()) && leading < nd && t.is_contiguous()) {
     r.columns = true;
-    r.flat = Tensor(t.storage(), {inner, outer}, {outer, 1}, t.offset(), t.dtype());
+    r.flat = internal::alias(t, {inner, outer}, {outer, 1}, t.offset());
     return r;
   }
   for (int64_t d = 0; d < nd; ++d)
     if (reduced[static_cast<size_t>(d)]) order.push_back(d);
   // The permute is a view on the detached tensor; contiguous() copies only when needed.
-  Tensor moved = nd == 0 ? t.detach()
-                         : Tensor(
-                               t.storage(),
-                               [&] {
-                                 Shape s;
-                                 for (int64_t d : order) s.push_back(t.shape()[static_cast<size_t>(d)]);
-                                 return s;
-                               }(),
-                               [&] {
-                                 Strides s;
-                                 for (int64_t d : order) s.push_back(t.strides()[static_cast<size_t>(d)]);
-                                 return s;
-                               }(),
-                               t.offset(), t.dtype());
-  Tensor flat = moved.is_contiguous() ? moved : contiguous(moved);
-  r.flat = Tensor(flat.storage(), {outer, inner}, {inner, 1}, flat.offset(), flat.dtype());
+  Shape moved_shape;
+  Strides moved_strides;
+  for (int64_t d : order) {
+    moved_shape.push_back(t.shape()[static_cast<size_t>(d)]);
+    moved_strides.push_back(t.strides()[static_cast<size_t>(d)]);
+  }
+  const Tensor moved = internal::alias(t, std::move(moved_shape), std::move(moved_strides), t.offset());
+  const Tensor flat = internal::contiguous(moved);
+  r.flat = internal::alias(flat, {outer, inner}, {inner, 1}, flat.offset());
   return r;
 }
 
@@ -89,7 +83,7 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, std:
   if (layout.reduced == 0) {
     if (out.numel()) fill_stub(out.device().type, out, 0.0);
   } else if (out.numel()) {
-    Tensor out_flat(out.storage(), {out.numel()}, {1}, 0, out.dtype());
+    const Tensor out_flat = internal::alias(out, {out.numel()}, {1}, 0);
     if (layout.columns) {
       sum_columns_stub(x.device().type, out_flat, layout.flat);
     } else {

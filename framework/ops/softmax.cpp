@@ -1,9 +1,10 @@
 // softmax / log_softmax: one fused kernel pass forward, one backward, reusing the output.
 #include "framework/ops/softmax_kernels.h"
-#include "framework/ops/views.h"
 
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
+#include "framework/ops/views.h"
 
 namespace hg {
 
@@ -11,8 +12,10 @@ HG_DEFINE_STUB(softmax_stub, SoftmaxFn);
 HG_DEFINE_STUB(softmax_backward_stub, SoftmaxBackwardFn);
 
 namespace {
-const OpDef kSoftmax{"softmax", true, {&softmax_stub, &softmax_backward_stub}};
-const OpDef kLogSoftmax{"log_softmax", true, {&softmax_stub, &softmax_backward_stub}};
+const OpDef kSoftmax{"softmax", true};
+const OpDef kLogSoftmax{"log_softmax", true};
+const OpDef kSoftmaxBackward{"softmax_backward", false};
+const OpDef kLogSoftmaxBackward{"log_softmax_backward", false};
 
 Tensor run(const OpDef& def, bool log, const Tensor& t, int64_t dim_in, std::optional<Dtype> dtype) {
   OpCall call(def, {t});
@@ -24,16 +27,21 @@ Tensor run(const OpDef& def, bool log, const Tensor& t, int64_t dim_in, std::opt
   HG_CHECK(is_floating(out_dtype), def.name, "the output dtype must be floating-point, got {}", out_dtype);
   // A 0-d tensor accepts dim 0 or -1 (as PyTorch) and is one row of one element.
   const int64_t dim = normalize_dim(dim_in, x.dim(), def.name);
-  const Tensor in = contiguous(x.detach());
+  const Tensor in = internal::contiguous(x);
   Tensor out = empty(x.shape(), TensorOptions(out_dtype).device(x.device()));
-  if (out.numel()) softmax_stub(x.device().type, as_3d(out, dim), as_3d(in, dim), log);
+  if (out.numel()) softmax_stub(x.device().type, internal::as_3d(out, dim), internal::as_3d(in, dim), log);
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [log, dim, sy = SavedTensor(out, def.name)](const TensorList& g) -> TensorList {
       const Tensor& y = sy.get();
-      const Tensor go = contiguous(g[0].dtype() == y.dtype() ? g[0] : g[0].to(y.dtype()));
+      OpCall bcall(log ? kLogSoftmaxBackward : kSoftmaxBackward, {g[0], y});
+      const Tensor go = internal::contiguous(internal::cast(bcall.input(0), y.dtype()));
       Tensor gx = empty(y.shape(), TensorOptions(y.dtype()).device(y.device()));
-      if (gx.numel()) softmax_backward_stub(y.device().type, as_3d(gx, dim), as_3d(go, dim), as_3d(y, dim), log);
+      if (gx.numel()) {
+        softmax_backward_stub(y.device().type, internal::as_3d(gx, dim), internal::as_3d(go, dim),
+                              internal::as_3d(y, dim), log);
+      }
+      bcall.finish({&gx});
       return {gx};  // in the output's dtype; the engine casts it to the input's
     };
   }

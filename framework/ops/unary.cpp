@@ -8,24 +8,24 @@
 namespace hg {
 
 HG_DEFINE_STUB(unary_stub, UnaryFn);
-HG_DEFINE_STUB(relu_backward_stub, ReluBackwardFn);
+HG_DEFINE_OPTIONAL_STUB(relu_backward_stub, ReluBackwardFn);
 
 namespace {
-const OpDef kNeg{"neg", true, {&unary_stub}};
-const OpDef kExp{"exp", true, {&unary_stub}};
-const OpDef kLog{"log", true, {&unary_stub}};
-const OpDef kLog1p{"log1p", true, {&unary_stub}};
-const OpDef kSqrt{"sqrt", true, {&unary_stub}};
-const OpDef kRsqrt{"rsqrt", true, {&unary_stub}};
-const OpDef kReciprocal{"reciprocal", true, {&unary_stub}};
-const OpDef kAbs{"abs", true, {&unary_stub}};
-const OpDef kSigmoid{"sigmoid", true, {&unary_stub}};
-const OpDef kTanh{"tanh", true, {&unary_stub}};
-const OpDef kRelu{"relu", true, {&unary_stub}};
-const OpDef kGelu{"gelu", true, {&unary_stub}};
-const OpDef kSoftplus{"softplus", true, {&unary_stub}};
-const OpDef kPowScalar{"pow", true, {&unary_stub}};
-const OpDef kErf{"erf", true, {&unary_stub}};
+const OpDef kNeg{"neg", true};
+const OpDef kExp{"exp", true};
+const OpDef kLog{"log", true};
+const OpDef kLog1p{"log1p", true};
+const OpDef kSqrt{"sqrt", true};
+const OpDef kRsqrt{"rsqrt", true};
+const OpDef kReciprocal{"reciprocal", true};
+const OpDef kAbs{"abs", true};
+const OpDef kSigmoid{"sigmoid", true};
+const OpDef kTanh{"tanh", true};
+const OpDef kRelu{"relu", true};
+const OpDef kGelu{"gelu", true};
+const OpDef kSoftplus{"softplus", true};
+const OpDef kPowScalar{"pow", true};
+const OpDef kErf{"erf", true};
 
 bool keeps_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu; }
 

@@ -5,6 +5,7 @@
 
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
 
 namespace hg {
@@ -21,9 +22,7 @@ const OpDef kSqueeze{"squeeze", true};
 const OpDef kUnsqueeze{"unsqueeze", true};
 const OpDef kAsStrided{"as_strided", false};
 
-Tensor alias(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
-  return Tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
-}
+using internal::alias;
 
 // Resolves one -1 in `shape` from the element count, checking the total.
 Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
@@ -46,34 +45,6 @@ Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
   return out;
 }
 
-// Strides that let `shape` view memory laid out as (old_shape, old_strides), if any exist
-// (the rule PyTorch's view uses: each new chunk of dims must span contiguous old dims).
-std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& shape) {
-  if (numel_of(old_shape) == 0) return contiguous_strides(shape);
-  Strides out(shape.size());
-  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
-  int64_t tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_shape[d];
-    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        out[view_d] = view_numel * chunk_base_stride;
-        view_numel *= shape[view_d];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return std::nullopt;
-      if (d > 0) {
-        chunk_base_stride = old_strides[d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return out;
-}
-
 BackwardFn reshape_back(const Tensor& x) {
   return [shape = x.shape()](const TensorList& g) -> TensorList { return {reshape(g[0], shape)}; };
 }
@@ -83,7 +54,7 @@ Tensor view(const Tensor& t, const Shape& shape) {
   OpCall call(kView, {t});
   const Tensor& x = call.input(0);
   Shape s = infer_shape(shape, x.numel(), "view");
-  auto strides = view_strides(x.shape(), x.strides(), s);
+  auto strides = internal::view_strides(x.shape(), x.strides(), s);
   HG_CHECK(strides.has_value(), "view",
            "shape {} is not compatible with the input's size {} and strides {}; use reshape() instead", s, x.shape(),
            x.strides());
@@ -96,13 +67,12 @@ Tensor reshape(const Tensor& t, const Shape& shape) {
   OpCall call(kReshape, {t});
   const Tensor& x = call.input(0);
   Shape s = infer_shape(shape, x.numel(), "reshape");
-  auto strides = view_strides(x.shape(), x.strides(), s);
+  auto strides = internal::view_strides(x.shape(), x.strides(), s);
   Tensor out;
   if (strides) {
     out = alias(x, s, *strides, x.offset());
   } else {
-    Tensor c = contiguous(x.detach());
-    out = alias(c, s, contiguous_strides(s), c.offset());
+    out = internal::alias_contiguous(internal::contiguous(x), s);
   }
   call.finish({&out}, call.needs_grad() ? reshape_back(x) : nullptr);
   return out;
@@ -309,16 +279,6 @@ Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, i
   Tensor out = alias(t, shape, strides, offset);
   call.finish({&out});
   return out;
-}
-
-Tensor as_3d(const Tensor& t, int64_t dim) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d < dim) outer *= t.shape()[static_cast<size_t>(d)];
-    if (d > dim) inner *= t.shape()[static_cast<size_t>(d)];
-  }
-  const int64_t n = t.dim() == 0 ? 1 : t.shape()[static_cast<size_t>(dim)];
-  return Tensor(t.storage(), {outer, n, inner}, {n * inner, inner, 1}, t.offset(), t.dtype());
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {

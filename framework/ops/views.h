@@ -20,10 +20,6 @@ Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
 // Strided alias of t's storage (no checks beyond bounds; for ops that build views).
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset);
 
-// [outer, size of dim, inner] alias of a contiguous tensor (0-d: [1, 1, 1]), records no op:
-// how kernels see "the dim an op works along".
-Tensor as_3d(const Tensor& contiguous, int64_t dim);
-
 // Sums `grad` over the dims broadcasting added, so it has `shape` again (used by autograd).
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 

@@ -5,6 +5,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/indexing_kernels.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -12,8 +13,8 @@ namespace hg {
 HG_DEFINE_STUB(where_stub, WhereFn);
 
 namespace {
-const OpDef kWhere{"where", true, {&where_stub}};
-const OpDef kMaskedFill{"masked_fill", true, {&where_stub}};
+const OpDef kWhere{"where", true};
+const OpDef kMaskedFill{"masked_fill", true};
 
 void check_mask(std::string_view op, const char* what, const Tensor& mask, const Tensor& x) {
   HG_CHECK(mask.defined() && x.defined(), op, "got an undefined tensor");
@@ -32,8 +33,9 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
   const Dtype dtype = promote_types(a.dtype(), b.dtype());
   Tensor out = empty(shape, TensorOptions(dtype).device(a.device()));
   if (out.numel()) {
-    where_stub(out.device().type, out, expand(cond.detach(), shape), expand(a.detach().to(dtype), shape),
-               expand(b.detach().to(dtype), shape));
+    where_stub(out.device().type, out, internal::expanded(cond, shape),
+               internal::expanded(internal::cast(a, dtype), shape),
+               internal::expanded(internal::cast(b, dtype), shape));
   }
   BackwardFn bw;
   if (call.needs_grad()) {
@@ -54,7 +56,8 @@ Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, double value) {
   Tensor out = empty(shape, TensorOptions(x.dtype()).device(x.device()));
   if (out.numel()) {
     const Tensor fill = scalar_tensor(value, TensorOptions(x.dtype()).device(x.device()));
-    where_stub(out.device().type, out, expand(mask.detach(), shape), expand(fill, shape), expand(x.detach(), shape));
+    where_stub(out.device().type, out, internal::expanded(mask, shape), internal::expanded(fill, shape),
+               internal::expanded(x, shape));
   }
   BackwardFn bw;
   if (call.needs_grad()) {

@@ -74,11 +74,12 @@ TEST_CASE("empty tensors") {
   CHECK(mm(zeros({2, 0}), zeros({0, 3})).to_vector<float>() == std::vector<float>(6, 0.0f));
 }
 
-TEST_CASE("gradients of view, clone, to and dropout match finite differences") {
+TEST_CASE("gradients of view, clone, contiguous, to and dropout match finite differences") {
   using autograd::gradcheck;
   manual_seed(21);
   CHECK(gradcheck([](const TensorList& x) { return x[0].view({4, 3}); }, {randn({3, 4})}));
   CHECK(gradcheck([](const TensorList& x) { return x[0].clone() * 2.0; }, {randn({3, 4})}));
+  CHECK(gradcheck([](const TensorList& x) { return x[0].t().contiguous() * 2.0; }, {randn({3, 4})}));
   // A round trip through float32 is linear, so a wide step keeps float32 rounding out of the
   // central difference.
   CHECK(gradcheck([](const TensorList& x) { return x[0].to(kFloat32).to(kFloat64); }, {randn({3, 4})},

@@ -1,0 +1,39 @@
+// The internal op tier: how ops build their insides (aliases, reshapes, transposes, broadcasts,
+// contiguous copies, dtype casts) without going through OpCall. Nothing here autocasts, records
+// an op event or attaches an autograd node, and no result requires grad: an op's user-visible
+// effects are its own OpCall's alone. Internal: not installed.
+#pragma once
+
+#include <optional>
+
+#include "framework/tensor.h"
+
+namespace hg::internal {
+
+// A view of t's storage with this geometry; the caller vouches that it stays inside the storage.
+Tensor alias(const Tensor& t, Shape shape, Strides strides, int64_t offset);
+// The same geometry as a plain new contiguous layout of `shape` over t's storage (t contiguous).
+Tensor alias_contiguous(const Tensor& t, const Shape& shape);
+// Strides that let `shape` view memory laid out as (old_shape, old_strides), if any exist.
+std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& shape);
+// A view of t with `shape` when its strides allow one, else a contiguous copy (as reshape).
+Tensor reshaped(const Tensor& t, const Shape& shape);
+// A 2-d t with its two dims swapped (a view).
+Tensor transposed(const Tensor& t);
+// t broadcast to `shape` (a view with zero strides where t has size 1 or lacks the dim).
+Tensor expanded(const Tensor& t, const Shape& shape);
+// t with a dim of size 1 inserted at `dim` (a view).
+Tensor unsqueezed(const Tensor& t, int64_t dim);
+// t when it is contiguous, else a contiguous copy on its device.
+Tensor contiguous(const Tensor& t);
+// A contiguous copy of t on `device` (same dtype), or t when it is already there.
+Tensor moved_to(const Tensor& t, Device device);
+// t when it already has `dtype`, else a contiguous copy converted to it on t's device.
+Tensor cast(const Tensor& t, Dtype dtype);
+// A fresh contiguous copy of t converted to `dtype` (always a copy).
+Tensor converted(const Tensor& t, Dtype dtype);
+// The [outer, size of dim, inner] alias of a contiguous tensor (0-d: [1, 1, 1]): how kernels see
+// "the dim an op works along".
+Tensor as_3d(const Tensor& contiguous, int64_t dim);
+
+}  // namespace hg::internal
