@@ -1,6 +1,5 @@
 #include "framework/optim/adam.h"
 
-
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/optim_update_kernels.h"
