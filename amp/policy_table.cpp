@@ -1,4 +1,4 @@
-// THE autocast policy table (AMP-SPEC section 2): one row per op name, for cpu and cuda.
+// THE autocast policy table (docs/AMP.md section 2): one row per op name, for cpu and cuda.
 // Every op in hg::op_registry() must have a row, "pass-through" ones included; the registry
 // test fails otherwise. Rows for ops not registered yet are fine (they wait for their op).
 //
