@@ -1,4 +1,4 @@
-// The cast cache (AMP-SPEC section 3): inside a region, a weight is cast to the lower dtype
+// The cast cache (docs/AMP.md section 3): inside a region, a weight is cast to the lower dtype
 // once and reused, however many ops read it. Per thread, emptied when this thread leaves its
 // outermost region, so recomputation and other threads never see another region's casts.
 #pragma once

@@ -1,4 +1,4 @@
-// GradScaler (AMP-SPEC section 5): dynamic loss scaling so small float16 gradients do not
+// GradScaler (docs/AMP.md section 5): dynamic loss scaling so small float16 gradients do not
 // flush to zero. The scale, the growth counter and the found-inf flags are tensors on the
 // device, and the optimizer reads found_inf itself to skip a step, so a GPU step never waits
 // for the host.

@@ -1,4 +1,4 @@
-// THE autocast policy table (docs/AMP.md, "The policy table"): one row per op name, for cpu and
+// THE autocast policy table (docs/AMP.md section 2): one row per op name, for cpu and
 // cuda. It matches hg::op_registry() both ways: every op has a row, "pass-through" ones included,
 // and every row names a registered op (policy_table_problems(), checked by a registry test).
 //

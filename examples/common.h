@@ -1,5 +1,5 @@
-// What the MNIST examples share: flags, the data, a classification loss, the training loop with
-// its progress line and checkpoints, evaluation, and the closing JSON line.
+// What the MNIST examples share besides their training loops (each example shows its own): flags,
+// the device, evaluation, checkpoints, the progress line and the closing JSON line.
 #pragma once
 
 #include <unistd.h>
@@ -149,71 +149,59 @@ inline int64_t load_checkpoint(const std::string& path, hg::nn::Module& model, h
   return all.at("epoch").item<int64_t>();
 }
 
-// Trains `model` on MNIST with SGD (momentum 0.9), evaluates, and prints the JSON summary as
-// the last line. Returns the process exit code.
-inline int train_mnist(const std::string& name, hg::nn::Module& model, const Args& args) {
-  const hg::Device device = pick_device(args);
-  model.to(device);
-  const auto train = hg::data::mnist(args.data, hg::data::Split::Train);
-  const auto test = hg::data::mnist(args.data, hg::data::Split::Test);
-  hg::optim::SGD opt(model.parameters(), {.lr = args.lr, .momentum = args.momentum});
-  hg::data::DataLoader loader(train, {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
-  // fp16 needs loss scaling; for off and bf16 the scaler is disabled and passes everything through.
-  hg::amp::GradScaler scaler(device, {.enabled = args.amp == "fp16"});
-  int64_t start_epoch = 0;
-  if (!args.resume.empty()) {
-    start_epoch = load_checkpoint(args.resume, model, opt, scaler);
-    fmt::print("resumed from {} at epoch {}\n", args.resume, start_epoch);
-  }
-
-  using clock = std::chrono::steady_clock;
-  std::vector<double> step_ms, recent_losses;
-  double train_seconds = 0;
-  int64_t samples = 0;
-  Progress progress;
-  const int64_t steps = loader.size();
-  for (int64_t epoch = start_epoch; epoch < args.epochs; ++epoch) {
-    loader.set_epoch(epoch);
-    int64_t step = 0;
-    const auto epoch_start = clock::now();
-    for (hg::TensorList batch : loader) {
-      const auto t0 = clock::now();
-      const Tensor x = batch[0].to(device), y = batch[1].to(device);
-      opt.zero_grad();
-      const Tensor loss = [&] {
-        const auto dtype = amp_dtype(args);
-        hg::amp::AutocastGuard autocast(x.device().type, dtype, dtype.has_value());
-        return hg::cross_entropy(model(x), y);
-      }();
-      scaler.scale(loss).backward();
-      scaler.step(opt);
-      scaler.update();
-      const double loss_value = loss.item<double>();
-      const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      step_ms.push_back(ms);
-      train_seconds += ms / 1000;
-      samples += x.size(0);
-      recent_losses.push_back(loss_value);
-      if (recent_losses.size() > 50) recent_losses.erase(recent_losses.begin());
-      ++step;
-      const double elapsed = std::chrono::duration<double>(clock::now() - epoch_start).count();
-      progress.update(epoch + 1, args.epochs, step, steps, loss_value, static_cast<double>(samples) / train_seconds,
-                      elapsed / static_cast<double>(step) * static_cast<double>(steps - step));
-    }
-    if (!args.save.empty()) save_checkpoint(args.save, model, opt, scaler, epoch + 1);
-  }
-
-  const double acc = accuracy(model, test, device, args);
-  std::sort(step_ms.begin(), step_ms.end());
-  double final_loss = 0;
-  for (double l : recent_losses) final_loss += l / static_cast<double>(recent_losses.size());
-  fmt::print(
-      R"({{"model":"{}","device":"{}","amp":"{}","epochs":{},"test_accuracy":{:.4f},"final_loss":{:.4f},"step_ms_median":{:.2f},"samples_per_s":{:.0f}}})"
-      "\n",
-      name, device.is_cpu() ? "cpu" : "cuda", args.amp, args.epochs, acc, final_loss,
-      step_ms.empty() ? 0.0 : step_ms[step_ms.size() / 2], train_seconds > 0 ? samples / train_seconds : 0.0);
-  return 0;
+// Continues from --resume when it is given: returns the epoch to start from (0 without it).
+inline int64_t resume(const Args& args, hg::nn::Module& model, hg::optim::Optimizer& opt, hg::amp::GradScaler& scaler) {
+  if (args.resume.empty()) return 0;
+  const int64_t epoch = load_checkpoint(args.resume, model, opt, scaler);
+  fmt::print("resumed from {} at epoch {}\n", args.resume, epoch);
+  return epoch;
 }
+
+// Times the training steps, shows progress, and prints the JSON summary that is the examples'
+// last line (tools/accuracy-sweep.sh reads it).
+class TrainLog {
+ public:
+  TrainLog(int64_t epochs, int64_t steps_per_epoch) : epochs_(epochs), steps_(steps_per_epoch) {}
+
+  void start_epoch(int64_t epoch) {
+    epoch_ = epoch;
+    step_ = 0;
+    epoch_start_ = clock::now();
+  }
+  void start_step() { step_start_ = clock::now(); }
+  // After a step on `samples` samples whose loss was `loss`.
+  void end_step(double loss, int64_t samples) {
+    const double ms = std::chrono::duration<double, std::milli>(clock::now() - step_start_).count();
+    step_ms_.push_back(ms);
+    train_seconds_ += ms / 1000;
+    samples_ += samples;
+    recent_losses_.push_back(loss);
+    if (recent_losses_.size() > 50) recent_losses_.erase(recent_losses_.begin());
+    ++step_;
+    const double elapsed = std::chrono::duration<double>(clock::now() - epoch_start_).count();
+    progress_.update(epoch_ + 1, epochs_, step_, steps_, loss, static_cast<double>(samples_) / train_seconds_,
+                     elapsed / static_cast<double>(step_) * static_cast<double>(steps_ - step_));
+  }
+
+  void summary(const std::string& name, hg::Device device, const Args& args, double test_accuracy) {
+    std::sort(step_ms_.begin(), step_ms_.end());
+    double final_loss = 0;
+    for (double l : recent_losses_) final_loss += l / static_cast<double>(recent_losses_.size());
+    fmt::print(
+        R"({{"model":"{}","device":"{}","amp":"{}","epochs":{},"test_accuracy":{:.4f},"final_loss":{:.4f},"step_ms_median":{:.2f},"samples_per_s":{:.0f}}})"
+        "\n",
+        name, device.is_cpu() ? "cpu" : "cuda", args.amp, args.epochs, test_accuracy, final_loss,
+        step_ms_.empty() ? 0.0 : step_ms_[step_ms_.size() / 2], train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0);
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  int64_t epochs_, steps_, epoch_ = 0, step_ = 0, samples_ = 0;
+  clock::time_point epoch_start_, step_start_;
+  std::vector<double> step_ms_, recent_losses_;
+  double train_seconds_ = 0;
+  Progress progress_;
+};
 
 // Runs body, turning an hg::Error into a message on stderr and exit code 1.
 inline int run_main(const std::function<int()>& body) {

@@ -2,6 +2,7 @@
 // flatten -> linear(9216->128) -> ReLU -> linear(128->10).
 // Run: build/examples/mnist_cnn --data data/mnist --epochs 1
 #include "common.h"
+#include "models.h"
 
 int main(int argc, char** argv) {
   examples::Args args;
@@ -9,12 +10,40 @@ int main(int argc, char** argv) {
   if (!examples::parse_args(argc, argv, "Train a small CNN on MNIST", args, code)) return code;
   return examples::run_main([&] {
     hg::manual_seed(args.seed);
-    namespace nn = hg::nn;
-    nn::Sequential model{std::make_shared<nn::Conv2d>(1, 32, 3),  std::make_shared<nn::ReLU>(),
-                         std::make_shared<nn::Conv2d>(32, 64, 3), std::make_shared<nn::ReLU>(),
-                         std::make_shared<nn::MaxPool2d>(2),      std::make_shared<nn::Flatten>(),
-                         std::make_shared<nn::Linear>(9216, 128), std::make_shared<nn::ReLU>(),
-                         std::make_shared<nn::Linear>(128, 10)};
-    return examples::train_mnist("cnn", model, args);
+    const hg::Device device = examples::pick_device(args);
+    auto model = examples::mnist_cnn();
+    model->to(device);
+    const auto train = hg::data::mnist(args.data, hg::data::Split::Train);
+    const auto test = hg::data::mnist(args.data, hg::data::Split::Test);
+    hg::data::DataLoader loader(train, {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
+    hg::optim::SGD opt(model->parameters(), {.lr = args.lr, .momentum = args.momentum});
+    // Mixed precision: autocast picks each op's dtype inside the guard; fp16 also needs loss
+    // scaling. For --amp off and bf16 the scaler is disabled and passes everything through.
+    const std::optional<hg::Dtype> amp = examples::amp_dtype(args);
+    hg::amp::GradScaler scaler(device, {.enabled = args.amp == "fp16"});
+    const int64_t start_epoch = examples::resume(args, *model, opt, scaler);
+
+    examples::TrainLog log(args.epochs, loader.size());
+    for (int64_t epoch = start_epoch; epoch < args.epochs; ++epoch) {
+      loader.set_epoch(epoch);
+      log.start_epoch(epoch);
+      for (hg::TensorList batch : loader) {
+        log.start_step();
+        const hg::Tensor x = batch[0].to(device), y = batch[1].to(device);
+        opt.zero_grad();
+        hg::Tensor loss;
+        {
+          hg::amp::AutocastGuard autocast(device.type, amp, amp.has_value());
+          loss = hg::cross_entropy((*model)(x), y);  // cross_entropy runs in float32 under autocast
+        }
+        scaler.scale(loss).backward();
+        scaler.step(opt);  // skipped when fp16 gradients overflowed
+        scaler.update();
+        log.end_step(loss.item<double>(), x.size(0));
+      }
+      if (!args.save.empty()) examples::save_checkpoint(args.save, *model, opt, scaler, epoch + 1);
+    }
+    log.summary("cnn", device, args, examples::accuracy(*model, test, device, args));
+    return 0;
   });
 }

@@ -51,7 +51,7 @@ struct AutogradHooks {
 void set_autograd_hooks(AutogradHooks* hooks);
 AutogradHooks& autograd_hooks();  // throws when the autograd layer is not linked
 
-// ---- the op recorder (AMP-SPEC section 6) ----
+// ---- the op recorder (docs/AMP.md section 6) ----
 struct OpEvent {
   std::string name;
   bool backward = false;  // run by the autograd engine

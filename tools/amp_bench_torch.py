@@ -18,8 +18,9 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+import mnist_models  # the models, defined once for every PyTorch twin
 
 MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp"]
 PRECISIONS = ["fp32", "bf16", "fp16", "tf32"]
@@ -48,7 +49,7 @@ def stream_uniform(seed, stream, n):
     return (x >> np.uint64(40)).astype(np.float64) * 2.0**-24
 
 
-# ---- models (tools/amp_bench/models.cpp) ----
+# ---- models (tools/mnist_models.py; C++: tools/amp_bench/models.cpp) ----
 
 def model_info(name):
     """(sample shape, classes, MNIST-shaped)."""
@@ -58,23 +59,9 @@ def model_info(name):
 
 
 def build_model(name, seed):
-    if name == "linear":
-        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
-    elif name == "mnist_mlp":
-        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                              nn.Linear(512, 10))
-    elif name == "mnist_cnn":
-        model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Linear(128, 10))
-    elif name == "wide_mlp":
-        layers = []
-        for i in range(4):
-            if i:
-                layers.append(nn.ReLU())
-            layers.append(nn.Linear(4096, 4096))
-        model = nn.Sequential(*layers)
-    else:
+    if name not in mnist_models.LAYERS:
         raise ValueError(f"unknown model {name}")
+    model = mnist_models.build(torch, name)
     bound = 1.0
     with torch.no_grad():
         for k, p in enumerate(model.parameters()):

@@ -16,6 +16,8 @@ import struct
 import sys
 import time
 
+import mnist_models  # the models, defined once for every PyTorch twin (tools/)
+
 
 def read_idx(path):
     opener = gzip.open if path.endswith(".gz") else open
@@ -53,12 +55,7 @@ def load_split(torch, directory, prefix):
 
 
 def make_model(torch, name):
-    nn = torch.nn
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                             nn.Linear(512, 10))
-    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(), nn.Linear(128, 10))
+    return mnist_models.build(torch, "mnist_" + name)  # "mlp" or "cnn"
 
 
 def main():

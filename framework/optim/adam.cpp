@@ -1,9 +1,5 @@
 #include "framework/optim/adam.h"
 
-#include <cmath>
-#include <string_view>
-
-#include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/optim_update_kernels.h"
@@ -12,13 +8,12 @@ namespace hg::optim {
 
 Adam::Adam(TensorList params, AdamOptions options) : Adam(std::move(params), options, "Adam", false) {}
 
-AdamW::AdamW(TensorList params, AdamWOptions options) : Adam(std::move(params), options, "AdamW", true) {}
+AdamW::AdamW(TensorList params, AdamWOptions options) : Adam(std::move(params), options.adam(), "AdamW", true) {}
 
 Adam::Adam(TensorList params, AdamOptions options, const char* name, bool decoupled)
     : Optimizer(std::move(params), options.lr, name),
       options_(options),
       decoupled_(decoupled),
-      amsgrad_(options.amsgrad),
       step_(this->params().size(), 0),
       device_step_(this->params().size()) {
   HG_CHECK(options.eps >= 0, name, "invalid eps {}", options.eps);
@@ -27,46 +22,21 @@ Adam::Adam(TensorList params, AdamOptions options, const char* name, bool decoup
   HG_CHECK(options.weight_decay >= 0, name, "invalid weight_decay {}", options.weight_decay);
 }
 
-std::map<std::string, double*> Adam::hyperparameters() {
+std::map<std::string, Optimizer::Hyperparameter> Adam::hyperparameters() {
   return {{"beta1", &options_.beta1},
           {"beta2", &options_.beta2},
           {"eps", &options_.eps},
           {"weight_decay", &options_.weight_decay},
-          {"amsgrad", &amsgrad_}};
+          {"amsgrad", &options_.amsgrad}};
 }
 
+// The fused kernel is the one implementation of the update. A strided parameter (a view into a
+// larger tensor) is updated through a contiguous copy: copy in, fused update, copy back.
 void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
-  options_.amsgrad = amsgrad_ != 0;
-  if (param.device().is_cuda() || fusable(i, param)) return update_fused(i, param, grad);
-  Tensor p = param;
-  Tensor g = grad.to(param.dtype());
-  if (options_.weight_decay != 0) {
-    if (decoupled_)
-      p.mul_(1.0 - lr() * options_.weight_decay);
-    else
-      g = g + param * options_.weight_decay;
-  }
-  auto& st = state_[i];
-  if (!st.count("exp_avg")) {
-    st["exp_avg"] = zeros_like(param);
-    st["exp_avg_sq"] = zeros_like(param);
-    if (options_.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
-  }
-  const int64_t t = ++step_[i];
-  Tensor& m = st["exp_avg"];
-  Tensor& v = st["exp_avg_sq"];
-  m.mul_(options_.beta1).add_(g, 1.0 - options_.beta1);
-  v.mul_(options_.beta2).add_(g * g, 1.0 - options_.beta2);
-  const double bias1 = 1.0 - std::pow(options_.beta1, static_cast<double>(t));
-  const double bias2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(t)));
-  Tensor second = v;
-  if (options_.amsgrad) {
-    Tensor& vmax = st["max_exp_avg_sq"];
-    vmax.copy_(maximum(vmax, v));
-    second = vmax;
-  }
-  const Tensor denom = second.sqrt() / bias2_sqrt + options_.eps;
-  p.add_(m / denom, -lr() / bias1);
+  if (param.is_contiguous()) return update_fused(i, param, grad);
+  const Tensor dense = contiguous(param);
+  update_fused(i, dense, grad);
+  Tensor(param).copy_(dense);
 }
 
 StateDict Adam::state_dict() const {
@@ -98,24 +68,6 @@ void Adam::load_state_dict(const StateDict& state) {
 
 int64_t Adam::step_of(size_t i) const { return device_step_[i].defined() ? device_step_[i].item<int64_t>() : step_[i]; }
 
-// The fused kernel needs a contiguous parameter and, once they exist, contiguous moments of the
-// parameter's dtype (and max_exp_avg_sq with amsgrad); anything else takes the composed path.
-bool Adam::fusable(size_t i, const Tensor& param) const {
-  if (!param.is_contiguous()) return false;
-  const auto& st = state_[i];
-  if (st.empty()) return true;
-  for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
-    auto it = st.find(key);
-    if (it == st.end()) {
-      if (key != std::string_view("max_exp_avg_sq") || options_.amsgrad) return false;
-      continue;
-    }
-    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
-      return false;
-  }
-  return true;
-}
-
 // One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
 // device; on the CPU the step count goes through a one-element tensor and back into step_.
 void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
@@ -128,13 +80,14 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
     st["exp_avg_sq"] = zeros_like(param);
     if (options_.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
   }
+  if (options_.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(param);
+  // Moments loaded from another dtype, device or layout are converted once, to what the kernel reads.
   for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
     auto it = st.find(key);
     if (it == st.end()) continue;
-    HG_CHECK(it->second.is_contiguous() && it->second.dtype() == param.dtype() && it->second.device() == param.device(),
-             name(), "{} of parameter {} must be a contiguous {} tensor on {}", key, i, param.dtype(), param.device());
+    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
+      it->second = contiguous(to(it->second, param.device(), param.dtype()));
   }
-  HG_CHECK(!options_.amsgrad || st.count("max_exp_avg_sq"), name(), "max_exp_avg_sq of parameter {} is missing", i);
   const bool on_cuda = param.device().is_cuda();
   Tensor step;
   if (on_cuda) {

@@ -29,26 +29,32 @@ class Adam : public Optimizer {
  protected:
   Adam(TensorList params, AdamOptions options, const char* name, bool decoupled);
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
-  std::map<std::string, double*> hyperparameters() override;
+  std::map<std::string, Hyperparameter> hyperparameters() override;
   bool skips_on_device() const override { return true; }
 
  private:
-  bool fusable(size_t i, const Tensor& param) const;
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);
   int64_t step_of(size_t i) const;
 
   AdamOptions options_;
   bool decoupled_;
-  double amsgrad_ = 0;         // options_.amsgrad as a number, for state_dict
   std::vector<int64_t> step_;  // per parameter: a parameter without a gradient does not advance
   // CUDA parameters count their steps on the device (int64 [1]; a skipped step does not
   // count), created from step_ on first use; step_of() reads them back for state_dict.
   std::vector<Tensor> device_step_;
 };
 
-// AdamW: as Adam, but weight decay multiplies the parameter by (1 - lr * weight_decay).
-struct AdamWOptions : AdamOptions {
-  AdamWOptions() { weight_decay = 1e-2; }
+// AdamW: as Adam, but weight decay multiplies the parameter by (1 - lr * weight_decay). Its own
+// aggregate (PyTorch's default weight_decay differs), so designated initialisers work as for Adam.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+
+  AdamOptions adam() const { return {lr, beta1, beta2, eps, weight_decay, amsgrad}; }
 };
 
 class AdamW : public Adam {

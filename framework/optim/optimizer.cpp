@@ -69,7 +69,7 @@ StateDict Optimizer::state_dict() const {
   StateDict out;
   out["lr"] = scalar_tensor(lr_, kFloat64);
   for (const auto& [key, value] : const_cast<Optimizer*>(this)->hyperparameters())
-    out["hp." + key] = scalar_tensor(*value, kFloat64);
+    out["hp." + key] = scalar_tensor(value.get(), kFloat64);
   out["steps"] = scalar_tensor(static_cast<double>(steps_), kInt64);
   for (size_t i = 0; i < state_.size(); ++i)
     for (const auto& [key, t] : state_[i]) out[fmt::format("state.{}.{}", i, key)] = t.clone();
@@ -84,7 +84,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
   };
   lr_ = get("lr").item<double>();
   auto hps = hyperparameters();
-  for (auto& [key, value] : hps) *value = get("hp." + key).item<double>();
+  for (auto& [key, value] : hps) value.set(get("hp." + key).item<double>());
   steps_ = get("steps").item<int64_t>();
   for (size_t i = 0; i < state_.size(); ++i) {
     state_[i].clear();

@@ -43,8 +43,21 @@ class Optimizer {
   // During step(): the skip_if tensor as a one-element float32 tensor on `device` when it must be
   // read on the device; undefined when there is none (or it was already checked on the host).
   Tensor skip_flag(Device device) const;
-  // The optimizer's scalar hyper-parameters besides lr (momentum, betas, ...), saved in state_dict.
-  virtual std::map<std::string, double*> hyperparameters() { return {}; }
+  // A scalar hyper-parameter option (a number or a flag), saved in state_dict as a float64.
+  class Hyperparameter {
+   public:
+    Hyperparameter(double* value) : number_(value) {}
+    Hyperparameter(bool* flag) : flag_(flag) {}
+    double get() const { return number_ ? *number_ : (*flag_ ? 1.0 : 0.0); }
+    void set(double v) const { number_ ? void(*number_ = v) : void(*flag_ = v != 0); }
+
+   private:
+    double* number_ = nullptr;
+    bool* flag_ = nullptr;
+  };
+  // The optimizer's scalar hyper-parameters besides lr (momentum, betas, nesterov, ...), pointing
+  // into its options; saved in state_dict.
+  virtual std::map<std::string, Hyperparameter> hyperparameters() { return {}; }
   // State tensors per parameter, by name ("momentum_buffer", "exp_avg", ...).
   std::vector<StateDict> state_;
 

@@ -1,25 +1,23 @@
 #include "framework/optim/sgd.h"
 
-#include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/optim_update_kernels.h"
 
 namespace hg::optim {
 
-SGD::SGD(TensorList params, SGDOptions options)
-    : Optimizer(std::move(params), options.lr, "SGD"), options_(options), nesterov_(options.nesterov) {
+SGD::SGD(TensorList params, SGDOptions options) : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
   HG_CHECK(options.momentum >= 0, "SGD", "invalid momentum {}", options.momentum);
   HG_CHECK(options.weight_decay >= 0, "SGD", "invalid weight_decay {}", options.weight_decay);
   HG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
            "nesterov momentum needs momentum > 0 and dampening 0");
 }
 
-std::map<std::string, double*> SGD::hyperparameters() {
+std::map<std::string, Optimizer::Hyperparameter> SGD::hyperparameters() {
   return {{"momentum", &options_.momentum},
           {"dampening", &options_.dampening},
           {"weight_decay", &options_.weight_decay},
-          {"nesterov", &nesterov_}};
+          {"nesterov", &options_.nesterov}};
 }
 
 // Loaded buffers count as having taken their first gradient: forget the ready flags so the next
@@ -29,33 +27,13 @@ void SGD::load_state_dict(const StateDict& state) {
   buffer_ready_.clear();
 }
 
+// The fused kernel is the one implementation of the update. A strided parameter (a view into a
+// larger tensor) is updated through a contiguous copy: copy in, fused update, copy back.
 void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
-  options_.nesterov = nesterov_ != 0;
-  if (param.device().is_cuda() || fusable(i, param)) return update_fused(i, param, grad);
-  Tensor p = param;
-  Tensor d = grad;
-  if (options_.weight_decay != 0) d = d + param * options_.weight_decay;
-  if (options_.momentum != 0) {
-    auto it = state_[i].find("momentum_buffer");
-    if (it == state_[i].end()) {
-      it = state_[i].emplace("momentum_buffer", d.to(param.dtype()).clone().contiguous()).first;
-    } else {
-      it->second.mul_(options_.momentum).add_(d, 1.0 - options_.dampening);
-    }
-    d = options_.nesterov ? d + it->second * options_.momentum : it->second;
-  }
-  p.add_(d, -lr());
-}
-
-// The fused kernel needs a contiguous parameter and, once it exists, a contiguous momentum
-// buffer of the parameter's dtype; anything else (a strided parameter, a buffer loaded from
-// another dtype) takes the composed path above.
-bool SGD::fusable(size_t i, const Tensor& param) const {
-  if (!param.is_contiguous()) return false;
-  if (options_.momentum == 0) return true;
-  auto it = state_[i].find("momentum_buffer");
-  return it == state_[i].end() ||
-         (it->second.is_contiguous() && it->second.dtype() == param.dtype() && it->second.device() == param.device());
+  if (param.is_contiguous()) return update_fused(i, param, grad);
+  const Tensor dense = contiguous(param);
+  update_fused(i, dense, grad);
+  Tensor(param).copy_(dense);
 }
 
 // One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
@@ -74,9 +52,9 @@ void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
     } else if (!buffer_ready_[i].defined() || buffer_ready_[i].device() != param.device()) {
       buffer_ready_[i] = full({1}, 1.0, TensorOptions(kInt32).device(param.device()));  // a loaded buffer
     }
-    HG_CHECK(it->second.is_contiguous() && it->second.dtype() == param.dtype() && it->second.device() == param.device(),
-             name(), "momentum_buffer of parameter {} must be a contiguous {} tensor on {}", i, param.dtype(),
-             param.device());
+    // A buffer loaded from another dtype, device or layout is converted once, to what the kernel reads.
+    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
+      it->second = contiguous(to(it->second, param.device(), param.dtype()));
     buf = it->second;
     ready = buffer_ready_[i];
   }

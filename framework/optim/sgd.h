@@ -21,15 +21,13 @@ class SGD : public Optimizer {
 
  protected:
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
-  std::map<std::string, double*> hyperparameters() override;
+  std::map<std::string, Hyperparameter> hyperparameters() override;
   bool skips_on_device() const override { return true; }
 
  private:
-  bool fusable(size_t i, const Tensor& param) const;
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);
 
   SGDOptions options_;
-  double nesterov_ = 0;  // options_.nesterov as a number, for state_dict
   // Fused path: per parameter, a one-element int32 on the parameter's device, set once the
   // momentum buffer has taken its first gradient (a step skipped on the device leaves it unset).
   std::vector<Tensor> buffer_ready_;

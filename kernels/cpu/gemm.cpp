@@ -8,6 +8,7 @@
 #include <array>
 
 #include "framework/ops/matmul_kernels.h"
+#include "kernels/common/blas_layout.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
@@ -15,20 +16,6 @@
 
 namespace hg::cpu {
 namespace {
-
-// How BLAS should read a [rows, cols] matrix with the given element strides.
-struct BlasView {
-  bool transposed = false;
-  int64_t ld = 0;
-  bool usable = false;
-};
-BlasView blas_view(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if (col_stride == 1 && (rows <= 1 || row_stride >= std::max<int64_t>(cols, 1)))
-    return {false, std::max<int64_t>(row_stride, std::max<int64_t>(cols, 1)), true};
-  if (row_stride == 1 && (cols <= 1 || col_stride >= std::max<int64_t>(rows, 1)))
-    return {true, std::max<int64_t>(col_stride, std::max<int64_t>(rows, 1)), true};
-  return {};
-}
 
 // Copies a strided [rows, cols] matrix into a dense row-major float buffer.
 template <class T>
@@ -57,7 +44,7 @@ struct WideOperand {
   int64_t ld = 0;
   WideOperand(int64_t rows, int64_t cols) : buf(rows * cols) {}
   void fill(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    const BlasView v = blas_view(rows, cols, rs, cs);
+    const BlasLayout v = blas_layout(rows, cols, rs, cs);
     transposed = v.usable && v.transposed;
     if (transposed) {
       widen(src, cols, rows, cs, 1, buf.data());  // stored as [cols, rows]
@@ -76,7 +63,7 @@ bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int6
                  std::array<int64_t, 3> sa, std::array<int64_t, 3> sb) {
   constexpr Dtype dtype = std::is_same_v<T, float> ? kFloat32 : kBFloat16;
   if (m == 0 || n == 0 || !onednn_matmul_enabled(dtype)) return false;
-  const BlasView va = blas_view(m, k, sa[1], sa[2]), vb = blas_view(k, n, sb[1], sb[2]);
+  const BlasLayout va = blas_layout(m, k, sa[1], sa[2]), vb = blas_layout(k, n, sb[1], sb[2]);
   if (!va.usable || !vb.usable) return false;
   const MatrixView ma = MatrixView::blas(m, k, va.transposed, va.ld), mb = MatrixView::blas(k, n, vb.transposed, vb.ld);
   for (int64_t i = 0; i < batch; ++i) {
@@ -102,7 +89,7 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
     if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2})) return;
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    const BlasView va = blas_view(m, k, sa1, sa2), vb = blas_view(k, n, sb1, sb2);
+    const BlasLayout va = blas_layout(m, k, sa1, sa2), vb = blas_layout(k, n, sb1, sb2);
     if (va.usable && vb.usable) {
       for (int64_t i = 0; i < batch; ++i) {
         const auto ta = va.transposed ? CblasTrans : CblasNoTrans, tb = vb.transposed ? CblasTrans : CblasNoTrans;
@@ -141,8 +128,8 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
 void gemm_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
   Tensor aa = a, bb = b;
   if (a.dtype() == kFloat64) {  // dgemm has no widening path: make odd layouts contiguous
-    if (!blas_view(a.shape()[1], a.shape()[2], a.strides()[1], a.strides()[2]).usable) aa = a.contiguous();
-    if (!blas_view(b.shape()[1], b.shape()[2], b.strides()[1], b.strides()[2]).usable) bb = b.contiguous();
+    if (!blas_layout(a.shape()[1], a.shape()[2], a.strides()[1], a.strides()[2]).usable) aa = a.contiguous();
+    if (!blas_layout(b.shape()[1], b.shape()[2], b.strides()[1], b.strides()[2]).usable) bb = b.contiguous();
   }
   dispatch_floating(a.dtype(), "mm", [&]<class T>(TypeTag<T>) { gemm_typed<T>(out, aa, bb); });
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "framework/dtype.h"
+#include "kernels/common/blas_layout.h"
 
 namespace hg::cpu {
 
@@ -17,7 +18,8 @@ struct MatrixView {
 
   // The [rows, cols] matrix BLAS reads with this transpose flag and leading dimension.
   static MatrixView blas(int64_t rows, int64_t cols, bool transposed, int64_t ld) {
-    return transposed ? MatrixView{rows, cols, 1, ld} : MatrixView{rows, cols, ld, 1};
+    const BlasStrides s = blas_strides(transposed, ld);
+    return MatrixView{rows, cols, s.row_stride, s.col_stride};
   }
 };
 

@@ -41,3 +41,9 @@ if "$bench" --models linear --no-torch --real-data --data "$tmp/no-such-dir" --s
 fi
 grep -q "fetch-mnist" "$tmp/err.txt"
 echo "amp_bench errors ok"
+# --kernels (the GEMM and conv microbenchmarks), tiny: one line per dtype.
+"$bench" --kernels --gemm-size 64 --batch 2 --steps 2 --warmup 1 >"$tmp/kernels.txt"
+cat "$tmp/kernels.txt"
+grep -q "^gemm 64x64x64 float32 *: halfgrad .* OpenBLAS sgemm" "$tmp/kernels.txt"
+grep -q "^gemm 64x64x64 bfloat16: halfgrad" "$tmp/kernels.txt"
+[ "$(grep -c '^conv1+conv2 .* forward+backward' "$tmp/kernels.txt")" -eq 3 ]

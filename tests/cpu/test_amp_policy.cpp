@@ -22,7 +22,7 @@ TEST_CASE("amp: the policy table and the op registry match both ways") {
   for (const amp::PolicyRow& row : amp::policy_table()) CHECK_MESSAGE(names.insert(row.op).second, row.op);
 }
 
-TEST_CASE("amp: the table's rows follow AMP-SPEC section 2") {
+TEST_CASE("amp: the table's rows follow docs/AMP.md section 2") {
   struct Expect {
     const char* op;
     CastPolicy cpu, cuda;

@@ -41,13 +41,18 @@ TEST_CASE("Adam follows PyTorch's update rule with bias correction") {
 }
 
 TEST_CASE("AdamW decays the weights directly") {
-  optim::AdamWOptions o;
-  o.lr = 0.1;
-  o.weight_decay = 0.1;
-  auto p = two_steps<optim::AdamW>(o, {1, 2});
+  auto p = two_steps<optim::AdamW>(optim::AdamWOptions{.lr = 0.1, .weight_decay = 0.1}, {1, 2});
   CHECK(p[0] == doctest::Approx(0.890000001).epsilon(1e-12));
   CHECK(p[1] == doctest::Approx(0.7845817990181663).epsilon(1e-12));
   CHECK(optim::AdamWOptions().weight_decay == 0.01);
+  // Designated initialisers, as for SGD's and Adam's options; unnamed fields keep AdamW's defaults.
+  Tensor w = ones({2}).requires_grad_();
+  optim::AdamW opt({w}, {.lr = 1e-3, .weight_decay = 0.05});
+  CHECK(opt.options().lr == 1e-3);
+  CHECK(opt.options().weight_decay == 0.05);
+  CHECK(opt.options().beta2 == 0.999);
+  const optim::AdamWOptions defaults{.amsgrad = true};
+  CHECK(defaults.weight_decay == 0.01);
 }
 
 TEST_CASE("Adam works elementwise on float32 and bfloat16 parameters") {
@@ -63,10 +68,12 @@ TEST_CASE("Adam works elementwise on float32 and bfloat16 parameters") {
 }
 
 namespace {
-// Three steps of Adam/AdamW on parameters of `dt` laid out contiguously (the fused kernel) or
-// strided (the composed tensor-op path), values and gradients rounded to `values`; the second
-// parameter has no gradient at the first step. Returns the parameters, then the moments.
-TensorList adam_run(const optim::AdamOptions& o, bool decoupled, Dtype dt, bool strided, Dtype values) {
+using Results = std::map<std::string, Tensor>;
+
+// Three steps of Adam/AdamW on parameters of `dt` laid out contiguously or strided (updated
+// through a contiguous copy), values and gradients rounded to `values`; the second parameter has
+// no gradient at the first step. Returns the parameters ("param.<i>") and the state_dict's state.
+Results adam_run(const optim::AdamOptions& o, bool decoupled, Dtype dt, bool strided, Dtype values) {
   manual_seed(7);
   TensorList params;
   for (const Shape& s : {Shape{200, 301}, Shape{9, 4}}) {
@@ -76,9 +83,12 @@ TensorList adam_run(const optim::AdamOptions& o, bool decoupled, Dtype dt, bool 
   }
   std::unique_ptr<optim::Adam> opt;
   if (decoupled) {
-    optim::AdamWOptions w;
-    static_cast<optim::AdamOptions&>(w) = o;
-    opt = std::make_unique<optim::AdamW>(params, w);
+    opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = o.lr,
+                                                                     .beta1 = o.beta1,
+                                                                     .beta2 = o.beta2,
+                                                                     .eps = o.eps,
+                                                                     .weight_decay = o.weight_decay,
+                                                                     .amsgrad = o.amsgrad});
   } else {
     opt = std::make_unique<optim::Adam>(params, o);
   }
@@ -88,11 +98,67 @@ TensorList adam_run(const optim::AdamOptions& o, bool decoupled, Dtype dt, bool 
       params[i].set_grad(s == 0 && i == 1 ? Tensor() : randn(params[i].shape()).to(values).to(dt));
     opt->step();
   }
-  TensorList out;
-  for (const Tensor& p : params) out.push_back(p.detach().clone());
+  Results out;
+  for (size_t i = 0; i < params.size(); ++i) out[fmt::format("param.{}", i)] = params[i].detach().clone();
   for (const auto& [key, t] : opt->state_dict())
-    if (key.starts_with("state.")) out.push_back(t);
+    if (key.starts_with("state.")) out[key] = t;
   return out;
+}
+
+// The same run written with tensor ops (PyTorch's rule, step by step): an independent check of
+// the fused kernel, which is the optimizer's only implementation.
+Results adam_composed(const optim::AdamOptions& o, bool decoupled, Dtype dt, Dtype values) {
+  NoGradGuard no_grad;
+  manual_seed(7);
+  TensorList params;
+  for (const Shape& s : {Shape{200, 301}, Shape{9, 4}}) params.push_back(randn(s).to(values).to(dt));
+  Results out;
+  std::vector<int64_t> steps(params.size(), 0);
+  for (int s = 0; s < 3; ++s) {
+    manual_seed(200 + s);
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (s == 0 && i == 1) continue;
+      Tensor& p = params[i];
+      Tensor g = randn(p.shape()).to(values).to(dt);
+      if (o.weight_decay != 0) {
+        if (decoupled)
+          p.mul_(1.0 - o.lr * o.weight_decay);
+        else
+          g = g + p * o.weight_decay;
+      }
+      const std::string key = fmt::format("state.{}.", i);
+      if (!out.count(key + "exp_avg")) {
+        out[key + "exp_avg"] = zeros_like(p);
+        out[key + "exp_avg_sq"] = zeros_like(p);
+        if (o.amsgrad) out[key + "max_exp_avg_sq"] = zeros_like(p);
+      }
+      const int64_t t = ++steps[i];
+      out[key + "step"] = scalar_tensor(static_cast<double>(t), kInt64);
+      Tensor& m = out[key + "exp_avg"];
+      Tensor& v = out[key + "exp_avg_sq"];
+      m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+      v.mul_(o.beta2).add_(g * g, 1.0 - o.beta2);
+      const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
+      const double bias2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, static_cast<double>(t)));
+      Tensor second = v;
+      if (o.amsgrad) {
+        Tensor& vmax = out[key + "max_exp_avg_sq"];
+        vmax.copy_(maximum(vmax, v));
+        second = vmax;
+      }
+      const Tensor denom = second.sqrt() / bias2_sqrt + o.eps;
+      p.add_(m / denom, -o.lr / bias1);
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) out[fmt::format("param.{}", i)] = params[i];
+  return out;
+}
+
+void check_same_keys(const Results& a, const Results& b) {
+  std::vector<std::string> ka, kb;
+  for (const auto& [k, t] : a) ka.push_back(k);
+  for (const auto& [k, t] : b) kb.push_back(k);
+  REQUIRE(ka == kb);
 }
 }  // namespace
 
@@ -113,13 +179,38 @@ TEST_CASE("the fused CPU Adam/AdamW kernel matches the composed tensor-op update
       // As for SGD: a few ulps apart in float32/float64 (the compiler's FMA placement differs),
       // and 16-bit parameters against a float64 run of the composed path.
       const bool reduced = is_reduced_float(dt);
-      const TensorList fused = adam_run(o, decoupled, dt, false, dt);
-      const TensorList reference = adam_run(o, decoupled, reduced ? kFloat64 : dt, true, dt);
+      const Results fused = adam_run(o, decoupled, dt, false, dt);
+      const Results reference = adam_composed(o, decoupled, reduced ? kFloat64 : dt, dt);
       const test::Tolerance tol = reduced          ? test::tolerance(dt)
                                   : dt == kFloat32 ? test::Tolerance{1e-6, 1e-6}
                                                    : test::Tolerance{1e-14, 1e-14};
-      REQUIRE(fused.size() == reference.size());
-      for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], reference[i], tol);
+      check_same_keys(fused, reference);
+      for (const auto& [key, t] : fused) {
+        CAPTURE(key);
+        check_close(t, reference.at(key), tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("Adam and AdamW update strided parameters bit for bit as contiguous ones") {
+  const std::vector<std::pair<optim::AdamOptions, bool>> cases{
+      {{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true}, false},
+      {{.lr = 0.02, .weight_decay = 0.05, .amsgrad = true}, true},
+      {{.lr = 0.01, .weight_decay = 0.1}, true},
+  };
+  for (Dtype dt : {kFloat32, kBFloat16}) {
+    for (const auto& [o, decoupled] : cases) {
+      CAPTURE(dt);
+      CAPTURE(decoupled);
+      CAPTURE(o.amsgrad);
+      const Results dense = adam_run(o, decoupled, dt, false, dt), strided = adam_run(o, decoupled, dt, true, dt);
+      check_same_keys(dense, strided);
+      for (const auto& [key, t] : dense) {
+        CAPTURE(key);
+        CHECK(strided.at(key).dtype() == t.dtype());
+        check_close(strided.at(key), t, test::Tolerance{0, 0});  // exact
+      }
     }
   }
 }

@@ -82,6 +82,29 @@ TEST_CASE("cuda fused SGD and Adam/AdamW match the CPU update") {
   check_optimizer([](const TensorList& p) { return optim::AdamW(p); });
 }
 
+TEST_CASE("cuda optimizers update strided parameters bit for bit as contiguous ones") {
+  // A strided parameter goes through a contiguous copy and the same fused kernel.
+  auto run = [](bool strided, auto make) {
+    manual_seed(12);
+    const Tensor v = randn({40, 30}).to(kCUDA);
+    Tensor p = (strided ? v.t().contiguous().t() : v.clone()).requires_grad_();
+    REQUIRE(p.is_contiguous() != strided);
+    auto opt = make(TensorList{p});
+    for (int s = 0; s < 3; ++s) {
+      manual_seed(300 + s);
+      p.set_grad(randn({40, 30}).to(kCUDA));
+      opt.step();
+    }
+    return p.detach().to(kCPU);
+  };
+  auto sgd = [](const TensorList& p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  };
+  auto adamw = [](const TensorList& p) { return optim::AdamW(p, {.lr = 0.01, .weight_decay = 0.05, .amsgrad = true}); };
+  check_close(run(true, sgd), run(false, sgd), {0, 0});
+  check_close(run(true, adamw), run(false, adamw), {0, 0});
+}
+
 TEST_CASE("cuda fused optimizers leave parameters and state bit for bit unchanged when found_inf is set") {
   Tensor w = randn({64}).to(kCUDA).requires_grad_();
   optim::SGD sgd({w}, {.lr = 0.1, .momentum = 0.9});

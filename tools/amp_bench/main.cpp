@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "memory.h"
 #include "options.h"
@@ -53,6 +54,10 @@ int run(const Options& options, const std::string& command) {
   info.threads = hg::cpu::num_threads();
   openblas_set_num_threads(info.threads);
   info.data = options.real_data ? "mnist" : "synthetic";
+  if (options.kernels) {
+    fmt::print("{}; {} threads\n", info.cpu_model, info.threads);
+    return run_kernels(stdout, options);
+  }
 
   std::vector<std::string> devices = options.devices;
   const bool have_cuda = cuda_available();

@@ -1,8 +1,9 @@
-// Model definitions and their portable initialisation.
+// Model definitions (the MNIST ones are examples/models.h) and their portable initialisation.
 #include "models.h"
 
 #include <cmath>
 
+#include "examples/models.h"
 #include "portable_random.h"
 
 namespace amp_bench {
@@ -28,22 +29,9 @@ std::shared_ptr<nn::Sequential> layers(const std::string& name) {
   if (name == "linear") {
     seq->push_back(std::make_shared<nn::Flatten>()).push_back(std::make_shared<nn::Linear>(784, 10));
   } else if (name == "mnist_mlp") {
-    seq->push_back(std::make_shared<nn::Flatten>())
-        .push_back(std::make_shared<nn::Linear>(784, 512))
-        .push_back(relu())
-        .push_back(std::make_shared<nn::Linear>(512, 512))
-        .push_back(relu())
-        .push_back(std::make_shared<nn::Linear>(512, 10));
+    seq = examples::mnist_mlp();
   } else if (name == "mnist_cnn") {
-    seq->push_back(std::make_shared<nn::Conv2d>(1, 32, 3))
-        .push_back(relu())
-        .push_back(std::make_shared<nn::Conv2d>(32, 64, 3))
-        .push_back(relu())
-        .push_back(std::make_shared<nn::MaxPool2d>(2))
-        .push_back(std::make_shared<nn::Flatten>())
-        .push_back(std::make_shared<nn::Linear>(9216, 128))
-        .push_back(relu())
-        .push_back(std::make_shared<nn::Linear>(128, 10));
+    seq = examples::mnist_cnn();
   } else if (name == "wide_mlp") {
     for (int i = 0; i < 4; ++i) {
       if (i > 0) seq->push_back(relu());

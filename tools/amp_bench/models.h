@@ -1,5 +1,6 @@
-// The four benchmark models, built from hg::nn modules with the portable initialisation that
-// tools/amp_bench_torch.py reproduces, and their FLOP counts.
+// The four benchmark models (the MNIST ones are the examples', examples/models.h), built with the
+// portable initialisation that tools/amp_bench_torch.py reproduces, and their FLOP counts. The
+// PyTorch definitions are tools/mnist_models.py.
 #pragma once
 
 #include <cstdint>

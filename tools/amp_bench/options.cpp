@@ -83,6 +83,12 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.add_option("--json", o.json, "write every result as JSON to this file");
   app.add_option("--png", o.png, "draw step times as a PNG chart (needs gnuplot)");
   app.add_flag("--no-torch", o.no_torch, "do not run the PyTorch side");
+  app.add_flag("--kernels", o.kernels,
+               "instead of training: a square float32/bfloat16 GEMM through hg::mm next to OpenBLAS sgemm, and the "
+               "MNIST CNN's two conv layers forward+backward (median of --steps after --warmup)");
+  app.add_option("--gemm-size", o.gemm_size, "size n of the n x n x n GEMM of --kernels")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{16384}));
   app.add_option(
       "--python", o.python,
       "python interpreter for the PyTorch side (default: the first of /usr/bin/python3, python3 that imports torch)");

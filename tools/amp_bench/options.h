@@ -28,6 +28,8 @@ struct Options {
   std::string data = "data/mnist";
   std::string json, png;
   bool no_torch = false;
+  bool kernels = false;           // the kernel microbenchmarks instead of the training cells
+  int64_t gemm_size = 1024;       // their square GEMM's size
   std::string python;             // empty: search for one that can import torch
   std::string torch_script;       // empty: the script next to the sources
   double torch_max_seconds = 60;  // per PyTorch cell: stop timing early past this (>= 3 steps)

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "framework/cuda.h"
+#include "kernels/common/blas_layout.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"
 
@@ -31,12 +32,10 @@ struct ColView {
 // A row-major [rows, cols] matrix with strides (rs, cs) read as column-major op(X) of shape
 // [cols, rows] (what the swapped problem needs: X^T).
 ColView col_view_of_transpose(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
-    // Dense rows: memory is column-major [cols, rows] with ld rs, which is X^T itself.
-    return {cols, rows, std::max<int64_t>({rs, cols, 1}), false};
-  }
-  // Dense columns (rs == 1): memory is column-major [rows, cols] with ld cs, i.e. X; transpose.
-  return {rows, cols, std::max<int64_t>({cs, rows, 1}), true};
+  const BlasLayout l = blas_layout(rows, cols, rs, cs);
+  // Dense rows: memory is column-major [cols, rows] with ld, which is X^T itself.
+  // Dense columns: memory is column-major [rows, cols] with ld, i.e. X; transpose.
+  return l.transposed ? ColView{rows, cols, l.ld, true} : ColView{cols, rows, l.ld, false};
 }
 
 uint32_t alignment_of(const void* p) {
@@ -215,10 +214,7 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
 
 }  // namespace
 
-bool lt_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) return true;
-  return rs == 1 && (cols <= 1 || cs >= std::max<int64_t>(rows, 1));
-}
+bool lt_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) { return blas_layout(rows, cols, rs, cs).usable; }
 
 void lt_matmul(const GemmProblem& p) {
   HG_CHECK(
