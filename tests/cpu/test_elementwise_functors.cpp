@@ -20,6 +20,8 @@ struct UnaryCase {
   // Bound in float32 ULPs: `base` plus `per_cond` times the op's condition number |x f'(x)/f(x)|
   // at x (rounding the op's float32 intermediates is amplified by it: gelu's tail, sigmoid's).
   double base, per_cond = 0;
+  // An absolute allowance of abs_ulps float32 ULPs of |x| (gelu's 1 + erf cancels for x < 0).
+  double abs_ulps = 0;
 };
 
 double gelu_ref(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
@@ -52,7 +54,7 @@ std::vector<UnaryCase> unary_cases() {
       {"pow -1.5", [](const Tensor& t) { return pow(t, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 1.0},
       {"sigmoid", [](const Tensor& t) { return sigmoid(t); }, [](double x) { return 1 / (1 + std::exp(-x)); }, 2.5,
        0.5},
-      {"gelu", [](const Tensor& t) { return gelu(t); }, gelu_ref, 3, 1.5},
+      {"gelu", [](const Tensor& t) { return gelu(t); }, gelu_ref, 3, 1, 1},
       {"gelu tanh", [](const Tensor& t) { return gelu(t, true); }, gelu_tanh_ref, 4, 1},
       {"softplus", [](const Tensor& t) { return softplus(t); }, [](double x) { return softplus_ref(x, 1, 20); }, 3, 1},
       {"softplus beta 2", [](const Tensor& t) { return softplus(t, 2.0, 5.0); },
@@ -136,15 +138,17 @@ void check_unary_bounds(const UnaryCase& c, Dtype dtype, const std::vector<float
     const double bound32 = c.base + c.per_cond * condition(c.ref, x);
     const double bound = f.digits == 24 ? bound32 : 0.5 + bound32 * std::ldexp(1.0, f.digits - 24) + 1e-9;
     const double err = ulp_error(got[i], ref, f);
-    if (err > bound) {
+    const bool abs_ok = std::isfinite(x) && std::abs(got[i] - ref) <= c.abs_ulps * ulp(x, kF32) + ulp(ref, f) / 2;
+    if (err > bound && !abs_ok) {
       if (bad++ < 5)
         FAIL_CHECK(fmt::format("x = {:a} ({}): got {}, float64 {} ({} ULP > {})", x, x, got[i], ref, err, bound));
-    } else if (std::isfinite(err)) {
-      worst = std::max(worst, err - (bound - c.base));  // the error beyond the conditioning allowance
+    } else if (std::isfinite(err) && err <= bound) {
+      worst = std::max(worst, err);
     }
   }
   CHECK(bad == 0);
-  MESSAGE(fmt::format("{} {}: max {:.3f} ULP over {} inputs", c.name, dtype_name(dtype), worst, in.size()));
+  MESSAGE(fmt::format("{} {}: max {:.3f} ULP (within the bound) over {} inputs", c.name, dtype_name(dtype), worst,
+                      in.size()));
 }
 
 }  // namespace
