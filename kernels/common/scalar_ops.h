@@ -212,11 +212,11 @@ struct Ge {
 };
 
 // ---- the tables: enum value -> functor of the same name ----
-#define HG_UNARY_OPS(X)                                                                                            \
-  X(Neg)                                                                                                           \
-  X(Exp)                                                                                                           \
-  X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Abs) X(Sigmoid) X(Tanh) X(Relu) X(Gelu) X(GeluTanh) X(Softplus) \
-      X(PowScalar) X(Erf)
+// clang-format off
+#define HG_UNARY_OPS(X) \
+  X(Neg) X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Abs) X(Sigmoid) X(Tanh) X(Relu) X(Gelu) \
+  X(GeluTanh) X(Softplus) X(PowScalar) X(Erf)
+// clang-format on
 #define HG_ARITH_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum)
 #define HG_COMPARE_OPS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)
 
