@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "framework/error.h"
 #include "framework/half.h"
@@ -61,7 +62,11 @@ struct Abs {
   static constexpr bool kKeepsIntegers = true;
   template <class T>
   HG_HOST_DEVICE T operator()(T x) const {
-    return x < T(0) ? -x : x;
+    if constexpr (std::is_unsigned_v<T>) {
+      return x;
+    } else {
+      return x < T(0) ? -x : x;
+    }
   }
 };
 struct Sigmoid {

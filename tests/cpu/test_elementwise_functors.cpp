@@ -20,7 +20,8 @@ struct UnaryCase {
   // Bound in float32 ULPs: `base` plus `per_cond` times the op's condition number |x f'(x)/f(x)|
   // at x (rounding the op's float32 intermediates is amplified by it: gelu's tail, sigmoid's).
   double base, per_cond = 0;
-  // An absolute allowance of abs_ulps float32 ULPs of |x| (gelu's 1 + erf cancels for x < 0).
+  // An absolute allowance of abs_ulps float32 ULPs of |x|: gelu's 1 + erf cancels for x < 0, and
+  // its erf is PyTorch's (1.5e-7 in exact arithmetic, measured below 1e-6 in float32).
   double abs_ulps = 0;
 };
 
@@ -54,7 +55,7 @@ std::vector<UnaryCase> unary_cases() {
       {"pow -1.5", [](const Tensor& t) { return pow(t, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 1.0},
       {"sigmoid", [](const Tensor& t) { return sigmoid(t); }, [](double x) { return 1 / (1 + std::exp(-x)); }, 2.5,
        0.5},
-      {"gelu", [](const Tensor& t) { return gelu(t); }, gelu_ref, 3, 1, 1},
+      {"gelu", [](const Tensor& t) { return gelu(t); }, gelu_ref, 3, 1, 10},
       {"gelu tanh", [](const Tensor& t) { return gelu(t, true); }, gelu_tanh_ref, 4, 1},
       {"softplus", [](const Tensor& t) { return softplus(t); }, [](double x) { return softplus_ref(x, 1, 20); }, 3, 1},
       {"softplus beta 2", [](const Tensor& t) { return softplus(t, 2.0, 5.0); },
