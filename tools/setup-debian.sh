@@ -3,7 +3,7 @@
 # Used by the README quick start and by .ci/run. Safe to run again.
 set -euo pipefail
 packages=(meson ninja-build g++ pkg-config clang-format libfmt-dev doctest-dev
-          libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev gnuplot-nox)
+          libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libsleef-dev)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()

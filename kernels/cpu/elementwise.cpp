@@ -1,41 +1,68 @@
-// CPU kernels for the unary and binary elementwise ops.
+// CPU kernels for the unary and binary elementwise ops. Each call switches on the op once
+// (scalar::dispatch_*) and runs a loop specialised for that op's functor, spread over the
+// thread pool by for_each_run. float32, float16 and bfloat16 compute in float32 vectors
+// (vec_math.h: SLEEF for the transcendentals); other types run the scalar functor.
 #include "framework/ops/binary_kernels.h"
 #include "framework/ops/unary_kernels.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace hg::cpu {
 namespace {
 
+template <class T>
+inline constexpr bool is_float_compute = std::is_same_v<acc_t<T>, float>;  // float, Half, BFloat16
+
+template <class T, class F>
+void arith(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  if constexpr (is_float_compute<T> && !std::is_same_v<T, float>) {
+    binary_widened_loop<T, T>(out, a, b, f);
+  } else {
+    binary_loop<T, T, T>(out, a, b, [f](T x, T y) { return f(x, y); });
+  }
+}
+
+template <class T, class F>
+void compare(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  if constexpr (is_float_compute<T> && !std::is_same_v<T, float>) {
+    binary_widened_loop<bool, T>(out, a, b, f);
+  } else {
+    binary_loop<bool, T, T>(out, a, b, [f](T x, T y) { return f(x, y); });
+  }
+}
+
 void binary_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   dispatch_dtype(a.dtype(), [&]<class T>(TypeTag<T>) {
-    using Acc = acc_t<T>;
     if (op >= BinaryOp::Eq) {
-      binary_loop<bool, T, T>(out, a, b, [op](T x, T y) { return scalar::compare<Acc>(op, Acc(x), Acc(y)); });
-      return;
-    }
-    if constexpr (std::is_same_v<T, bool>) {
-      binary_loop<bool, bool, bool>(out, a, b,
-                                    [op](bool x, bool y) { return op == BinaryOp::Maximum ? (x || y) : (x && y); });
-    } else {
-      const Acc al = static_cast<Acc>(alpha);
-      // Switch outside the loop so each loop body is a single expression the compiler vectorises.
-      switch (op) {
-        case BinaryOp::Add:
-          if (alpha == 1.0) {
-            binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) + Acc(y)); });
-          } else {  // the optimizers' p.add_(d, -lr)
-            binary_loop<T, T, T>(out, a, b, [al](T x, T y) { return T(Acc(x) + al * Acc(y)); });
-          }
-          return;
-        case BinaryOp::Sub: binary_loop<T, T, T>(out, a, b, [al](T x, T y) { return T(Acc(x) - al * Acc(y)); }); return;
-        case BinaryOp::Mul: binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) * Acc(y)); }); return;
-        case BinaryOp::Div: binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(Acc(x) / Acc(y)); }); return;
-        default: break;
+      scalar::dispatch_compare(op, [&]<class F>(scalar::OpTag<F>) { compare<T>(out, a, b, F{}); });
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (op == BinaryOp::Maximum) {
+        binary_loop<bool, bool, bool>(out, a, b, scalar::Or{});
+      } else {
+        binary_loop<bool, bool, bool>(out, a, b, scalar::And{});
       }
-      binary_loop<T, T, T>(out, a, b, [op, al](T x, T y) { return T(scalar::binary<Acc>(op, Acc(x), Acc(y), al)); });
+    } else {
+      scalar::dispatch_arith(op,
+                             [&]<class F>(scalar::OpTag<F>) { arith<T>(out, a, b, scalar::make_binary<F>(alpha)); });
     }
   });
+}
+
+template <class T, class F>
+void unary_typed(const Tensor& out, const Tensor& in, const F& f) {
+  if constexpr (is_float_compute<T>) {
+    unary_map_loop<T>(out, in, [&f](const float* x, float* y, int64_t n) { map_unary(f, x, y, n); });
+  } else if constexpr (std::is_integral_v<T>) {
+    // The op layer sends integers only to the ops that keep them (neg, abs, relu).
+    if constexpr (scalar::keeps_integers<F>) {
+      unary_loop<T, T>(out, in, f);
+    } else {
+      fail("unary", "got an integer tensor of dtype {}", dtype_of<T>);
+    }
+  } else {
+    unary_loop<T, T>(out, in, f);
+  }
 }
 
 void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1) {
@@ -43,13 +70,8 @@ void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& in, double p0, doubl
     if constexpr (std::is_same_v<T, bool>) {
       fail("unary", "not supported on bool tensors");
     } else {
-      using Acc = std::conditional_t<std::is_integral_v<T>, double, acc_t<T>>;
-      const Acc a0 = static_cast<Acc>(p0), a1 = static_cast<Acc>(p1);
-      if (op == UnaryOp::Relu) {
-        unary_loop<T, T>(out, in, [](T x) { return (Acc(x) > Acc(0) || Acc(x) != Acc(x)) ? x : T(0); });
-        return;
-      }
-      unary_loop<T, T>(out, in, [op, a0, a1](T x) { return T(scalar::unary<Acc>(op, Acc(x), a0, a1)); });
+      scalar::dispatch_unary(
+          op, [&]<class F>(scalar::OpTag<F>) { unary_typed<T>(out, in, scalar::make_unary<F>(p0, p1)); });
     }
   });
 }

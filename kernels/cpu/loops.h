@@ -2,10 +2,13 @@
 // in runs along the innermost dimension, split across threads for large tensors.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "framework/tensor.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace hg::cpu {
@@ -142,6 +145,81 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
           }
         }
       });
+}
+
+// Elements per block in the widened loops: two float buffers of this size stay in L1.
+inline constexpr int64_t kMapBlock = 512;
+
+// out[i] = In(map(in[i])) with the maths done on float arrays: map(const float* x, float* y, n).
+// float32 runs that are contiguous are mapped in place; everything else (16-bit floats, strided
+// or broadcast operands) is gathered a block at a time into a float buffer (16-bit floats
+// widened in vector registers by load_run), mapped, and stored back rounded to nearest even.
+template <class T, class Map>
+void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
+  for_each_run<2>(out.shape(), {&out, &in},
+                  [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                    auto* o = reinterpret_cast<T*>(p[0]);
+                    const auto* a = reinterpret_cast<const T*>(p[1]);
+                    if constexpr (std::is_same_v<T, float>) {
+                      if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+                        map(a, o, n);
+                        return;
+                      }
+                    }
+                    alignas(64) float x[kMapBlock], y[kMapBlock];
+                    for (int64_t i = 0; i < n; i += kMapBlock) {
+                      const int64_t m = std::min(kMapBlock, n - i);
+                      if (s[1] == sizeof(T)) {
+                        load_run(a + i, x, m);
+                      } else {
+                        for (int64_t j = 0; j < m; ++j)
+                          x[j] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i + j) * s[1]));
+                      }
+                      map(x, y, m);
+                      if (s[0] == sizeof(T)) {
+                        store_run(y, o + i, m);
+                      } else {
+                        for (int64_t j = 0; j < m; ++j) *reinterpret_cast<T*>(p[0] + (i + j) * s[0]) = T(y[j]);
+                      }
+                    }
+                  });
+}
+
+// out[i] = f(a[i], b[i]) for 16-bit float inputs, computed in float: each block of a and b is
+// widened into float buffers (a broadcast scalar is widened once), f runs over plain float
+// arrays (vectorised), and the results are rounded back (Out = T) or stored (Out = bool).
+template <class Out, class T, class F>
+void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  for_each_run<3>(out.shape(), {&out, &a, &b},
+                  [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+                    using R = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
+                    alignas(64) float x[kMapBlock], y[kMapBlock];
+                    alignas(64) R z[kMapBlock];
+                    auto widen = [&](int k, float* dst, int64_t i, int64_t m) {
+                      if (s[k] == sizeof(T)) {
+                        load_run(reinterpret_cast<const T*>(p[k]) + i, dst, m);
+                      } else if (s[k] == 0) {
+                        const float v = static_cast<float>(*reinterpret_cast<const T*>(p[k]));
+                        for (int64_t j = 0; j < m; ++j) dst[j] = v;
+                      } else {
+                        for (int64_t j = 0; j < m; ++j)
+                          dst[j] = static_cast<float>(*reinterpret_cast<const T*>(p[k] + (i + j) * s[k]));
+                      }
+                    };
+                    for (int64_t i = 0; i < n; i += kMapBlock) {
+                      const int64_t m = std::min(kMapBlock, n - i);
+                      widen(1, x, i, m);
+                      widen(2, y, i, m);
+                      for (int64_t j = 0; j < m; ++j) z[j] = f(x[j], y[j]);
+                      if constexpr (std::is_same_v<Out, bool>) {
+                        for (int64_t j = 0; j < m; ++j) *reinterpret_cast<bool*>(p[0] + (i + j) * s[0]) = z[j];
+                      } else if (s[0] == sizeof(Out)) {
+                        store_run(z, reinterpret_cast<Out*>(p[0]) + i, m);
+                      } else {
+                        for (int64_t j = 0; j < m; ++j) *reinterpret_cast<Out*>(p[0] + (i + j) * s[0]) = Out(z[j]);
+                      }
+                    }
+                  });
 }
 
 }  // namespace hg::cpu

@@ -1,4 +1,5 @@
-// CUDA elementwise binary arithmetic and comparisons (scalar maths from kernels/common).
+// CUDA elementwise binary arithmetic and comparisons: one kernel per op, specialised on the
+// op's functor from kernels/common (16-bit floats computed in float).
 #include "framework/dispatch.h"
 #include "framework/ops/binary_kernels.h"
 #include "kernels/common/scalar_ops.h"
@@ -7,29 +8,16 @@
 namespace hg::cuda {
 namespace {
 
-template <class T>
-struct ArithFn {
-  BinaryOp op;
-  acc_t<T> alpha;
-  __device__ __forceinline__ T operator()(T x, T y) const {
-    return from_acc<T>(scalar::binary<acc_t<T>>(op, to_acc(x), to_acc(y), alpha));
-  }
+template <class T, class F>
+struct ArithMap {
+  F f;
+  __device__ __forceinline__ T operator()(T x, T y) const { return from_acc<T>(f(to_acc(x), to_acc(y))); }
 };
 
-template <class T>
-struct CompareFn {
-  BinaryOp op;
-  __device__ __forceinline__ bool operator()(T x, T y) const {
-    return scalar::compare<acc_t<T>>(op, to_acc(x), to_acc(y));
-  }
-};
-
-// bool tensors: maximum is "or", minimum is "and" (as the CPU kernel).
-struct BoolFn {
-  BinaryOp op;
-  __device__ __forceinline__ bool operator()(bool x, bool y) const {
-    return op == BinaryOp::Maximum ? (x || y) : (x && y);
-  }
+template <class T, class F>
+struct CompareMap {
+  F f;
+  __device__ __forceinline__ bool operator()(T x, T y) const { return f(to_acc(x), to_acc(y)); }
 };
 
 void binary_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
@@ -37,13 +25,19 @@ void binary_cuda(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& 
            "expected tensors on one device, got {}, {} and {}", out.device(), a.device(), b.device());
   dispatch_dtype(a.dtype(), [&]<class T>(TypeTag<T>) {
     if (op >= BinaryOp::Eq) {
-      launch_binary<bool, T>(out, a, b, CompareFn<T>{op}, "binary");
-      return;
-    }
-    if constexpr (std::is_same_v<T, bool>) {
-      launch_binary<bool, bool>(out, a, b, BoolFn{op}, "binary");
+      scalar::dispatch_compare(
+          op, [&]<class F>(scalar::OpTag<F>) { launch_binary<bool, T>(out, a, b, CompareMap<T, F>{F{}}, "binary"); });
+    } else if constexpr (std::is_same_v<T, bool>) {
+      // bool tensors: maximum is "or", minimum is "and" (as the CPU kernel).
+      if (op == BinaryOp::Maximum) {
+        launch_binary<bool, bool>(out, a, b, scalar::Or{}, "binary");
+      } else {
+        launch_binary<bool, bool>(out, a, b, scalar::And{}, "binary");
+      }
     } else {
-      launch_binary<T, T>(out, a, b, ArithFn<T>{op, static_cast<acc_t<T>>(alpha)}, "binary");
+      scalar::dispatch_arith(op, [&]<class F>(scalar::OpTag<F>) {
+        launch_binary<T, T>(out, a, b, ArithMap<T, F>{scalar::make_binary<F>(alpha)}, "binary");
+      });
     }
   });
 }

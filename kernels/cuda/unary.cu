@@ -1,5 +1,6 @@
-// CUDA elementwise unary maths and activations (scalar maths from kernels/common; 16-bit floats
-// computed in float, integers in double, as on the CPU).
+// CUDA elementwise unary maths and activations: one kernel per op, specialised on the op's
+// functor from kernels/common (16-bit floats computed in float, as on the CPU; integers, which
+// only neg, abs and relu see, in their own type).
 #include "framework/dispatch.h"
 #include "framework/ops/unary_kernels.h"
 #include "kernels/common/scalar_ops.h"
@@ -8,17 +9,14 @@
 namespace hg::cuda {
 namespace {
 
-template <class T, class Acc>
-struct UnaryFn {
-  UnaryOp op;
-  Acc p0, p1;
+template <class T, class Acc, class F>
+struct UnaryMap {
+  F f;
   __device__ __forceinline__ T operator()(T x) const {
-    const Acc v = static_cast<Acc>(to_acc(x));
-    const Acc r = scalar::unary<Acc>(op, v, p0, p1);
     if constexpr (std::is_integral_v<T>) {
-      return static_cast<T>(r);
+      return f(x);
     } else {
-      return from_acc<T>(r);
+      return from_acc<T>(f(static_cast<Acc>(to_acc(x))));
     }
   }
 };
@@ -30,8 +28,13 @@ void unary_cuda(UnaryOp op, const Tensor& out, const Tensor& in, double p0, doub
     if constexpr (std::is_same_v<T, bool>) {
       fail("unary", "not supported on bool tensors");
     } else {
-      using Acc = std::conditional_t<std::is_integral_v<T>, double, acc_t<T>>;
-      launch_unary<T, T>(out, in, UnaryFn<T, Acc>{op, static_cast<Acc>(p0), static_cast<Acc>(p1)}, "unary");
+      scalar::dispatch_unary(op, [&]<class F>(scalar::OpTag<F>) {
+        if constexpr (std::is_integral_v<T> && !scalar::keeps_integers<F>) {
+          fail("unary", "got an integer tensor of dtype {}", dtype_of<T>);  // the op layer converts these
+        } else {
+          launch_unary<T, T>(out, in, UnaryMap<T, acc_t<T>, F>{scalar::make_unary<F>(p0, p1)}, "unary");
+        }
+      });
     }
   });
 }

@@ -1,0 +1,191 @@
+// Float32 maps for the elementwise functors: map_unary(f, x, y, n) sets y[i] = f(x[i]). Ops whose
+// scalar maths calls libm (exp, log, tanh, erf, pow, ...) use SLEEF's vector functions at the
+// widest width the build targets (SSE2 at least, AVX-512 with -march=native on such a CPU);
+// the rest, and every op in a build without SLEEF, are plain loops the compiler vectorises.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/scalar_ops.h"
+
+#if HG_HAVE_SLEEF && defined(__SSE2__)
+#include <immintrin.h>
+#include <sleef.h>
+#define HG_VEC_MATH 1
+#else
+#define HG_VEC_MATH 0
+#endif
+
+namespace hg::cpu {
+
+#if HG_VEC_MATH
+namespace vec {
+
+// V is a GCC/Clang vector type, so + - * / and comparisons are lane-wise and `mask ? a : b`
+// selects per lane. SLEEF's u10 functions are within 1.0 ULP.
+#if defined(__AVX512F__)
+using V = __m512;
+inline constexpr int kWidth = 16;
+#define HG_SLEEF(fn, ulp) Sleef_##fn##f16_##ulp
+#elif defined(__AVX__)
+using V = __m256;
+inline constexpr int kWidth = 8;
+#define HG_SLEEF(fn, ulp) Sleef_##fn##f8_##ulp
+#else
+using V = __m128;
+inline constexpr int kWidth = 4;
+#define HG_SLEEF(fn, ulp) Sleef_##fn##f4_##ulp
+#endif
+
+inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+inline V splat(float f) { return V{} + f; }
+
+// True when some lane of x is greater than t (a rare-path test, one instruction or two).
+inline bool any_greater(V x, float t) {
+#if defined(__AVX512F__)
+  return _mm512_cmp_ps_mask(x, splat(t), _CMP_GT_OQ) != 0;
+#elif defined(__AVX__)
+  return _mm256_movemask_ps(_mm256_cmp_ps(x, splat(t), _CMP_GT_OQ)) != 0;
+#else
+  return _mm_movemask_ps(_mm_cmpgt_ps(x, splat(t))) != 0;
+#endif
+}
+
+// The same split by sign as scalar::Sigmoid, so exp never overflows.
+inline V sigmoid(V x) {
+  const auto pos = x >= splat(0.0f);
+  const V e = HG_SLEEF(exp, u10)(pos ? -x : x);
+  const V r = splat(1.0f) / (splat(1.0f) + e);
+  return pos ? r : e * r;
+}
+
+// Op<F> is the vector form of functor F, built from it (so it sees the op's parameters).
+template <class F>
+struct Op {
+  static constexpr bool kScalarOnly = true;  // no vector form: map_unary runs the scalar loop
+};
+
+template <>
+struct Op<scalar::Exp> {
+  V operator()(V x) const { return HG_SLEEF(exp, u10)(x); }
+};
+template <>
+struct Op<scalar::Log> {
+  V operator()(V x) const { return HG_SLEEF(log, u10)(x); }
+};
+template <>
+struct Op<scalar::Log1p> {
+  V operator()(V x) const {
+    const V r = HG_SLEEF(log1p, u10)(x);
+    // SLEEF 3.5's log1pf overflows to inf above about 1e38, where log1p(x) = log(x) in float.
+    if (any_greater(x, 1e30f)) return x > splat(1e30f) ? HG_SLEEF(log, u10)(x) : r;
+    return r;
+  }
+};
+template <>
+struct Op<scalar::Tanh> {
+  V operator()(V x) const { return HG_SLEEF(tanh, u10)(x); }
+};
+template <>
+struct Op<scalar::Erf> {
+  V operator()(V x) const { return HG_SLEEF(erf, u10)(x); }
+};
+template <>
+struct Op<scalar::Sigmoid> {
+  V operator()(V x) const { return sigmoid(x); }
+};
+// erf to an absolute error of 1.5e-7 (Abramowitz and Stegun 7.1.26, as PyTorch's gelu uses):
+// one exp instead of SLEEF's erf, which is ~10x slower. Only gelu uses it, where the error is
+// scaled by 0.5 x and so stays within a few ULPs of x (tests/cpu/test_elementwise_functors.cpp
+// bounds it by 10 ULPs of x).
+inline V erf_fast(V x) {
+  const V ax = x < splat(0.0f) ? -x : x;
+  const V t = splat(1.0f) / (splat(0.3275911f) * ax + splat(1.0f));
+  V r = splat(1.061405429f) * t + splat(-1.453152027f);
+  r = r * t + splat(1.421413741f);
+  r = r * t + splat(-0.284496736f);
+  r = r * t + splat(0.254829592f);
+  const V e = splat(1.0f) - r * t * HG_SLEEF(exp, u10)(-(x * x));
+  return x < splat(0.0f) ? -e : e;
+}
+
+template <>
+struct Op<scalar::Gelu> {
+  V operator()(V x) const { return splat(0.5f) * x * (splat(1.0f) + erf_fast(x * splat(0.70710678118654752440f))); }
+};
+template <>
+struct Op<scalar::GeluTanh> {
+  V operator()(V x) const {
+    const V k = splat(static_cast<float>(2 * 0.79788456080286535588)), c = splat(0.044715f);
+    return x * sigmoid(k * (x + c * x * x * x));
+  }
+};
+template <>
+struct Op<scalar::Softplus> {
+  float beta, threshold;
+  explicit Op(const scalar::Softplus& f)
+      : beta(static_cast<float>(f.beta)), threshold(static_cast<float>(f.threshold)) {}
+  V operator()(V x) const {
+    const V bx = splat(beta) * x;
+    const V r = HG_SLEEF(log1p, u10)(HG_SLEEF(exp, u10)(bx)) / splat(beta);
+    return bx > splat(threshold) ? x : r;
+  }
+};
+template <>
+struct Op<scalar::PowScalar> {
+  float exponent;
+  explicit Op(const scalar::PowScalar& f) : exponent(static_cast<float>(f.exponent)) {}
+  V operator()(V x) const {
+    if (exponent == 2.0f) return x * x;  // exact, and the common case
+    return HG_SLEEF(pow, u10)(x, splat(exponent));
+  }
+};
+
+template <class F>
+Op<F> make_op(const F& f) {
+  if constexpr (std::is_constructible_v<Op<F>, const F&>) {
+    return Op<F>(f);
+  } else {
+    return Op<F>{};
+  }
+}
+
+}  // namespace vec
+
+// True when F has a vector form (its scalar form would call libm once per element).
+template <class F>
+inline constexpr bool has_vec_op = !requires {
+  vec::Op<F>::kScalarOnly;
+};
+#else
+template <class F>
+inline constexpr bool has_vec_op = false;
+#endif
+
+// y[i] = f(x[i]) for i < n (x and y may be the same array).
+template <class F>
+void map_unary(const F& f, const float* x, float* y, int64_t n) {
+#if HG_VEC_MATH
+  if constexpr (has_vec_op<F>) {
+    const auto op = vec::make_op(f);
+    int64_t i = 0;
+    for (; i + vec::kWidth <= n; i += vec::kWidth) vec::store(y + i, op(vec::load(x + i)));
+    if (i < n) {  // the tail goes through the same vector code, so results never depend on position
+      float buf[vec::kWidth] = {};
+      std::memcpy(buf, x + i, static_cast<size_t>(n - i) * sizeof(float));
+      vec::store(buf, op(vec::load(buf)));
+      std::memcpy(y + i, buf, static_cast<size_t>(n - i) * sizeof(float));
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+}  // namespace hg::cpu

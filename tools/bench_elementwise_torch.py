@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Elementwise ops, halfgrad next to PyTorch (docs/PERF.md, "Elementwise ops").
+
+For each op, dtype and thread count it times halfgrad (tools/bench_elementwise, one process per
+thread count, fed over stdin) and then PyTorch in this process, back to back, so both see the
+same machine load. Prints a Markdown table; medians of --reps out-of-place calls on --n elements.
+
+  python3 tools/bench_elementwise_torch.py --hg build/tools/bench_elementwise
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+UNARY = {
+    "neg": (torch.neg, False), "abs": (torch.abs, False), "relu": (torch.relu, False),
+    "reciprocal": (torch.reciprocal, True), "sqrt": (torch.sqrt, True), "rsqrt": (torch.rsqrt, True),
+    "exp": (torch.exp, False), "log": (torch.log, True), "log1p": (torch.log1p, True),
+    "sigmoid": (torch.sigmoid, False), "tanh": (torch.tanh, False), "erf": (torch.erf, False),
+    "gelu": (F.gelu, False), "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), False),
+    "softplus": (F.softplus, False), "pow_2.5": (lambda x: torch.pow(x, 2.5), True),
+}
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "maximum": torch.maximum, "minimum": torch.minimum,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+}
+TRANSCENDENTAL = {"exp", "log", "log1p", "sigmoid", "tanh", "erf", "gelu", "gelu_tanh", "softplus", "pow_2.5"}
+
+
+def median_ms(reps, f):
+    f()
+    t = []
+    for _ in range(reps):
+        s = time.perf_counter()
+        f()
+        t.append((time.perf_counter() - s) * 1e3)
+    return statistics.median(t)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--hg", default="build/tools/bench_elementwise")
+    p.add_argument("--n", type=int, default=4 * 1024 * 1024)
+    p.add_argument("--reps", type=int, default=21)
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--ops", default="", help="comma-separated subset (default: all)")
+    a = p.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    names = list(UNARY) + list(BINARY)
+    if a.ops:
+        names = [o for o in names if o in a.ops.split(",")]
+    procs = {}
+    for t in threads:
+        env = dict(os.environ, HG_NUM_THREADS=str(t))
+        procs[t] = subprocess.Popen([a.hg], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def hg_ms(t, op, dtype):
+        procs[t].stdin.write(f"{op} {dtype} {a.n} {a.reps}\n")
+        procs[t].stdin.flush()
+        line = procs[t].stdout.readline().strip()
+        if line.startswith("error") or not line:
+            raise SystemExit(f"bench_elementwise: {line}")
+        return float(line)
+
+    torch.manual_seed(0)
+    rows = {}
+    for dtype in a.dtypes.split(","):
+        td = getattr(torch, dtype)
+        for op in names:
+            for t in threads:
+                torch.set_num_threads(t)
+                h = hg_ms(t, op, dtype)
+                x, y = torch.randn(a.n) * 2, torch.randn(a.n) * 2
+                if op in UNARY:
+                    f, positive = UNARY[op]
+                    if positive:
+                        x = x.abs() + 0.1
+                    x = x.to(td)
+                    tm = median_ms(a.reps, lambda: f(x))
+                else:
+                    x, y = x.to(td), y.to(td)
+                    tm = median_ms(a.reps, lambda: BINARY[op](x, y))
+                rows[(op, dtype, t)] = (h, tm)
+    for pr in procs.values():
+        pr.stdin.close()
+        pr.wait()
+
+    print(f"n = {a.n}, median of {a.reps}; ms, halfgrad / PyTorch {torch.__version__} (ratio = hg/torch; "
+          f"vs mul = hg/hg mul, same dtype and threads)\n")
+    head = "| op | dtype |" + "".join(f" {t}T hg | {t}T torch | {t}T ratio | {t}T vs mul |" for t in threads)
+    print(head)
+    print("|" + "---|" * (2 + 4 * len(threads)))
+    worst = []
+    for dtype in a.dtypes.split(","):
+        for op in names:
+            cells = []
+            for t in threads:
+                h, tm = rows[(op, dtype, t)]
+                mul = rows.get(("mul", dtype, t), (float("nan"),))[0]
+                cells.append(f" {h:.3f} | {tm:.3f} | {h / tm:.2f} | {h / mul:.2f} |")
+                worst.append((h / tm, op, dtype, t))
+            print(f"| {op}{'*' if op in TRANSCENDENTAL else ''} | {dtype} |" + "".join(cells))
+    worst.sort(reverse=True)
+    print("\n(* transcendental) slowest relative to PyTorch:",
+          ", ".join(f"{o} {d} {t}T {r:.2f}x" for r, o, d, t in worst[:5]))
+
+
+if __name__ == "__main__":
+    main()
