@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (bash) by tools/gpu-check and tools/simulate-gpu-image.sh: prepares the environment in
 # which `meson setup -Dcuda=enabled -Dcudnn=enabled` works on a bare GPU image (CUDA toolkit,
 # meson, ninja, PyTorch with its pip nvidia-* wheels; no Debian packages, maybe no pkg-config).
