@@ -3,8 +3,10 @@
 // (batch_norm), two passes for the variance as on the CPU. Weight/bias gradients of layer_norm
 // are column sums over rows: a thread per column.
 #include "framework/dispatch.h"
+#include "framework/ops/creation.h"
 #include "framework/ops/norm.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -104,6 +106,43 @@ __global__ void layer_norm_backward_params_kernel(Param<acc_t<T>> gw, Param<acc_
   }
   if (gw.p) gw.set(j, dw);
   if (gb.p) gb.set(j, db);
+}
+
+// The same sums for many rows: a block is 32 columns by kPartialRows threads walking one chunk of
+// rows (blockIdx.y); it writes its sums to partial_w/partial_b [gridDim.y, cols] (accumulation
+// type), which column_sum then adds. One thread per column over every row would leave most SMs
+// idle (cols = 1024 is 4 blocks).
+constexpr int kPartialRows = 8;
+
+template <class T>
+__global__ void layer_norm_param_partials_kernel(acc_t<T>* partial_w, acc_t<T>* partial_b, const T* gy, const T* x,
+                                                 const acc_t<T>* mean, const acc_t<T>* rstd, int64_t rows, int64_t cols,
+                                                 int64_t chunk) {
+  using A = acc_t<T>;
+  __shared__ A tile_w[kPartialRows][33], tile_b[kPartialRows][33];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+  A dw = 0, db = 0;
+  if (j < cols) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kPartialRows) {
+      const A g = to_acc(gy[r * cols + j]);
+      dw += g * (to_acc(x[r * cols + j]) - mean[r]) * rstd[r];
+      db += g;
+    }
+  }
+  tile_w[threadIdx.y][threadIdx.x] = dw;
+  tile_b[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    for (int y = 1; y < kPartialRows; ++y) {
+      dw += tile_w[y][threadIdx.x];
+      db += tile_b[y][threadIdx.x];
+    }
+    const int64_t at = static_cast<int64_t>(blockIdx.y) * cols + j;
+    partial_w[at] = dw;
+    partial_b[at] = db;
+  }
 }
 
 // One block per channel of x viewed as [N, C, S].
@@ -214,7 +253,27 @@ void layer_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
           static_cast<const A*>(mean.raw_data()), static_cast<const A*>(rstd.raw_data()), param<A>(w), cols);
       HG_CUDA_CHECK_LAUNCH();
     }
-    if ((gw.defined() || gb.defined()) && cols > 0) {
+    const int64_t col_blocks = (cols + 31) / 32;
+    const int64_t splits =
+        std::min<int64_t>({std::max<int64_t>(1, static_cast<int64_t>(device_properties(dev).multiProcessorCount) * 4 /
+                                                    std::max<int64_t>(col_blocks, 1)),
+                           rows / 32, 65535});
+    const bool blocked = splits > 1 && col_blocks <= INT32_MAX && (!gw.defined() || gw.is_contiguous()) &&
+                         (!gb.defined() || gb.is_contiguous());
+    if ((gw.defined() || gb.defined()) && cols > 0 && blocked) {
+      const Dtype acc_dtype = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+      const Tensor partial = empty({2, splits, cols}, TensorOptions(acc_dtype).device(x.device()));
+      A* pw = static_cast<A*>(partial.raw_data());
+      A* pb = pw + splits * cols;
+      layer_norm_param_partials_kernel<T>
+          <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), dim3(32, kPartialRows), 0,
+             stream>>>(pw, pb, static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
+                       static_cast<const A*>(mean.raw_data()), static_cast<const A*>(rstd.raw_data()), rows, cols,
+                       (rows + splits - 1) / splits);
+      HG_CUDA_CHECK_LAUNCH();
+      if (gw.defined()) column_sum(acc_dtype, pw, splits, cols, cols, 1, gw.dtype(), gw.raw_data(), dev);
+      if (gb.defined()) column_sum(acc_dtype, pb, splits, cols, cols, 1, gb.dtype(), gb.raw_data(), dev);
+    } else if ((gw.defined() || gb.defined()) && cols > 0) {
       layer_norm_backward_params_kernel<T>
           <<<blocks((cols + kNormThreads - 1) / kNormThreads, "layer_norm"), kNormThreads, 0, stream>>>(
               param<A>(gw), param<A>(gb), static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),

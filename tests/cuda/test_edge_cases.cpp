@@ -250,3 +250,25 @@ TEST_CASE("linear on CUDA (bias fused into the GEMM, bias gradient by column sum
                            Tolerance{0, 0});
   }
 }
+
+TEST_CASE("layer_norm parameter gradients over many rows (blocked partial sums) match the CPU") {
+  manual_seed(35);
+  for (Dtype d : {kFloat32, kBFloat16, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    for (const auto& [rows, cols] : std::vector<std::array<int64_t, 2>>{{4096, 64}, {3000, 1030}, {40, 8}}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      const Tensor x = randn({rows, cols}, d), w = randn({cols}, d), b = randn({cols}, d), gy = randn({rows, cols}, d);
+      auto run = [cols = cols](const Inputs& in) {
+        const Tensor wi = in[1].detach().requires_grad_(), bi = in[2].detach().requires_grad_();
+        layer_norm(in[0], {cols}, wi, bi).backward(in[3]);
+        return cat({wi.grad(), bi.grad()}).to(kFloat64);
+      };
+      const double n = std::sqrt(static_cast<double>(rows));
+      const Tolerance tol = d == kFloat64   ? Tolerance{1e-9, 1e-9}
+                            : d == kFloat32 ? Tolerance{1e-4 * n, 1e-4}
+                                            : Tolerance{3e-2 * n, 3e-2};
+      check_cuda_matches_cpu(run, {x, w, b, gy}, tol);
+    }
+  }
+}
