@@ -8,8 +8,9 @@
 #     library names only (links to this machine's files);
 #   - PATH with no pkg-config/pkgconf and no cmake, PKG_CONFIG_LIBDIR an empty folder (no system
 #     .pc files);
-# then runs the same tools/gpu-env.sh gpu-check runs and `meson setup` with its arguments, and
-# checks cuBLASLt and cuDNN came from the wheel folder. Run by CI (meson test gpu_image_simulation).
+# then runs the same tools/gpu-env.sh gpu-check runs and `meson setup` with its arguments, checks
+# cuBLASLt and cuDNN came from the wheel folder, and compiles one .cu file against the wheel's
+# headers. Run by CI (meson test gpu_image_simulation).
 # Exit: 0 pass, 1 fail, 77 skipped (no CUDA toolkit, cuBLASLt/cuDNN or pkgconf here to copy).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,7 +51,9 @@ link_filtered() {
 }
 cuda=$work/cuda
 mkdir -p "$cuda"
-ln -s "$real/bin" "$cuda/bin"
+# bin is a real folder of links: nvcc finds its headers at <its folder>/../targets/.../include,
+# and through a linked folder ".." would lead back to this machine's toolkit.
+link_filtered "$real/bin" "$cuda/bin"
 [ -d "$real/nvvm" ] && ln -s "$real/nvvm" "$cuda/nvvm"
 link_filtered "$real_inc" "$cuda/include"
 link_filtered "$real_lib" "$cuda/lib64"
@@ -136,5 +139,23 @@ grep -q "build-gpu-cudalibs/lib" "$work/build/build.ninja" || {
   echo "FAIL: no unversioned links for cuBLASLt/cuDNN"
   fail=1
 }
+# Then compile one CUDA object that includes cublasLt.h and cudnn.h, which the simulated toolkit
+# lacks (they come from the wheel through -I/CPATH); 15-60 s. HG_SIM_COMPILE=0 skips it.
+if [ $fail -eq 0 ] && [ "${HG_SIM_COMPILE:-1}" != 0 ]; then
+  (
+    export PATH=$cuda/bin:$bin
+    export CPATH=$work/tree/build-gpu-cudalibs/include
+    ninja -C "$work/build" kernels/libhg_kernels_cuda.a.p/cuda_runtime.cu.o > "$work/compile.log" 2>&1
+  ) || {
+    tail -20 "$work/compile.log"
+    echo "FAIL: nvcc could not compile against the wheel headers"
+    fail=1
+  }
+  grep -q "build-gpu-cudalibs/include" "$work/build/build.ninja" || {
+    echo "FAIL: the wheel include folder is not on the nvcc command line"
+    fail=1
+  }
+  [ $fail -eq 0 ] && echo "compiled kernels/cuda/runtime.cu against the wheel's cublasLt.h/cudnn.h"
+fi
 [ $fail -eq 0 ] || exit 1
 echo "PASS: meson setup -Dcuda=enabled -Dcudnn=enabled in the simulated GPU image ($((SECONDS - t0)) s)"
