@@ -272,3 +272,32 @@ TEST_CASE("layer_norm parameter gradients over many rows (blocked partial sums) 
     }
   }
 }
+
+TEST_CASE("batch_norm with few channels (each split across blocks) matches the CPU, train and eval") {
+  manual_seed(36);
+  for (Dtype d : {kFloat32, kBFloat16, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    for (const Shape& shape : std::vector<Shape>{{64, 3, 32, 32}, {2, 3, 4, 4}, {16384, 5}}) {
+      CAPTURE(shape[0]);
+      const int64_t c = shape[1];
+      const Tensor x = randn(shape, d) * 3.0 + 1.0, gy = randn(shape, d), w = randn({c}, d), b = randn({c}, d);
+      for (bool training : {true, false}) {
+        CAPTURE(training);
+        auto run = [training, c](const Inputs& in) {
+          const Device dev = in[0].device();
+          const Tensor rm = zeros({c}, TensorOptions(in[0].dtype()).device(dev)) + 0.5;
+          const Tensor rv = ones({c}, TensorOptions(in[0].dtype()).device(dev)) * 2.0;
+          const Tensor xi = in[0].detach().requires_grad_(), wi = in[2].detach().requires_grad_(),
+                       bi = in[3].detach().requires_grad_();
+          const Tensor y = batch_norm(xi, rm, rv, wi, bi, training, 0.1, 1e-5);
+          y.backward(in[1]);
+          return cat({y.detach().flatten(), xi.grad().flatten(), wi.grad(), bi.grad(), rm, rv}).to(kFloat64);
+        };
+        const Tolerance tol = d == kFloat64   ? Tolerance{1e-9, 1e-9}
+                              : d == kFloat32 ? Tolerance{2e-3, 1e-3}
+                                              : Tolerance{0.5, 3e-2};
+        check_cuda_matches_cpu(run, {x, gy, w, b}, tol);
+      }
+    }
+  }
+}
