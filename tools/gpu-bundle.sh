@@ -50,7 +50,7 @@ SH
 chmod +x "$carry/bin/pkg-config" "$carry/libexec/pkgconf"
 {
   git rev-parse --short HEAD 2>/dev/null || echo unknown
-  git status --porcelain 2>/dev/null | grep -q . && echo "(with local changes)"
+  if git status --porcelain 2>/dev/null | grep -q .; then echo "(with local changes)"; fi
 } | tr '\n' ' ' | sed 's/ $//' > "$carry/COMMIT"
 
 fmt_version=$(pkg-config --modversion fmt)

@@ -37,7 +37,11 @@ trap 'rm -rf "$work"' EXIT
 t0=$SECONDS
 
 # 1. The bundle, made with this machine's tools.
-bash "$src/tools/gpu-bundle.sh" "$work/tree/.carry" > "$work/bundle.log"
+bash "$src/tools/gpu-bundle.sh" "$work/tree/.carry" > "$work/bundle.log" 2>&1 || {
+  cat "$work/bundle.log"
+  echo "FAIL: tools/gpu-bundle.sh failed"
+  exit 1
+}
 
 # 2. A toolkit without cuBLAS and cuDNN. `link_filtered SRC DST`: DST gets a link to each entry
 # of SRC except cuBLAS/cuDNN files.
