@@ -2,6 +2,7 @@
 
 #include "amp/cast_cache.h"
 #include "amp/device_support.h"
+#include "framework/cuda.h"
 #include "framework/error.h"
 
 namespace hg::amp {
@@ -20,7 +21,7 @@ void check_dtype(DeviceType device, Dtype dtype) {
 void enter(DeviceType device, std::optional<Dtype> dtype, bool enabled, bool cache_enabled) {
   const Dtype d = dtype.value_or(default_autocast_dtype(device));
   check_dtype(device, d);
-  if (enabled && device == kCUDA && !cuda_available()) {
+  if (enabled && device == kCUDA && !cuda::is_available()) {
     warn_once_unavailable(device, "autocast");
     enabled = false;
   }

@@ -8,8 +8,6 @@
 
 namespace hg::amp {
 
-bool cuda_available() { return false; }
-
 void warn_once_unavailable(DeviceType device, const char* what) {
   static std::mutex mutex;
   static std::set<std::pair<DeviceType, std::string>> warned;

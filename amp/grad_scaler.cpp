@@ -4,6 +4,7 @@
 
 #include "amp/device_support.h"
 #include "amp/scaler_ops.h"
+#include "framework/cuda.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
@@ -36,7 +37,7 @@ GradScaler::GradScaler(Device device, GradScalerOptions options)
   check_growth_factor(options.growth_factor);
   check_backoff_factor(options.backoff_factor);
   check_growth_interval(options.growth_interval);
-  if (enabled_ && device.is_cuda() && !cuda_available()) {
+  if (enabled_ && device.is_cuda() && !cuda::is_available()) {
     warn_once_unavailable(kCUDA, "GradScaler");
     enabled_ = false;
   }

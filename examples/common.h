@@ -61,19 +61,10 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   return true;
 }
 
-inline bool cuda_available() {
-  try {
-    hg::empty({1}, hg::Device(hg::kCUDA));
-    return true;
-  } catch (const hg::Error&) {
-    return false;
-  }
-}
-
 inline hg::Device pick_device(const Args& args) {
-  if (args.device.empty()) return cuda_available() ? hg::Device(hg::kCUDA) : hg::Device(hg::kCPU);
+  if (args.device.empty()) return hg::cuda::is_available() ? hg::Device(hg::kCUDA) : hg::Device(hg::kCPU);
   if (args.device == "cpu") return hg::kCPU;
-  HG_CHECK(cuda_available(), "device",
+  HG_CHECK(hg::cuda::is_available(), "device",
            "--device cuda: this build has no usable CUDA backend or no GPU is visible; use --device cpu");
   return hg::kCUDA;
 }

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Run on the development machine (Debian 12, packages from tools/setup-debian.sh) before
-# tools/gpu-check runs on the device machine, which has CUDA, meson and ninja but none of the
-# Debian packages. Copies what the build needs into the ignored folder .carry/ (about 45 MB):
+# tools/gpu-check runs on the device machine, which has CUDA, meson and ninja (and PyTorch with
+# its pip nvidia-* wheels) but none of the Debian packages, possibly not even pkg-config.
+# Copies what the build needs into the ignored folder .carry/ (about 45 MB; the device tool
+# carries at most 64 MiB):
 #   .carry/include         fmt, doctest, CLI11, nlohmann and OpenBLAS headers
 #   .carry/lib             libfmt, libopenblas and the Fortran runtime OpenBLAS needs
-#   .carry/lib/pkgconfig   fmt.pc, openblas.pc, doctest.pc, relocatable through ${pcfiledir}
+#   .carry/lib/pkgconfig   fmt, openblas, doctest, nlohmann_json, CLI11 .pc files, relocatable
+#                          through ${pcfiledir}
+#   .carry/bin/pkg-config  Debian's pkgconf (+ libpkgconf in .carry/libexec), put on PATH by
+#                          tools/gpu-env.sh only when the device has no pkg-config
 #   .carry/fallback        libstdc++/libgcc_s, used by gpu-check only if the device's are older
+#   .carry/COMMIT          the commit being checked (the device's copy of the tree has no .git)
 # Then, with the device tool: run(command="bash tools/gpu-check", carry=[".carry"]).
+# Usage: tools/gpu-bundle.sh [DEST]   (DEST defaults to .carry; tools/simulate-gpu-image.sh
+# bundles into a scratch folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-carry=.carry
+carry=${1:-.carry}
 rm -rf "$carry"
-mkdir -p "$carry/include" "$carry/lib/pkgconfig" "$carry/fallback"
+mkdir -p "$carry/include" "$carry/lib/pkgconfig" "$carry/fallback" "$carry/bin" "$carry/libexec"
 
 multiarch=$(gcc -print-multiarch)
 libdir=/usr/lib/$multiarch
@@ -29,10 +37,27 @@ done
 for so in libstdc++.so.6 libgcc_s.so.1; do
   cp -L "$(gcc -print-file-name="$so")" "$carry/fallback/$so"
 done
+# pkg-config for an image without one: Debian's pkgconf and its library, behind a wrapper that
+# finds the library next to it (LD_LIBRARY_PATH for pkgconf alone, not for the build).
+cp -L "$(command -v pkgconf)" "$carry/libexec/pkgconf"
+cp -L "$(ldd "$(command -v pkgconf)" | awk '/libpkgconf/ {print $3}')" "$carry/libexec/"
+cat > "$carry/bin/pkg-config" <<'SH'
+#!/bin/sh
+# Carried by tools/gpu-bundle.sh: Debian's pkgconf with its libpkgconf next to it.
+libexec=$(cd "$(dirname "$0")/../libexec" && pwd)
+LD_LIBRARY_PATH=$libexec${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$libexec/pkgconf" "$@"
+SH
+chmod +x "$carry/bin/pkg-config" "$carry/libexec/pkgconf"
+{
+  git rev-parse --short HEAD 2>/dev/null || echo unknown
+  if git status --porcelain 2>/dev/null | grep -q .; then echo "(with local changes)"; fi
+} | tr '\n' ' ' | sed 's/ $//' > "$carry/COMMIT"
 
 fmt_version=$(pkg-config --modversion fmt)
 blas_version=$(pkg-config --modversion openblas)
 doctest_version=$(dpkg-query -W -f='${Version}' doctest-dev | sed 's/[~+-].*//')
+json_version=$(pkg-config --modversion nlohmann_json)
+cli11_version=$(pkg-config --modversion CLI11)
 cat > "$carry/lib/pkgconfig/fmt.pc" <<PC
 prefix=\${pcfiledir}/../..
 includedir=\${prefix}/include
@@ -60,6 +85,23 @@ includedir=\${prefix}/include
 Name: doctest
 Description: doctest carried from the development machine
 Version: $doctest_version
+Cflags: -I\${includedir}
+PC
+# Header-only: meson's dependency('nlohmann_json') and dependency('CLI11') need only these.
+cat > "$carry/lib/pkgconfig/nlohmann_json.pc" <<PC
+prefix=\${pcfiledir}/../..
+includedir=\${prefix}/include
+Name: nlohmann_json
+Description: JSON for Modern C++, carried from the development machine
+Version: $json_version
+Cflags: -I\${includedir}
+PC
+cat > "$carry/lib/pkgconfig/CLI11.pc" <<PC
+prefix=\${pcfiledir}/../..
+includedir=\${prefix}/include
+Name: CLI11
+Description: C++ command line parser, carried from the development machine
+Version: $cli11_version
 Cflags: -I\${includedir}
 PC
 echo "bundled into $carry: $(du -sh "$carry" | cut -f1)"

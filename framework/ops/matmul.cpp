@@ -10,6 +10,7 @@
 namespace hg {
 
 HG_DEFINE_STUB(gemm_stub, GemmFn);
+HG_DEFINE_OPTIONAL_STUB(gemm_bias_stub, GemmBiasFn);
 
 namespace {
 const OpDef kMm{"mm", true};
@@ -119,9 +120,16 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   }
   const int64_t in = w.shape()[1], out_features = w.shape()[0];
   const Tensor x2 = internal::reshaped(x, {x.numel() / std::max<int64_t>(in, 1), in});
-  Tensor out2 = gemm_2d(x2, internal::transposed(w));
-  if (bias.defined() && out2.numel()) {
-    binary_stub(out2.device().type, BinaryOp::Add, out2, out2, internal::expanded(bias, out2.shape()), 1.0);
+  Tensor out2;
+  const DeviceType dev = x.device().type;
+  if (bias.defined() && in > 0 && gemm_bias_stub.has(dev)) {  // one fused GEMM + bias (CUDA)
+    out2 = empty({x2.shape()[0], out_features}, TensorOptions(x.dtype()).device(x.device()));
+    if (out2.numel()) gemm_bias_stub(dev, out2, x2, internal::transposed(w), bias);
+  } else {
+    out2 = gemm_2d(x2, internal::transposed(w));
+    if (bias.defined() && out2.numel()) {
+      binary_stub(dev, BinaryOp::Add, out2, out2, internal::expanded(bias, out2.shape()), 1.0);
+    }
   }
   Shape out_shape = x.shape();
   out_shape.back() = out_features;

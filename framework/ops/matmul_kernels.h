@@ -12,4 +12,10 @@ namespace hg {
 using GemmFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
 HG_DECLARE_STUB(gemm_stub, GemmFn);
 
+// out = a @ b + bias for 2-d a [M,K] (K > 0), b [K,N], bias [N] and a contiguous out [M,N], the bias
+// added inside the GEMM (cuBLASLt's bias epilogue). Optional per device: linear uses it where
+// the device has one, else gemm_stub and a broadcast add.
+using GemmBiasFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
+HG_DECLARE_STUB(gemm_bias_stub, GemmBiasFn);
+
 }  // namespace hg

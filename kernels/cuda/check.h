@@ -5,6 +5,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "framework/error.h"
 
 #ifdef HG_WITH_CUDNN
@@ -39,6 +41,24 @@ inline void check_cudnn(cudnnStatus_t s, const char* call, const char* file, int
 }
 #endif
 
+// HG_CUDA_SYNC_DEBUG=1 (read once): every launch check also waits for the kernel, so a fault
+// inside it (illegal address, device assert) is reported by the launch that caused it rather
+// than by whichever call synchronises next. For debugging only: it makes every op a host sync
+// (not counted by host_sync_count(), so the no-sync tests still describe the normal mode).
+inline bool sync_debug() {
+  static const bool on = [] {
+    const char* v = std::getenv("HG_CUDA_SYNC_DEBUG");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return on;
+}
+
+inline void check_launch(const char* file, int line) {
+  check_cuda(cudaGetLastError(), "kernel launch", file, line);
+  if (sync_debug()) [[unlikely]]
+    check_cuda(cudaDeviceSynchronize(), "kernel execution (HG_CUDA_SYNC_DEBUG)", file, line);
+}
+
 }  // namespace hg::cuda::detail
 
 #define HG_CUDA_CHECK(expr) ::hg::cuda::detail::check_cuda((expr), #expr, __FILE__, __LINE__)
@@ -46,5 +66,6 @@ inline void check_cudnn(cudnnStatus_t s, const char* call, const char* file, int
 #ifdef HG_WITH_CUDNN
 #define HG_CUDNN_CHECK(expr) ::hg::cuda::detail::check_cudnn((expr), #expr, __FILE__, __LINE__)
 #endif
-// After a kernel launch: launch-configuration errors surface here, not at the next sync.
-#define HG_CUDA_CHECK_LAUNCH() HG_CUDA_CHECK(cudaGetLastError())
+// After a kernel launch: launch-configuration errors surface here, not at the next sync (and,
+// with HG_CUDA_SYNC_DEBUG=1, errors raised while the kernel ran).
+#define HG_CUDA_CHECK_LAUNCH() ::hg::cuda::detail::check_launch(__FILE__, __LINE__)

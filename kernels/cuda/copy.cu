@@ -25,12 +25,12 @@ template <class T>
 __global__ void fill_flat_kernel(int64_t n, T* __restrict__ out, T value) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t nvec = n / kVec;
-  VecOf<T, kVec> v;
+  const int64_t nvec = n / kVec<T>;
+  VecOf<T, kVec<T>> v;
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) v.v[j] = value;
-  for (int64_t i = tid; i < nvec; i += stride) reinterpret_cast<VecOf<T, kVec>*>(out)[i] = v;
-  for (int64_t i = nvec * kVec + tid; i < n; i += stride) out[i] = value;
+  for (int j = 0; j < kVec<T>; ++j) v.v[j] = value;
+  for (int64_t i = tid; i < nvec; i += stride) reinterpret_cast<VecOf<T, kVec<T>>*>(out)[i] = v;
+  for (int64_t i = nvec * kVec<T> + tid; i < n; i += stride) out[i] = value;
 }
 
 template <class T>
@@ -63,8 +63,8 @@ void fill_cuda(const Tensor& dst, double value) {
   cudaStream_t stream = current_stream(dev);
   dispatch_dtype(dst.dtype(), [&]<class T>(TypeTag<T>) {
     const T v = host_value<T>(value);
-    if (g.flat(0, sizeof(T)) && !g.scalar(0) && aligned(dst.raw_data(), sizeof(T) * kVec)) {
-      fill_flat_kernel<T><<<grid_for(g.numel, kThreads, kVec, dev), kThreads, 0, stream>>>(
+    if (g.flat(0, sizeof(T)) && !g.scalar(0) && aligned(dst.raw_data(), sizeof(T) * kVec<T>)) {
+      fill_flat_kernel<T><<<grid_for(g.numel, kThreads, kVec<T>, dev), kThreads, 0, stream>>>(
           g.numel, static_cast<T*>(dst.raw_data()), v);
     } else {
       fill_strided_kernel<T>

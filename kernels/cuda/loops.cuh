@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <type_traits>
@@ -20,7 +21,10 @@ namespace hg::cuda {
 
 inline constexpr int kMaxDims = 12;  // after merging; deeper geometries throw
 inline constexpr int kThreads = 256;
-inline constexpr int kVec = 4;  // elements per vector access in the contiguous kernels
+// Elements per vector access in the contiguous kernels: 16 bytes of the widest operand type
+// (8 float16s, 4 floats, 2 doubles, 16 bools), the widest load or store one thread can issue.
+template <class... Ts>
+inline constexpr int kVec = static_cast<int>(16 / std::max({sizeof(Ts)...}));
 
 // ---- conversions (device) ----
 template <class T>
@@ -133,7 +137,7 @@ struct alignas(sizeof(T) * V) VecOf {
 // ---- unary map: out[i] = f(in[i]) ----
 template <class Out, class In, class F>
 __global__ void unary_flat_kernel(int64_t n, Out* __restrict__ out, const In* __restrict__ in, bool in_scalar, F f) {
-  const int64_t nvec = n / kVec;
+  const int64_t nvec = n / kVec<Out, In>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (in_scalar) {
@@ -142,13 +146,13 @@ __global__ void unary_flat_kernel(int64_t n, Out* __restrict__ out, const In* __
     return;
   }
   for (int64_t i = tid; i < nvec; i += stride) {
-    const auto x = reinterpret_cast<const VecOf<In, kVec>*>(in)[i];
-    VecOf<Out, kVec> y;
+    const auto x = reinterpret_cast<const VecOf<In, kVec<Out, In>>*>(in)[i];
+    VecOf<Out, kVec<Out, In>> y;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) y.v[j] = f(x.v[j]);
-    reinterpret_cast<VecOf<Out, kVec>*>(out)[i] = y;
+    for (int j = 0; j < kVec<Out, In>; ++j) y.v[j] = f(x.v[j]);
+    reinterpret_cast<VecOf<Out, kVec<Out, In>>*>(out)[i] = y;
   }
-  for (int64_t i = nvec * kVec + tid; i < n; i += stride) out[i] = f(in[i]);
+  for (int64_t i = nvec * kVec<Out, In> + tid; i < n; i += stride) out[i] = f(in[i]);
 }
 
 template <class Out, class In, class F>
@@ -170,9 +174,9 @@ void launch_unary(const Tensor& out, const Tensor& in, F f, const char* op) {
   cudaStream_t stream = current_stream(dev);
   void* o = out.raw_data();
   const void* a = in.raw_data();
-  if (g.flat(0, sizeof(Out)) && !g.scalar(0) && g.flat(1, sizeof(In)) && aligned(o, sizeof(Out) * kVec) &&
-      aligned(a, sizeof(In) * kVec)) {
-    unary_flat_kernel<Out, In, F><<<grid_for(g.numel, kThreads, kVec, dev), kThreads, 0, stream>>>(
+  if (g.flat(0, sizeof(Out)) && !g.scalar(0) && g.flat(1, sizeof(In)) && aligned(o, sizeof(Out) * kVec<Out, In>) &&
+      aligned(a, sizeof(In) * kVec<Out, In>)) {
+    unary_flat_kernel<Out, In, F><<<grid_for(g.numel, kThreads, kVec<Out, In>, dev), kThreads, 0, stream>>>(
         g.numel, static_cast<Out*>(o), static_cast<const In*>(a), g.scalar(1), f);
   } else {
     unary_strided_kernel<Out, In, F><<<grid_for(g.numel, kThreads, 1, dev), kThreads, 0, stream>>>(
@@ -185,30 +189,31 @@ void launch_unary(const Tensor& out, const Tensor& in, F f, const char* op) {
 template <class Out, class In, class F>
 __global__ void binary_flat_kernel(int64_t n, Out* __restrict__ out, const In* __restrict__ a, const In* __restrict__ b,
                                    bool a_scalar, bool b_scalar, F f) {
-  const int64_t nvec = n / kVec;
+  const int64_t nvec = n / kVec<Out, In>;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const In a0 = a[0], b0 = b[0];
   for (int64_t i = tid; i < nvec; i += stride) {
-    VecOf<In, kVec> x, y;
+    VecOf<In, kVec<Out, In>> x, y;
     if (a_scalar) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) x.v[j] = a0;
+      for (int j = 0; j < kVec<Out, In>; ++j) x.v[j] = a0;
     } else {
-      x = reinterpret_cast<const VecOf<In, kVec>*>(a)[i];
+      x = reinterpret_cast<const VecOf<In, kVec<Out, In>>*>(a)[i];
     }
     if (b_scalar) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) y.v[j] = b0;
+      for (int j = 0; j < kVec<Out, In>; ++j) y.v[j] = b0;
     } else {
-      y = reinterpret_cast<const VecOf<In, kVec>*>(b)[i];
+      y = reinterpret_cast<const VecOf<In, kVec<Out, In>>*>(b)[i];
     }
-    VecOf<Out, kVec> z;
+    VecOf<Out, kVec<Out, In>> z;
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) z.v[j] = f(x.v[j], y.v[j]);
-    reinterpret_cast<VecOf<Out, kVec>*>(out)[i] = z;
+    for (int j = 0; j < kVec<Out, In>; ++j) z.v[j] = f(x.v[j], y.v[j]);
+    reinterpret_cast<VecOf<Out, kVec<Out, In>>*>(out)[i] = z;
   }
-  for (int64_t i = nvec * kVec + tid; i < n; i += stride) out[i] = f(a_scalar ? a0 : a[i], b_scalar ? b0 : b[i]);
+  for (int64_t i = nvec * kVec<Out, In> + tid; i < n; i += stride)
+    out[i] = f(a_scalar ? a0 : a[i], b_scalar ? b0 : b[i]);
 }
 
 template <class Out, class In, class F>
@@ -232,10 +237,11 @@ void launch_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f, con
   void* o = out.raw_data();
   const void *pa = a.raw_data(), *pb = b.raw_data();
   const bool flat = g.flat(0, sizeof(Out)) && !g.scalar(0) && g.flat(1, sizeof(In)) && g.flat(2, sizeof(In)) &&
-                    aligned(o, sizeof(Out) * kVec) && (g.scalar(1) || aligned(pa, sizeof(In) * kVec)) &&
-                    (g.scalar(2) || aligned(pb, sizeof(In) * kVec));
+                    aligned(o, sizeof(Out) * kVec<Out, In>) &&
+                    (g.scalar(1) || aligned(pa, sizeof(In) * kVec<Out, In>)) &&
+                    (g.scalar(2) || aligned(pb, sizeof(In) * kVec<Out, In>));
   if (flat) {
-    binary_flat_kernel<Out, In, F><<<grid_for(g.numel, kThreads, kVec, dev), kThreads, 0, stream>>>(
+    binary_flat_kernel<Out, In, F><<<grid_for(g.numel, kThreads, kVec<Out, In>, dev), kThreads, 0, stream>>>(
         g.numel, static_cast<Out*>(o), static_cast<const In*>(pa), static_cast<const In*>(pb), g.scalar(1), g.scalar(2),
         f);
   } else {

@@ -1,10 +1,13 @@
 // CUDA layer_norm and batch_norm, forward and backward. Statistics and sums in float32 for
 // 16-bit and float32 data (float64 for float64); a block per row (layer_norm) or per channel
 // (batch_norm), two passes for the variance as on the CPU. Weight/bias gradients of layer_norm
-// are column sums over rows: a thread per column.
+// are column sums over rows: a thread per column, or, with many rows, partial sums of row chunks
+// added by column_sum. batch_norm with few channels splits each channel across blocks.
 #include "framework/dispatch.h"
 #include "framework/ops/norm_kernels.h"
+#include "framework/ops/creation.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -106,6 +109,43 @@ __global__ void layer_norm_backward_params_kernel(Param<acc_t<T>> gw, Param<acc_
   if (gb.p) gb.set(j, db);
 }
 
+// The same sums for many rows: a block is 32 columns by kPartialRows threads walking one chunk of
+// rows (blockIdx.y); it writes its sums to partial_w/partial_b [gridDim.y, cols] (accumulation
+// type), which column_sum then adds. One thread per column over every row would leave most SMs
+// idle (cols = 1024 is 4 blocks).
+constexpr int kPartialRows = 8;
+
+template <class T>
+__global__ void layer_norm_param_partials_kernel(acc_t<T>* partial_w, acc_t<T>* partial_b, const T* gy, const T* x,
+                                                 const acc_t<T>* mean, const acc_t<T>* rstd, int64_t rows, int64_t cols,
+                                                 int64_t chunk) {
+  using A = acc_t<T>;
+  __shared__ A tile_w[kPartialRows][33], tile_b[kPartialRows][33];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+  A dw = 0, db = 0;
+  if (j < cols) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kPartialRows) {
+      const A g = to_acc(gy[r * cols + j]);
+      dw += g * (to_acc(x[r * cols + j]) - mean[r]) * rstd[r];
+      db += g;
+    }
+  }
+  tile_w[threadIdx.y][threadIdx.x] = dw;
+  tile_b[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    for (int y = 1; y < kPartialRows; ++y) {
+      dw += tile_w[y][threadIdx.x];
+      db += tile_b[y][threadIdx.x];
+    }
+    const int64_t at = static_cast<int64_t>(blockIdx.y) * cols + j;
+    partial_w[at] = dw;
+    partial_b[at] = db;
+  }
+}
+
 // One block per channel of x viewed as [N, C, S].
 template <class T>
 __global__ void batch_norm_kernel(T* y, Param<acc_t<T>> save_mean, Param<acc_t<T>> save_invstd, const T* x,
@@ -180,6 +220,141 @@ __global__ void batch_norm_backward_kernel(T* gx, Param<acc_t<T>> gw, Param<acc_
     }
 }
 
+// batch_norm with few channels and many elements per channel: the N*S elements of a channel are
+// cut into chunks across blocks (grid [splits, C]); per-chunk statistics are merged per channel
+// (Chan's formula for the variance), then an elementwise pass applies the result. The element q
+// of channel ch (q < N*S) is x[((q / S) * C + ch) * S + q % S].
+__device__ __forceinline__ int64_t bn_index(int64_t q, int64_t ch, int64_t c, int64_t s) {
+  return ((q / s) * c + ch) * s + q % s;
+}
+
+template <class T>
+__global__ void bn_stats_partial_kernel(const T* x, int64_t c, int64_t s, int64_t count, int64_t chunk, acc_t<T>* pmean,
+                                        acc_t<T>* pm2) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  const int64_t ch = blockIdx.y, b = blockIdx.x, splits = gridDim.x;
+  const int64_t q0 = b * chunk, q1 = q0 + chunk < count ? q0 + chunk : count;
+  A sum = 0;
+  for (int64_t q = q0 + threadIdx.x; q < q1; q += blockDim.x) sum += to_acc(x[bn_index(q, ch, c, s)]);
+  const A total = block_sum(sum, scratch);
+  const A mb = q1 > q0 ? total / static_cast<A>(q1 - q0) : A(0);
+  A ss = 0;
+  for (int64_t q = q0 + threadIdx.x; q < q1; q += blockDim.x) {
+    const A d = to_acc(x[bn_index(q, ch, c, s)]) - mb;
+    ss += d * d;
+  }
+  ss = block_sum(ss, scratch);
+  if (threadIdx.x == 0) pmean[ch * splits + b] = mb, pm2[ch * splits + b] = ss;
+}
+
+// One thread per channel: merged statistics, running stats, saved mean/invstd, and the affine
+// coefficients y = x * scale + shift.
+template <class T>
+__global__ void bn_finalize_kernel(const acc_t<T>* pmean, const acc_t<T>* pm2, int64_t splits, int64_t chunk,
+                                   int64_t count, int64_t c, Param<acc_t<T>> save_mean, Param<acc_t<T>> save_invstd,
+                                   Param<acc_t<T>> w, Param<acc_t<T>> b, Param<acc_t<T>> rm, Param<acc_t<T>> rv,
+                                   bool training, double momentum, double eps, acc_t<T>* scale, acc_t<T>* shift) {
+  using A = acc_t<T>;
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  A m, var;
+  if (training) {
+    double n_acc = 0, mean = 0, m2 = 0;
+    for (int64_t k = 0; k < splits; ++k) {
+      const int64_t left = count - k * chunk;
+      const double nb = static_cast<double>(left < chunk ? left : chunk);
+      const double mb = pmean[ch * splits + k], delta = mb - mean, nt = n_acc + nb;
+      mean += delta * nb / nt;
+      m2 += static_cast<double>(pm2[ch * splits + k]) + delta * delta * n_acc * nb / nt;
+      n_acc = nt;
+    }
+    m = static_cast<A>(mean);
+    var = static_cast<A>(m2 / static_cast<double>(count));
+    if (rm.p) {
+      rm.set(ch, static_cast<A>((1 - momentum) * rm.get(ch, A(0)) + momentum * m));
+      rv.set(ch, static_cast<A>((1 - momentum) * rv.get(ch, A(1)) + momentum * m2 / static_cast<double>(count - 1)));
+    }
+  } else {
+    m = rm.get(ch, A(0)), var = rv.get(ch, A(1));
+  }
+  const double inv = 1.0 / sqrt(static_cast<double>(var) + eps);
+  save_mean.set(ch, m);
+  save_invstd.set(ch, static_cast<A>(inv));
+  const double wc = static_cast<double>(w.get(ch, A(1)));
+  scale[ch] = static_cast<A>(inv * wc);
+  shift[ch] = static_cast<A>(static_cast<double>(b.get(ch, A(0))) - static_cast<double>(m) * inv * wc);
+}
+
+template <class T>
+__global__ void bn_apply_kernel(T* y, const T* x, const acc_t<T>* scale, const acc_t<T>* shift, int64_t c, int64_t s,
+                                int64_t total) {
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ch = (k / s) % c;
+    y[k] = from_acc<T>(to_acc(x[k]) * scale[ch] + shift[ch]);
+  }
+}
+
+template <class T>
+__global__ void bn_grad_partial_kernel(const T* gy, const T* x, Param<acc_t<T>> save_mean, Param<acc_t<T>> save_invstd,
+                                       int64_t c, int64_t s, int64_t count, int64_t chunk, acc_t<T>* psg,
+                                       acc_t<T>* psgx) {
+  using A = acc_t<T>;
+  __shared__ A scratch[32];
+  const int64_t ch = blockIdx.y, b = blockIdx.x, splits = gridDim.x;
+  const int64_t q0 = b * chunk, q1 = q0 + chunk < count ? q0 + chunk : count;
+  const A m = save_mean.get(ch, A(0)), inv = save_invstd.get(ch, A(1));
+  A sg = 0, sgx = 0;
+  for (int64_t q = q0 + threadIdx.x; q < q1; q += blockDim.x) {
+    const int64_t k = bn_index(q, ch, c, s);
+    const A g = to_acc(gy[k]);
+    sg += g;
+    sgx += g * (to_acc(x[k]) - m) * inv;
+  }
+  sg = block_sum(sg, scratch);
+  sgx = block_sum(sgx, scratch);
+  if (threadIdx.x == 0) psg[ch * splits + b] = sg, psgx[ch * splits + b] = sgx;
+}
+
+// One thread per channel: the parameter gradients, and coef [3, C] = (w * invstd, mean of g,
+// mean of g * xhat) for the input gradient.
+template <class T>
+__global__ void bn_grad_finalize_kernel(const acc_t<T>* psg, const acc_t<T>* psgx, int64_t splits, int64_t count,
+                                        int64_t c, Param<acc_t<T>> gw, Param<acc_t<T>> gb, Param<acc_t<T>> w,
+                                        Param<acc_t<T>> save_invstd, bool training, acc_t<T>* coef) {
+  using A = acc_t<T>;
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  A sg = 0, sgx = 0;
+  for (int64_t k = 0; k < splits; ++k) sg += psg[ch * splits + k], sgx += psgx[ch * splits + k];
+  if (gw.p) gw.set(ch, sgx);
+  if (gb.p) gb.set(ch, sg);
+  coef[ch] = w.get(ch, A(1)) * save_invstd.get(ch, A(1));
+  coef[c + ch] = training ? sg / static_cast<A>(count) : A(0);
+  coef[2 * c + ch] = training ? sgx / static_cast<A>(count) : A(0);
+}
+
+template <class T>
+__global__ void bn_grad_apply_kernel(T* gx, const T* gy, const T* x, Param<acc_t<T>> save_mean,
+                                     Param<acc_t<T>> save_invstd, const acc_t<T>* coef, int64_t c, int64_t s,
+                                     int64_t total) {
+  using A = acc_t<T>;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ch = (k / s) % c;
+    const A xh = (to_acc(x[k]) - save_mean.get(ch, A(0))) * save_invstd.get(ch, A(1));
+    gx[k] = from_acc<T>(coef[ch] * (to_acc(gy[k]) - coef[c + ch] - xh * coef[2 * c + ch]));
+  }
+}
+
+// How many chunks to cut each channel into (1: keep one block per channel).
+int64_t bn_splits(int64_t c, int64_t count, int dev) {
+  const int64_t sms = device_properties(dev).multiProcessorCount;
+  if (c >= 2 * sms || count < 8192) return 1;
+  return std::clamp<int64_t>(std::min(sms * 4 / c, count / 4096), 1, 65535);
+}
+
 unsigned blocks(int64_t n, const char* op) {
   HG_CHECK(n <= INT32_MAX, op, "{} rows/channels are too many for one launch", n);
   return static_cast<unsigned>(n);
@@ -214,7 +389,27 @@ void layer_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
           static_cast<const A*>(mean.raw_data()), static_cast<const A*>(rstd.raw_data()), param<A>(w), cols);
       HG_CUDA_CHECK_LAUNCH();
     }
-    if ((gw.defined() || gb.defined()) && cols > 0) {
+    const int64_t col_blocks = (cols + 31) / 32;
+    const int64_t splits =
+        std::min<int64_t>({std::max<int64_t>(1, static_cast<int64_t>(device_properties(dev).multiProcessorCount) * 4 /
+                                                    std::max<int64_t>(col_blocks, 1)),
+                           rows / 32, 65535});
+    const bool blocked = splits > 1 && col_blocks <= INT32_MAX && (!gw.defined() || gw.is_contiguous()) &&
+                         (!gb.defined() || gb.is_contiguous());
+    if ((gw.defined() || gb.defined()) && cols > 0 && blocked) {
+      const Dtype acc_dtype = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+      const Tensor partial = empty({2, splits, cols}, TensorOptions(acc_dtype).device(x.device()));
+      A* pw = static_cast<A*>(partial.raw_data());
+      A* pb = pw + splits * cols;
+      layer_norm_param_partials_kernel<T>
+          <<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), dim3(32, kPartialRows), 0,
+             stream>>>(pw, pb, static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
+                       static_cast<const A*>(mean.raw_data()), static_cast<const A*>(rstd.raw_data()), rows, cols,
+                       (rows + splits - 1) / splits);
+      HG_CUDA_CHECK_LAUNCH();
+      if (gw.defined()) column_sum(acc_dtype, pw, splits, cols, cols, 1, gw.dtype(), gw.raw_data(), dev);
+      if (gb.defined()) column_sum(acc_dtype, pb, splits, cols, cols, 1, gb.dtype(), gb.raw_data(), dev);
+    } else if ((gw.defined() || gb.defined()) && cols > 0) {
       layer_norm_backward_params_kernel<T>
           <<<blocks((cols + kNormThreads - 1) / kNormThreads, "layer_norm"), kNormThreads, 0, stream>>>(
               param<A>(gw), param<A>(gb), static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
@@ -230,6 +425,36 @@ void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, cons
   if (c == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
+  const int64_t count = n * s, splits = bn_splits(c, count, dev);
+  if (splits > 1 && c <= 65535) {
+    cudaStream_t stream = current_stream(dev);
+    const int64_t chunk = (count + splits - 1) / splits, used = (count + chunk - 1) / chunk;
+    dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+      using A = acc_t<T>;
+      const Dtype acc_dtype = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+      // Freed at once: the caching allocator reuses the block only for later work on this stream.
+      const Tensor tmp = empty({2 * c * used + 2 * c}, TensorOptions(acc_dtype).device(x.device()));
+      A* pmean = static_cast<A*>(tmp.raw_data());
+      A* pm2 = pmean + c * used;
+      A* scale = pm2 + c * used;
+      A* shift = scale + c;
+      if (training) {
+        bn_stats_partial_kernel<T>
+            <<<dim3(static_cast<unsigned>(used), static_cast<unsigned>(c)), kNormThreads, 0, stream>>>(
+                static_cast<const T*>(x.raw_data()), c, s, count, chunk, pmean, pm2);
+        HG_CUDA_CHECK_LAUNCH();
+      }
+      bn_finalize_kernel<T><<<static_cast<unsigned>((c + 127) / 128), 128, 0, stream>>>(
+          pmean, pm2, used, chunk, count, c, param<A>(sm), param<A>(si), param<A>(w), param<A>(b), param<A>(rm),
+          param<A>(rv), training, momentum, eps, scale, shift);
+      HG_CUDA_CHECK_LAUNCH();
+      const int64_t total = x.numel();
+      bn_apply_kernel<T><<<grid_for(total, kNormThreads, 1, dev), kNormThreads, 0, stream>>>(
+          static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), scale, shift, c, s, total);
+      HG_CUDA_CHECK_LAUNCH();
+    });
+    return;
+  }
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
     using A = acc_t<T>;
     batch_norm_kernel<T><<<blocks(c, "batch_norm"), kNormThreads, 0, current_stream(dev)>>>(
@@ -245,6 +470,35 @@ void batch_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
   if (c == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
+  const int64_t count = n * s, splits = bn_splits(c, count, dev);
+  if (splits > 1 && c <= 65535) {
+    cudaStream_t stream = current_stream(dev);
+    const int64_t chunk = (count + splits - 1) / splits, used = (count + chunk - 1) / chunk;
+    dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+      using A = acc_t<T>;
+      const Dtype acc_dtype = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+      const Tensor tmp = empty({2 * c * used + 3 * c}, TensorOptions(acc_dtype).device(x.device()));
+      A* psg = static_cast<A*>(tmp.raw_data());
+      A* psgx = psg + c * used;
+      A* coef = psgx + c * used;
+      bn_grad_partial_kernel<T>
+          <<<dim3(static_cast<unsigned>(used), static_cast<unsigned>(c)), kNormThreads, 0, stream>>>(
+              static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()), param<A>(sm), param<A>(si), c,
+              s, count, chunk, psg, psgx);
+      HG_CUDA_CHECK_LAUNCH();
+      bn_grad_finalize_kernel<T><<<static_cast<unsigned>((c + 127) / 128), 128, 0, stream>>>(
+          psg, psgx, used, count, c, param<A>(gw), param<A>(gb), param<A>(w), param<A>(si), training, coef);
+      HG_CUDA_CHECK_LAUNCH();
+      if (gx.defined()) {
+        const int64_t total = x.numel();
+        bn_grad_apply_kernel<T><<<grid_for(total, kNormThreads, 1, dev), kNormThreads, 0, stream>>>(
+            static_cast<T*>(gx.raw_data()), static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
+            param<A>(sm), param<A>(si), coef, c, s, total);
+        HG_CUDA_CHECK_LAUNCH();
+      }
+    });
+    return;
+  }
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
     using A = acc_t<T>;
     batch_norm_backward_kernel<T><<<blocks(c, "batch_norm"), kNormThreads, 0, current_stream(dev)>>>(

@@ -65,10 +65,21 @@ int device_count_cached() {
   static const int count = [] {
     int n = 0;
     // No driver or no device is not an error here: is_available() just says false.
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
       (void)cudaGetLastError();
       return 0;
     }
+    // A visible device is not yet a usable one (driver too old for this runtime, device busy in
+    // exclusive mode, no kernel image for its architecture): make its context now and run a
+    // trivial call, so is_available() means "ops will run" and amp does not switch on for a
+    // device whose first kernel would fail.
+    int previous = 0;
+    if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(0) != cudaSuccess ||
+        cudaFree(nullptr) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    (void)cudaSetDevice(previous);
     return std::min(n, kMaxDevices);
   }();
   return count;

@@ -6,16 +6,36 @@
 using namespace hg;
 using hg::test::check_close;
 
+TEST_CASE("cuda autocast turns on with a device and runs matmul in the autocast dtype") {
+  REQUIRE(cuda::is_available());
+  const Tensor a = randn({8, 16}).to(kCUDA), b = randn({16, 4}).to(kCUDA);
+  for (Dtype dt : {kFloat16, kBFloat16}) {
+    amp::AutocastGuard g(kCUDA, dt);
+    REQUIRE(amp::is_autocast_enabled(kCUDA));
+    CHECK(amp::get_autocast_dtype(kCUDA) == dt);
+    const Tensor c = matmul(a, b);
+    CHECK(c.dtype() == dt);
+    CHECK(c.device().is_cuda());
+  }
+  CHECK_FALSE(amp::is_autocast_enabled(kCUDA));
+  CHECK(matmul(a, b).dtype() == kFloat32);
+}
+
 TEST_CASE("cuda GradScaler unscales, flags inf and backs off without a host sync") {
   amp::GradScaler scaler(kCUDA, {.init_scale = 1024.0, .growth_interval = 2});
+  REQUIRE(scaler.is_enabled());
   Tensor w = randn({8}).to(kCUDA).requires_grad_();
   optim::SGD opt({w}, {.lr = 0.1});
   const Tensor before = w.detach().to(kCPU);
-  scaler.scale((w * w).sum()).backward();
-  const int64_t syncs = cuda::host_sync_count();
+  const Tensor loss = (w * w).sum();
+  const Tensor scaled = scaler.scale(loss);
+  check_close(scaled.to(kCPU), loss.detach().to(kCPU) * 1024.0, {1e-6, 1e-6});
+  scaled.backward();
+  int64_t syncs = cuda::host_sync_count();
   scaler.unscale_(opt);
   CHECK(cuda::host_sync_count() == syncs);
   check_close(w.grad().to(kCPU), before * 2.0, {1e-6, 1e-6});
+  syncs = cuda::host_sync_count();  // the read-back above was one; none may follow
   scaler.step(opt);
   scaler.update();
   CHECK(cuda::host_sync_count() == syncs);

@@ -114,8 +114,20 @@ TEST_CASE("binary ops match the CPU with broadcasting, scalars and strided opera
       check_cuda_matches_cpu(run, {a, b}, tol);                                            // contiguous
       check_cuda_matches_cpu(run, {a.narrow(0, 0, 1), b.narrow(1, 0, 1)}, tol);            // [1,65] x [37,1]
       check_cuda_matches_cpu(run, {a, b.narrow(0, 2, 1).narrow(1, 3, 1).squeeze()}, tol);  // tensor x 0-d
-      check_cuda_matches_cpu(run, {a.t(), b.t()}, tol);                                    // transposed views
-      check_cuda_matches_cpu(run, {a.narrow(1, 1, 63), b.narrow(1, 2, 63)}, tol);          // misaligned starts
+      // Views made inside the lambda, so the CUDA side gets them on the device (to() copies
+      // views into contiguous tensors): transposed, strided with misaligned starts, and
+      // contiguous at an offset of one element (the vector path's unaligned fallback).
+      check_cuda_matches_cpu([run](const Inputs& in) { return run({in[0].t(), in[1].t()}); }, {a, b}, tol);
+      check_cuda_matches_cpu(
+          [run](const Inputs& in) {
+            return run({in[0].narrow(1, 1, 63), in[1].narrow(1, 2, 63)});
+          },
+          {a, b}, tol);
+      check_cuda_matches_cpu(
+          [run](const Inputs& in) {
+            return run({in[0].flatten().narrow(0, 1, 2400), in[1].flatten().narrow(0, 3, 2400)});
+          },
+          {a, b}, tol);
     }
   }
   // Operators with Python-style scalars, and bool maximum/minimum.
@@ -173,7 +185,8 @@ TEST_CASE("unary ops match the CPU in float32, float16 and bfloat16") {
       // A few ulps in float32 (CUDA's libm is not glibc's); one ulp of the 16-bit type.
       const Tolerance tol = d == kFloat32 ? Tolerance{1e-5, 1e-5} : cuda_tolerance(d);
       check_cuda_matches_cpu(run, {in}, tol);
-      check_cuda_matches_cpu(run, {in.t()}, tol);
+      check_cuda_matches_cpu([run](const Inputs& i) { return run({i[0].t()}); }, {in}, tol);  // on the device
+      check_cuda_matches_cpu([run](const Inputs& i) { return run({i[0].flatten().narrow(0, 1, 2000)}); }, {in}, tol);
     }
   }
   // Integer neg/abs/relu.

@@ -103,9 +103,13 @@ TEST_CASE("mm, bmm and matmul match the CPU with transposed, strided and batched
       const Tolerance tol = gemm_tolerance(d, k);
       auto mm2 = [](const Inputs& in) { return mm(in[0], in[1]); };
       check_cuda_matches_cpu(mm2, {a, b}, tol);
-      check_cuda_matches_cpu(mm2, {a.t().contiguous().t(), b}, tol);  // A column-major
-      check_cuda_matches_cpu(mm2, {a, b.t().contiguous().t()}, tol);  // B column-major
-      check_cuda_matches_cpu(mm2, {a.t().contiguous().t(), b.t().contiguous().t()}, tol);
+      // Column-major operands made on the device (to() would copy them back to row-major), so
+      // cuBLASLt reads them in place with CUBLAS_OP_T.
+      auto col = [](const Tensor& t) { return t.t().contiguous().t(); };
+      check_cuda_matches_cpu([col](const Inputs& in) { return mm(col(in[0]), in[1]); }, {a, b}, tol);
+      check_cuda_matches_cpu([col](const Inputs& in) { return mm(in[0], col(in[1])); }, {a, b}, tol);
+      check_cuda_matches_cpu([col](const Inputs& in) { return mm(col(in[0]), col(in[1])); }, {a, b}, tol);
+      check_cuda_matches_cpu([](const Inputs& in) { return mm(in[1].t(), in[0].t()); }, {a, b}, tol);  // views
     }
     // Operands cuBLASLt cannot read in place (no unit stride): copied first.
     const Tensor wide = randn({20, 34}, d);

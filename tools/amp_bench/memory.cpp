@@ -6,10 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#if __has_include("framework/cuda.h")
 #include "framework/cuda.h"
-#define AMP_BENCH_HAS_CUDA_API 1
-#endif
 
 namespace amp_bench {
 
@@ -42,18 +39,9 @@ int64_t reset_host_peak() {
 int64_t host_peak_bytes() { return status_kib("VmHWM") * 1024; }
 int64_t host_rss_bytes() { return status_kib("VmRSS") * 1024; }
 
-#ifdef AMP_BENCH_HAS_CUDA_API
 bool cuda_available() { return hg::cuda::is_available(); }
 void cuda_synchronize() { hg::cuda::synchronize(); }
 int64_t cuda_peak_bytes() { return hg::cuda::memory_stats(0).peak_allocated; }
 void cuda_set_tf32(bool on) { hg::set_allow_tf32(on); }
-#else
-bool cuda_available() { return hg::amp::cuda_available(); }
-void cuda_synchronize() {}
-int64_t cuda_peak_bytes() { return 0; }
-void cuda_set_tf32(bool on) {
-  if (on) throw hg::Error("[amp_bench] tf32: this build of halfgrad has no CUDA backend");
-}
-#endif
 
 }  // namespace amp_bench

@@ -1,5 +1,6 @@
 // gemm_stub for CUDA: batched [B,M,K] x [B,K,N] through cuBLASLt, reading transposed views in
-// place (an operand with neither inner stride 1 is first copied to a contiguous buffer).
+// place (an operand with neither inner stride 1 is first copied to a contiguous buffer), and
+// gemm_bias_stub: linear's GEMM with the bias added by cuBLASLt's epilogue.
 #include "framework/dispatch.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
@@ -17,6 +18,12 @@ Tensor readable(const Tensor& t) {
   Tensor c = empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
   copy_stub(kCUDA, c, t);
   return c;
+}
+
+// A [1, rows, cols] alias of a 2-d tensor.
+Tensor as_batch(const Tensor& t) {
+  return Tensor(t.storage(), {1, t.shape()[0], t.shape()[1]}, {0, t.strides()[0], t.strides()[1]}, t.offset(),
+                t.dtype());
 }
 
 blas::MatrixArg matrix_arg(const Tensor& t) {
@@ -52,8 +59,40 @@ void gemm_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   blas::lt_matmul(p);
 }
 
+// linear's forward: out = a b + bias in one cuBLASLt call (the bias epilogue).
+void gemm_bias_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
+  HG_CHECK(out.device() == a_in.device() && out.device() == b_in.device() && out.device() == bias_in.device(), "linear",
+           "expected tensors on one device, got {}, {}, {} and {}", out.device(), a_in.device(), b_in.device(),
+           bias_in.device());
+  HG_CHECK(out.is_contiguous() && a_in.dim() == 2 && b_in.dim() == 2 && bias_in.dim() == 1, "linear",
+           "expected 2-d operands, a 1-d bias and a contiguous output");
+  const int64_t m = a_in.shape()[0], k = a_in.shape()[1], n = b_in.shape()[1];
+  if (m == 0 || n == 0) return;
+  HG_CHECK(k > 0, "linear", "the fused bias GEMM needs k > 0");
+  const Tensor a = readable(as_batch(a_in)), b = readable(as_batch(b_in));
+  Tensor bias = bias_in;
+  if (bias.strides()[0] != 1 && n > 1) {
+    bias = empty(bias_in.shape(), TensorOptions(bias_in.dtype()).device(bias_in.device()));
+    copy_stub(kCUDA, bias, bias_in);
+  }
+  blas::GemmProblem p;
+  p.dtype = out.dtype();
+  p.device = out.device().index;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = matrix_arg(a);
+  p.b = matrix_arg(b);
+  p.d = out.raw_data();
+  p.ldd = n;
+  p.epilogue = blas::Epilogue::Bias;
+  p.bias = bias.raw_data();
+  blas::lt_matmul(p);
+}
+
 }  // namespace
 
 HG_REGISTER_KERNEL(gemm_stub, kCUDA, gemm_cuda);
+HG_REGISTER_KERNEL(gemm_bias_stub, kCUDA, gemm_bias_cuda);
 
 }  // namespace hg::cuda

@@ -1,6 +1,9 @@
 // The cuBLASLt GEMM wrapper. cuBLASLt is column-major; a row-major D [m, n] is a column-major
 // D' [n, m], so D = A B is computed as D' = B' A' with the operands swapped: each row-major
 // operand is read in place as a column-major matrix, transposed or not by an op flag.
+// The heuristic is asked for several algorithms; one that cublasLtMatmul rejects as
+// NOT_SUPPORTED is skipped for the next. A bias-gradient epilogue with no algorithm (cuBLASLt
+// supports BGRAD only for some layouts and types) runs as a plain GEMM plus a column-sum kernel.
 #include "kernels/cuda/blas/lt_matmul.h"
 
 #include <cublasLt.h>
@@ -15,6 +18,7 @@
 #include "framework/cuda.h"
 #include "kernels/common/blas_layout.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/runtime.h"
 
 namespace hg::cuda::blas {
@@ -22,6 +26,7 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's recommendation for Hopper
 constexpr int kMaxDevices = 64;
+constexpr int kAlgorithms = 4;  // heuristic results kept per plan, tried in order
 
 // A column-major view of one operand: rows x cols with leading dimension ld, maybe transposed.
 struct ColView {
@@ -64,8 +69,17 @@ struct PlanKey {
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;
+  // Best first; one that cublasLtMatmul rejects is dropped. (A fixed array: nvcc 13.0's front
+  // end fails with an internal error on std::vector of this type.)
+  std::array<cublasLtMatmulHeuristicResult_t, kAlgorithms> algos{};
+  int algo_count = 0;
+  bool bias_grad_by_kernel = false;  // BGRAD epilogue replaced by column_sum
+  void destroy() {
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(d);
+  }
 };
 
 struct DeviceBlas {
@@ -131,6 +145,7 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 }
 
 bool uses_bias_pointer(Epilogue e) { return e != Epilogue::None && e != Epilogue::Relu && e != Epilogue::Gelu; }
+bool is_bias_grad(Epilogue e) { return e == Epilogue::BiasGradA || e == Epilogue::BiasGradB; }
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, const ColView& v, int64_t batch, int64_t batch_stride) {
   cublasLtMatrixLayout_t layout = nullptr;
@@ -152,7 +167,8 @@ std::string describe(const GemmProblem& p) {
                      static_cast<int>(p.epilogue));
 }
 
-Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, const ColView& vb) {
+// `plain_bias_grad`: build the plan for a BGRAD epilogue without it (bias_grad_by_kernel).
+Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, const ColView& vb, bool plain_bias_grad) {
   const cudaDataType_t type = data_type(p.dtype);
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = CUDA_R_32F;
@@ -163,6 +179,8 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   }
   Plan plan;
+  plan.bias_grad_by_kernel = plain_bias_grad;
+  const Epilogue fused = plain_bias_grad ? Epilogue::None : p.epilogue;
   HG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, scale));
   // Swapped problem: first operand is row-major B (va), second is row-major A (vb).
   const cublasOperation_t op_first = va.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -170,9 +188,9 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
   HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
   HG_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
-  const cublasLtEpilogue_t epi = lt_epilogue(p.epilogue);
+  const cublasLtEpilogue_t epi = lt_epilogue(fused);
   HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (uses_bias_pointer(p.epilogue)) {
+  if (uses_bias_pointer(fused)) {
     const void* bias = p.bias ? p.bias : p.bias_grad;
     HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
@@ -194,22 +212,42 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
   }};
   for (const auto& [attr, value] : aligns)
     HG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kAlgorithms> results{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_for(p.device), plan.desc, plan.a, plan.b, plan.d,
-                                                           plan.d, pref, 1, &result, &found);
+                                                           plan.d, pref, kAlgorithms, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatmulDescDestroy(plan.desc);
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.d);
+    plan.destroy();
+    if (is_bias_grad(p.epilogue) && !plain_bias_grad) return make_plan(key, p, va, vb, true);
     fail("mm", "cuBLASLt has no algorithm for {} ({})", describe(p),
          st == CUBLAS_STATUS_SUCCESS ? "no heuristic result" : cublasLtGetStatusString(st));
   }
-  plan.algo = result.algo;
-  plan.workspace = result.workspaceSize;
+  std::copy(results.begin(), results.begin() + found, plan.algos.begin());
+  plan.algo_count = found;
   return plan;
+}
+
+// Runs the plan's algorithms in order until one is accepted; one rejected with NOT_SUPPORTED
+// (the heuristic's pick can still be refused for this problem) is dropped from the plan.
+// Returns false when every algorithm was rejected.
+bool run_plan(Plan& plan, const GemmProblem& p, cudaStream_t stream, void* ws) {
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = p.dtype == kFloat64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = p.dtype == kFloat64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  while (plan.algo_count > 0) {
+    const cublasLtMatmulHeuristicResult_t& r = plan.algos[0];
+    const cublasStatus_t st = cublasLtMatmul(handle_for(p.device), plan.desc, alpha, p.b.data, plan.a, p.a.data, plan.b,
+                                             beta, p.d, plan.d, p.d, plan.d, &r.algo, ws, r.workspaceSize, stream);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) {
+      HG_CUBLAS_CHECK(st);
+      return true;
+    }
+    std::copy(plan.algos.begin() + 1, plan.algos.begin() + plan.algo_count, plan.algos.begin());
+    --plan.algo_count;
+  }
+  return false;
 }
 
 }  // namespace
@@ -224,6 +262,9 @@ void lt_matmul(const GemmProblem& p) {
   HG_CHECK(p.k > 0 && p.m > 0 && p.n > 0, "mm", "empty GEMM reached cuBLASLt: {}", describe(p));
   HG_CHECK(!uses_bias_pointer(p.epilogue) || p.bias || p.bias_grad, "mm", "epilogue {} needs a bias pointer",
            static_cast<int>(p.epilogue));
+  // cuBLASLt's bias-gradient vector has no batch stride: every batch would write one vector.
+  HG_CHECK(!is_bias_grad(p.epilogue) || p.batch == 1, "mm",
+           "the bias-gradient epilogue takes a single GEMM, got batch {}: {}", p.batch, describe(p));
   const ColView va = col_view_of_transpose(p.k, p.n, p.b.row_stride, p.b.col_stride);  // B^T [n, k]
   const ColView vb = col_view_of_transpose(p.m, p.k, p.a.row_stride, p.a.col_stride);  // A^T [k, m]
   const void* bias = p.bias ? p.bias : p.bias_grad;
@@ -253,22 +294,32 @@ void lt_matmul(const GemmProblem& p) {
   std::lock_guard lock(s.mutex);
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
-    it = s.plans.emplace(key, make_plan(key, p, va, vb)).first;
+    it = s.plans.emplace(key, make_plan(key, p, va, vb, false)).first;
     ++s.stats.plans;
   } else {
     ++s.stats.hits;
   }
   Plan& plan = it->second;
-  if (uses_bias_pointer(p.epilogue)) {  // the cached descriptor holds the previous call's pointer
+  if (uses_bias_pointer(p.epilogue) && !plan.bias_grad_by_kernel) {
+    // The cached descriptor holds the previous call's pointer.
     HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   void* ws = workspace_for(stream, p.device);
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const double alpha_d = 1.0, beta_d = 0.0;
-  const void* alpha = p.dtype == kFloat64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
-  const void* beta = p.dtype == kFloat64 ? static_cast<const void*>(&beta_d) : &beta_f;
-  HG_CUBLAS_CHECK(cublasLtMatmul(handle_for(p.device), plan.desc, alpha, p.b.data, plan.a, p.a.data, plan.b, beta, p.d,
-                                 plan.d, p.d, plan.d, &plan.algo, ws, plan.workspace, stream));
+  if (!run_plan(plan, p, stream, ws)) {
+    if (!is_bias_grad(p.epilogue) || plan.bias_grad_by_kernel)
+      fail("mm", "cuBLASLt rejected every algorithm its heuristic offered for {}", describe(p));
+    plan.destroy();
+    plan = make_plan(key, p, va, vb, true);
+    if (!run_plan(plan, p, stream, ws))
+      fail("mm", "cuBLASLt rejected every algorithm its heuristic offered for {}", describe(p));
+  }
+  if (plan.bias_grad_by_kernel) {
+    if (p.epilogue == Epilogue::BiasGradA) {  // sum over k of A [m, k]: m columns of length k
+      column_sum(p.dtype, p.a.data, p.k, p.m, p.a.col_stride, p.a.row_stride, p.dtype, p.bias_grad, p.device);
+    } else {  // sum over k of B [k, n]
+      column_sum(p.dtype, p.b.data, p.k, p.n, p.b.row_stride, p.b.col_stride, p.dtype, p.bias_grad, p.device);
+    }
+  }
 }
 
 LtCacheStats lt_cache_stats() {

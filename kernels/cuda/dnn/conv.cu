@@ -2,7 +2,10 @@
 // NCHW, float32/float16/bfloat16/float64. The algorithm for each shape comes from cuDNN's
 // heuristics (the _v7 queries) once and is cached; the workspace comes from the caching
 // allocator. Bias add and the bias gradient are plain kernels (float32 accumulation).
-// Without cuDNN the stubs throw an hg::Error saying so.
+// float32 runs with FMA math (no TF32) unless hg::set_allow_tf32(true), whatever math type the
+// heuristic suggests. float64 does not use cuDNN (its legacy API's double support is unproven
+// and deprecated): a direct kernel per output element, exact in float64 and slow, for tests and
+// gradient checks. Without cuDNN the other dtypes throw an hg::Error saying so.
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -61,6 +64,120 @@ void bias_grad(const Tensor& grad_bias, const Tensor& grad_out) {
         grad_out.size(2) * grad_out.size(3));
     HG_CUDA_CHECK_LAUNCH();
   });
+}
+
+// ---- float64: direct convolution, one thread per output element (grid-stride) ----
+struct ConvGeom {
+  int64_t n, c, h, w;  // input
+  int64_t o, kh, kw;   // weight [o, c / groups, kh, kw]
+  int64_t oh, ow;      // output
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+ConvGeom geom_of(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  HG_CHECK(x.is_contiguous() && w.is_contiguous() && y.is_contiguous(), "conv2d",
+           "the float64 CUDA convolution expects contiguous NCHW tensors");
+  return {x.size(0), x.size(1),   x.size(2),   x.size(3),    w.size(0),    w.size(2),     w.size(3),     y.size(2),
+          y.size(3), p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups};
+}
+
+__global__ void direct_forward_kernel(ConvGeom g, const double* __restrict__ x, const double* __restrict__ w,
+                                      double* __restrict__ y, int64_t total) {
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, o = (i / (g.ow * g.oh)) % g.o, n = i / (g.ow * g.oh * g.o);
+    const int64_t c0 = (o / og) * cg;
+    double s = 0;
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t ix = ox * g.sw - g.pw + kx * g.dw;
+          if (ix < 0 || ix >= g.w) continue;
+          s += x[((n * g.c + c0 + c) * g.h + iy) * g.w + ix] * w[((o * cg + c) * g.kh + ky) * g.kw + kx];
+        }
+      }
+    y[i] = s;
+  }
+}
+
+__global__ void direct_backward_data_kernel(ConvGeom g, const double* __restrict__ dy, const double* __restrict__ w,
+                                            double* __restrict__ dx, int64_t total) {
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ix = i % g.w, iy = (i / g.w) % g.h, c = (i / (g.w * g.h)) % g.c, n = i / (g.w * g.h * g.c);
+    const int64_t grp = c / cg, cl = c % cg;
+    double s = 0;
+    for (int64_t ol = 0; ol < og; ++ol) {
+      const int64_t o = grp * og + ol;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t ty = iy + g.ph - ky * g.dh;
+        if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t tx = ix + g.pw - kx * g.dw;
+          if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+          s += dy[((n * g.o + o) * g.oh + ty / g.sh) * g.ow + tx / g.sw] * w[((o * cg + cl) * g.kh + ky) * g.kw + kx];
+        }
+      }
+    }
+    dx[i] = s;
+  }
+}
+
+__global__ void direct_backward_filter_kernel(ConvGeom g, const double* __restrict__ dy, const double* __restrict__ x,
+                                              double* __restrict__ dw, int64_t total) {
+  const int64_t cg = g.c / g.groups, og = g.o / g.groups;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t kx = i % g.kw, ky = (i / g.kw) % g.kh, c = (i / (g.kw * g.kh)) % cg, o = i / (g.kw * g.kh * cg);
+    const int64_t ci = (o / og) * cg + c;
+    double s = 0;
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+        if (iy < 0 || iy >= g.h) continue;
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t ix = ox * g.sw - g.pw + kx * g.dw;
+          if (ix < 0 || ix >= g.w) continue;
+          s += dy[((n * g.o + o) * g.oh + oy) * g.ow + ox] * x[((n * g.c + ci) * g.h + iy) * g.w + ix];
+        }
+      }
+    dw[i] = s;
+  }
+}
+
+void direct_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                    const Conv2dParams& p) {
+  const int dev = out.device().index;
+  const int64_t total = out.numel();
+  direct_forward_kernel<<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+      geom_of(input, weight, out, p), static_cast<const double*>(input.raw_data()),
+      static_cast<const double*>(weight.raw_data()), static_cast<double*>(out.raw_data()), total);
+  HG_CUDA_CHECK_LAUNCH();
+  if (bias.defined()) add_bias(out, bias);
+}
+
+void direct_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                          const Conv2dParams& p) {
+  const int dev = grad_input.device().index;
+  const int64_t total = grad_input.numel();
+  direct_backward_data_kernel<<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+      geom_of(grad_input, weight, grad_out, p), static_cast<const double*>(grad_out.raw_data()),
+      static_cast<const double*>(weight.raw_data()), static_cast<double*>(grad_input.raw_data()), total);
+  HG_CUDA_CHECK_LAUNCH();
+}
+
+void direct_backward_filter(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& input,
+                            const Conv2dParams& p) {
+  const int dev = grad_out.device().index;
+  const int64_t total = grad_weight.numel();
+  direct_backward_filter_kernel<<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+      geom_of(input, grad_weight, grad_out, p), static_cast<const double*>(grad_out.raw_data()),
+      static_cast<const double*>(input.raw_data()), static_cast<double*>(grad_weight.raw_data()), total);
+  HG_CUDA_CHECK_LAUNCH();
 }
 
 #ifdef HG_WITH_CUDNN
@@ -171,16 +288,26 @@ std::map<PlanKey, Plan>& plan_cache() {
   return cache;
 }
 
-// The first heuristic choice that cuDNN reports as usable; its math type is applied to conv.
+// The first heuristic choice that cuDNN reports as usable; its math type is applied to conv,
+// except for float32 without TF32: the _v7 queries can return entries whose math type allows
+// TF32 (CUDNN_DEFAULT_MATH on sm_80+), so an FMA entry is preferred and, if there is none, the
+// first usable algorithm runs with CUDNN_FMA_MATH forced (PyTorch asserts the same).
 template <class Perf, class Query>
-Plan choose(Query&& query, const char* what) {
+Plan choose(Query&& query, const char* what, Dtype dtype) {
   constexpr int kMax = 16;
   Perf perf[kMax];
   int returned = 0;
   HG_CUDNN_CHECK(query(kMax, &returned, perf));
+  const bool fma_only = math_type(dtype) == CUDNN_FMA_MATH;
+  if (fma_only) {
+    for (int i = 0; i < returned; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH)
+        return {static_cast<int>(perf[i].algo), CUDNN_FMA_MATH};
+  }
   for (int i = 0; i < returned; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return {static_cast<int>(perf[i].algo), perf[i].mathType};
-  fail("conv2d", "cuDNN found no {} algorithm for this convolution", what);
+    if (perf[i].status == CUDNN_STATUS_SUCCESS)
+      return {static_cast<int>(perf[i].algo), fma_only ? CUDNN_FMA_MATH : perf[i].mathType};
+  fail("conv2d", "cuDNN found no {} algorithm for this convolution ({})", what, dtype);
 }
 
 Tensor workspace(size_t bytes, Device device) {
@@ -203,6 +330,7 @@ void forward_cuda(const Tensor& out, const Tensor& input, const Tensor& weight, 
   const int dev = out.device().index;
   DeviceGuard guard(dev);
   if (out.numel() == 0) return;
+  if (input.dtype() == kFloat64) return direct_forward(out, input, weight, bias, p);
   std::lock_guard lock(plan_mutex());
   cudnnHandle_t h = handle_for(dev);
   TensorDesc xd(input), yd(out);
@@ -215,7 +343,7 @@ void forward_cuda(const Tensor& out, const Tensor& input, const Tensor& weight, 
         [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* perf) {
           return cudnnGetConvolutionForwardAlgorithm_v7(h, xd.d, wd.d, cd.d, yd.d, n, r, perf);
         },
-        "forward");
+        "forward", input.dtype());
     it = plan_cache().emplace(key, plan).first;
   }
   const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(it->second.algo);
@@ -239,6 +367,7 @@ void backward_data_cuda(const Tensor& grad_input, const Tensor& grad_out, const 
                                   current_stream(dev)));
     return;
   }
+  if (grad_out.dtype() == kFloat64) return direct_backward_data(grad_input, grad_out, weight, p);
   std::lock_guard lock(plan_mutex());
   cudnnHandle_t h = handle_for(dev);
   TensorDesc dxd(grad_input), dyd(grad_out);
@@ -251,7 +380,7 @@ void backward_data_cuda(const Tensor& grad_input, const Tensor& grad_out, const 
         [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd.d, dyd.d, cd.d, dxd.d, n, r, perf);
         },
-        "backward-data");
+        "backward-data", grad_out.dtype());
     it = plan_cache().emplace(key, plan).first;
   }
   const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(it->second.algo);
@@ -276,6 +405,7 @@ void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, co
                                   current_stream(dev)));
     return;
   }
+  if (grad_out.dtype() == kFloat64) return direct_backward_filter(grad_weight, grad_out, input, p);
   std::lock_guard lock(plan_mutex());
   cudnnHandle_t h = handle_for(dev);
   TensorDesc xd(input), dyd(grad_out);
@@ -288,7 +418,7 @@ void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, co
         [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd.d, dyd.d, cd.d, dwd.d, n, r, perf);
         },
-        "backward-filter");
+        "backward-filter", grad_out.dtype());
     it = plan_cache().emplace(key, plan).first;
   }
   const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(it->second.algo);
@@ -302,17 +432,31 @@ void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, co
                                                 grad_weight.raw_data()));
 }
 
-#else  // no cuDNN
+#else  // no cuDNN: float64 runs the direct kernels, the other dtypes need cuDNN
 
-[[noreturn]] void no_cudnn() {
+[[noreturn]] void no_cudnn(Dtype d) {
   fail("conv2d",
-       "halfgrad was built without cuDNN, which CUDA convolution needs; install cuDNN 9 and reconfigure with "
-       "-Dcudnn=enabled (or run the convolution on the CPU)");
+       "halfgrad was built without cuDNN, which CUDA convolution in {} needs; install cuDNN 9 and reconfigure with "
+       "-Dcudnn=enabled (or run the convolution on the CPU)",
+       d);
 }
-void forward_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { no_cudnn(); }
-void backward_data_cuda(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { no_cudnn(); }
-void backward_filter_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
-  no_cudnn();
+void forward_cuda(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const Conv2dParams& p) {
+  if (input.dtype() != kFloat64) no_cudnn(input.dtype());
+  DeviceGuard guard(out.device().index);
+  if (out.numel() != 0) direct_forward(out, input, weight, bias, p);
+}
+void backward_data_cuda(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p) {
+  if (grad_out.dtype() != kFloat64) no_cudnn(grad_out.dtype());
+  DeviceGuard guard(grad_input.device().index);
+  if (grad_input.numel() != 0) direct_backward_data(grad_input, grad_out, weight, p);
+}
+void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                          const Tensor& input, const Conv2dParams& p) {
+  if (grad_out.dtype() != kFloat64) no_cudnn(grad_out.dtype());
+  DeviceGuard guard(grad_out.device().index);
+  if (grad_bias.defined()) bias_grad(grad_bias, grad_out);
+  if (grad_weight.defined() && grad_weight.numel() != 0) direct_backward_filter(grad_weight, grad_out, input, p);
 }
 
 #endif
