@@ -18,6 +18,7 @@ thread_local std::vector<OpRecorder*> t_recorders;
 thread_local bool t_in_backward = false;
 thread_local bool t_grad_mode = true;
 thread_local AutocastState t_autocast;
+thread_local const OpDef* t_current_op = nullptr;  // the outermost OpCall running on this thread
 }  // namespace
 
 bool GradMode::is_enabled() { return t_grad_mode; }
@@ -62,7 +63,17 @@ OpCall::OpCall(const OpDef& op, TensorList inputs) : op_(op), inputs_(std::move(
     inputs_ = std::move(r.inputs);
     output_dtype_ = r.output_dtype;
   }
+  if (t_current_op == nullptr) {
+    t_current_op = &op_;
+    outermost_ = true;
+  }
 }
+
+OpCall::~OpCall() {
+  if (outermost_) t_current_op = nullptr;
+}
+
+std::string_view current_op_name() { return t_current_op ? std::string_view(t_current_op->name) : std::string_view(); }
 
 bool OpCall::needs_grad() const {
   if (!op_.differentiable || !GradMode::is_enabled()) return false;

@@ -98,6 +98,9 @@ class BackwardPassGuard {
 class OpCall {
  public:
   OpCall(const OpDef& op, TensorList inputs);
+  ~OpCall();
+  OpCall(const OpCall&) = delete;
+  OpCall& operator=(const OpCall&) = delete;
   const Tensor& input(size_t i) const { return inputs_[i]; }
   const TensorList& inputs() const { return inputs_; }
   std::optional<Dtype> output_dtype() const { return output_dtype_; }
@@ -109,7 +112,12 @@ class OpCall {
   const OpDef& op_;
   TensorList inputs_;
   std::optional<Dtype> output_dtype_;
+  bool outermost_ = false;
 };
+
+// The public op this thread is running (its outermost OpCall), or "" outside any op; used by
+// errors raised deep inside an op, such as a failed allocation, to say which call failed.
+std::string_view current_op_name();
 
 // A tensor kept for backward: a detached alias plus the storage version at save time.
 // get() throws, naming the op, when the tensor was modified in place since.
