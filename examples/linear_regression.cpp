@@ -1,18 +1,21 @@
 // Fits y = 3x - 2 + noise with one Linear(1, 1) and SGD; prints the learned weight and bias.
 // Run: build/examples/linear_regression
-#include <CLI/CLI.hpp>
-
-#include <halfgrad.h>
+#include "common.h"
 
 int main(int argc, char** argv) {
   int64_t epochs = 200;
   double lr = 0.1;
   uint64_t seed = 0;
   CLI::App app{"Fit y = 3x - 2 + noise with a linear model"};
-  app.add_option("--epochs", epochs, "full-batch steps")->capture_default_str();
-  app.add_option("--lr", lr, "learning rate")->capture_default_str();
-  app.add_option("--seed", seed, "random seed")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--epochs", epochs, "full-batch steps")
+      ->capture_default_str()
+      ->check(examples::whole_number(1, examples::kMaxEpochs));
+  app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(examples::real_number(0, examples::kMaxLr));
+  app.add_option("--seed", seed, "random seed")
+      ->capture_default_str()
+      ->check(examples::whole_number(0, examples::kMaxSeed));
+  int code = 0;
+  if (!examples::parse_cli(app, argc, argv, code)) return code;
   try {
     hg::manual_seed(seed);
     const hg::Tensor x = hg::rand({256, 1}) * 2.0 - 1.0;
@@ -31,10 +34,9 @@ int main(int argc, char** argv) {
     }
     const double w = model.weight.item<double>(), b = model.bias.item<double>();
     fmt::print("learned y = {:.4f} x {} {:.4f} (true: 3x - 2)\n", w, b < 0 ? "-" : "+", std::abs(b));
-    fmt::print(
-        R"({{"model":"linear_regression","device":"cpu","epochs":{},"weight":{:.4f},"bias":{:.4f},"final_loss":{:.5f}}})"
-        "\n",
-        epochs, w, b, loss_value);
+    fmt::print(R"({{"model":"linear_regression","device":"cpu","epochs":{},"weight":{},"bias":{},"final_loss":{}}})"
+               "\n",
+               epochs, examples::json_number(w, 4), examples::json_number(b, 4), examples::json_number(loss_value, 5));
     return 0;
   } catch (const hg::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
