@@ -132,9 +132,13 @@ TEST_CASE("bad inputs: directories, FIFOs, empty and special files are hg::Error
   check_error([&] { load((dir.path / "empty").string()); }, {"[load]", "truncated"});
   check_error([&] { data::read_idx((dir.path / "empty").string()); }, {"[read_idx]", "truncated"});
   check_error([&] { load("/dev/null"); }, {"[load]", "character device"});
-  // A file that shrinks while read: simulated by a reader racing a truncating writer would be
-  // flaky, so /proc files (whose stat size is 0 but that have content) stand in for "size changed".
-  check_error([&] { load("/proc/self/status"); }, {"[load]"});
+  // A file whose size changes while it is read. sysfs files report 4096 bytes and hold fewer (the
+  // read ends early: "shrank"); /proc files report 0 and hold more ("grew"). Both deterministic.
+  if (fs::exists("/sys/devices/system/cpu/online") && fs::file_size("/sys/devices/system/cpu/online") == 4096) {
+    check_error([&] { load("/sys/devices/system/cpu/online"); }, {"[load]", "shrank while being read"});
+    check_error([&] { data::read_idx("/sys/devices/system/cpu/online"); }, {"[read_idx]", "shrank"});
+  }
+  check_error([&] { load("/proc/self/status"); }, {"[load]", "grew while being read"});
   // A value nested deep inside an entry (not just the header's top) is refused without recursion.
   std::string deep = R"({"t":{"dtype":"F32","shape":)" + std::string(5000, '[') + std::string(5000, ']') +
                      R"(,"data_offsets":[0,0]}})";

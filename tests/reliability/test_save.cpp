@@ -121,7 +121,8 @@ TEST_CASE("save: symlinks, special files, modes, long names, early path checks")
   check_error([&] { check_save_path(fifo.string()); }, {"[save]", "not a regular file"});
   fs::create_directory(dir.path / "adir");
   check_error([&] { save(state(1.0), (dir.path / "adir").string()); }, {"[save]", "not a regular file"});
-  check_error([&] { check_save_path((dir.path / "missing-dir" / "x.st").string()); }, {"[save]", "does not exist"});
+  check_error([&] { check_save_path((dir.path / "missing-dir" / "x.st").string()); },
+              {"[save]", "directory does not exist"});
   check_save_path((dir.path / "fine.st").string());
   // The mode of a new file follows the umask; a replaced file keeps its mode.
   const mode_t old_mask = ::umask(022);
