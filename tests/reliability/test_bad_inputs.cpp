@@ -13,26 +13,16 @@
 
 #include "examples/common.h"
 #include "tests/cpu/helpers.h"
+#include "tests/reliability/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace hg;
 using hg::test::check_error;
+using hg::test::TempDir;
 
 namespace {
 
 fs::path data_dir() { return fs::path(HG_TEST_DATA_DIR) / "bad-inputs"; }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "hg-reliability-XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);

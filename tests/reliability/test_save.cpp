@@ -13,24 +13,14 @@
 #include <string>
 
 #include "tests/cpu/helpers.h"
+#include "tests/reliability/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace hg;
 using hg::test::check_error;
+using hg::test::TempDir;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "hg-save-XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::string file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
