@@ -44,4 +44,5 @@
 #include "framework/optim/optimizer.h"
 #include "framework/optim/sgd.h"
 #include "framework/serialize/safetensors.h"
+#include "framework/serialize/state_value.h"
 #include "framework/tensor.h"

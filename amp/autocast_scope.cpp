@@ -52,11 +52,21 @@ AutocastContext set_autocast(DeviceType device, std::optional<Dtype> dtype, bool
   ctx.saved_ = autocast_state()[device];
   enter(device, dtype, enabled, cache_enabled);
   ctx.active_ = true;
+  ctx.depth_ = t_nesting;
+  ctx.thread_ = std::this_thread::get_id();
   return ctx;
 }
 
 void unset_autocast(AutocastContext& ctx) {
   HG_CHECK(ctx.active_, "unset_autocast", "this context was already unset (or never set by set_autocast)");
+  // Regions are LIFO: restoring an outer context while an inner one (or a guard) is still open
+  // would leave the inner one restoring stale settings later. Refuse, changing nothing.
+  HG_CHECK(ctx.thread_ == std::this_thread::get_id(), "unset_autocast",
+           "this context was set on another thread; unset it on the thread that set it");
+  HG_CHECK(ctx.depth_ == t_nesting, "unset_autocast",
+           "contexts must be unset in reverse order of setting: this one was set at nesting depth {}, but {} "
+           "region(s) are open; unset the inner ones first",
+           ctx.depth_, t_nesting);
   ctx.active_ = false;
   leave(ctx.device_, ctx.saved_);
 }

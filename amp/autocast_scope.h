@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -54,10 +55,13 @@ class AutocastContext {
   DeviceType device_ = kCPU;
   AutocastDeviceState saved_;
   bool active_ = false;
+  int depth_ = 0;           // this thread's nesting depth just after set_autocast
+  std::thread::id thread_;  // the thread that set it
 };
 
 // The two halves of a guard, for code that cannot use a scope (callbacks, bindings). Contexts
-// must be unset in reverse order of setting; unsetting one twice throws.
+// must be unset in reverse order of setting, on the thread that set them: unsetting one out of
+// order, from another thread, or twice throws hg::Error and leaves the autocast state unchanged.
 AutocastContext set_autocast(DeviceType device, std::optional<Dtype> dtype = std::nullopt, bool enabled = true,
                              bool cache_enabled = true);
 void unset_autocast(AutocastContext& context);

@@ -1,6 +1,7 @@
 #include "amp/grad_scaler.h"
 
 #include <cmath>
+#include <limits>
 
 #include "amp/device_support.h"
 #include "amp/scaler_ops.h"
@@ -9,6 +10,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/serialize/state_value.h"
 
 namespace hg::amp {
 
@@ -210,15 +212,19 @@ void GradScaler::load_state_dict(const StateDict& state) {
     HG_CHECK(known, kName, "load_state_dict(): unexpected key '{}'", key);
     HG_CHECK(value.defined() && value.numel() == 1, kName, "load_state_dict(): '{}' must hold one value", key);
   }
-  auto get = [&](const char* key) {
+  auto get = [&](const char* key) -> const Tensor& {
     auto it = state.find(key);
     HG_CHECK(it != state.end(), kName, "load_state_dict(): missing key '{}'", key);
-    return it->second.item<double>();
+    return it->second;
   };
-  const double scale = get("scale");
-  const double growth = get("growth_factor"), backoff = get("backoff_factor");
-  const auto interval = static_cast<int64_t>(get("growth_interval"));
-  const auto tracker = static_cast<int64_t>(get("growth_tracker"));
+  // Range-checked before any cast: a NaN or 1e300 must not reach an int64 conversion.
+  constexpr double kMax = std::numeric_limits<double>::max();
+  constexpr int64_t kMaxCount = int64_t{1} << 53;
+  const double scale = state_number(get("scale"), kName, "scale", -kMax, kMax);
+  const double growth = state_number(get("growth_factor"), kName, "growth_factor", -kMax, kMax);
+  const double backoff = state_number(get("backoff_factor"), kName, "backoff_factor", -kMax, kMax);
+  const int64_t interval = state_count(get("growth_interval"), kName, "growth_interval", 1, kMaxCount);
+  const int64_t tracker = state_count(get("growth_tracker"), kName, "growth_tracker", 0, kMaxCount);
   check_scale_value(scale);
   check_growth_factor(growth);
   check_backoff_factor(backoff);

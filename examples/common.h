@@ -6,7 +6,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -32,6 +35,61 @@ struct Args {
   std::string save, resume;
 };
 
+// Flag validators with short messages (CLI11's own ranges print 300-digit bounds). The text is
+// checked before CLI11 converts it, so "1e12", "-1" or "abc" never reach an int64 or uint64.
+inline std::string shorten(const std::string& s) { return s.size() > 24 ? s.substr(0, 21) + "..." : s; }
+
+inline CLI::Validator whole_number(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi)
+          return fmt::format("expected a whole number in [{}, {}], got '{}'", lo, hi, shorten(s));
+        return {};
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+inline CLI::Validator real_number(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < lo || v > hi)
+          return fmt::format("expected a number in [{}, {}], got '{}'", lo, hi, shorten(s));
+        return {};
+      },
+      fmt::format("NUMBER in [{}, {}]", lo, hi));
+}
+
+// Parses flags; on an error prints one line "error: ..." to stderr and sets a non-zero exit code.
+// Returns false when the program should stop (help printed, or an error).
+inline bool parse_cli(CLI::App& app, int argc, char** argv, int& exit_code) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    exit_code = app.exit(e);
+    return false;
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    exit_code = e.get_exit_code() != 0 ? e.get_exit_code() : 2;
+    return false;
+  }
+  return true;
+}
+
+// A number for the JSON summary line: JSON has no NaN or infinity, so those become null.
+inline std::string json_number(double v, int decimals) {
+  return std::isfinite(v) ? fmt::format("{:.{}f}", v, decimals) : std::string("null");
+}
+
+// Limits on the examples' flags: generous for real runs, small enough that nothing overflows.
+constexpr int64_t kMaxEpochs = 1'000'000;
+constexpr int64_t kMaxBatch = 1 << 24;
+constexpr double kMaxLr = 1e3;
+constexpr int64_t kMaxSeed = INT64_MAX;
+
 // The common flags; returns false (after printing help or the error) when the program should stop.
 inline bool parse_args(int argc, char** argv, const std::string& description, Args& args, int& exit_code) {
   CLI::App app{description};
@@ -39,26 +97,24 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
       ->capture_default_str();
   app.add_option("--epochs", args.epochs, "passes over the training set")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, kMaxEpochs));
   app.add_option("--batch-size", args.batch_size, "samples per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", args.lr, "learning rate (SGD, momentum 0.9)")->capture_default_str();
+      ->check(whole_number(1, kMaxBatch));
+  app.add_option("--lr", args.lr, "learning rate (SGD, momentum 0.9)")
+      ->capture_default_str()
+      ->check(real_number(0, kMaxLr));
   app.add_option("--device", args.device, "cpu or cuda (default: cuda where a GPU is, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--amp", args.amp, "mixed precision: off, bf16, or fp16 (with a GradScaler)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
-  app.add_option("--seed", args.seed, "seed for initialisation and shuffling")->capture_default_str();
+  app.add_option("--seed", args.seed, "seed for initialisation and shuffling")
+      ->capture_default_str()
+      ->check(whole_number(0, kMaxSeed));
   app.add_option("--save", args.save, "write a checkpoint (safetensors) after every epoch");
   app.add_option("--resume", args.resume, "continue from a checkpoint written by --save");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    exit_code = app.exit(e);
-    return false;
-  }
-  return true;
+  return parse_cli(app, argc, argv, exit_code);
 }
 
 inline hg::Device pick_device(const Args& args) {
@@ -137,7 +193,8 @@ inline int64_t load_checkpoint(const std::string& path, hg::nn::Module& model, h
   opt.load_state_dict(hg::strip_prefix(all, "optim."));
   scaler.load_state_dict(hg::strip_prefix(all, "scaler."));
   HG_CHECK(all.count("epoch"), "resume", "{}: not a training checkpoint (no 'epoch' entry)", path);
-  return all.at("epoch").item<int64_t>();
+  // A NaN or huge epoch would otherwise become an undefined cast and a near-endless loop.
+  return hg::state_count(all.at("epoch"), "resume", "epoch", 0, kMaxEpochs);
 }
 
 // Continues from --resume when it is given: returns the epoch to start from (0 without it).
@@ -179,10 +236,11 @@ class TrainLog {
     double final_loss = 0;
     for (double l : recent_losses_) final_loss += l / static_cast<double>(recent_losses_.size());
     fmt::print(
-        R"({{"model":"{}","device":"{}","amp":"{}","epochs":{},"test_accuracy":{:.4f},"final_loss":{:.4f},"step_ms_median":{:.2f},"samples_per_s":{:.0f}}})"
+        R"({{"model":"{}","device":"{}","amp":"{}","epochs":{},"test_accuracy":{},"final_loss":{},"step_ms_median":{},"samples_per_s":{}}})"
         "\n",
-        name, device.is_cpu() ? "cpu" : "cuda", args.amp, args.epochs, test_accuracy, final_loss,
-        step_ms_.empty() ? 0.0 : step_ms_[step_ms_.size() / 2], train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0);
+        name, device.is_cpu() ? "cpu" : "cuda", args.amp, args.epochs, json_number(test_accuracy, 4),
+        json_number(final_loss, 4), json_number(step_ms_.empty() ? 0.0 : step_ms_[step_ms_.size() / 2], 2),
+        json_number(train_seconds_ > 0 ? static_cast<double>(samples_) / train_seconds_ : 0.0, 0));
   }
 
  private:

@@ -1,9 +1,7 @@
 // Fits y = 3x - 2 + noise with one Linear(1, 1) and SGD, optionally under mixed precision
 // (--amp bf16 or fp16, with a GradScaler); prints the learned weight and bias.
 // Run: build/examples/linear_regression
-#include <CLI/CLI.hpp>
-
-#include <halfgrad.h>
+#include "common.h"
 
 int main(int argc, char** argv) {
   int64_t epochs = 200;
@@ -11,13 +9,18 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   std::string amp = "off";
   CLI::App app{"Fit y = 3x - 2 + noise with a linear model"};
-  app.add_option("--epochs", epochs, "full-batch steps")->capture_default_str();
-  app.add_option("--lr", lr, "learning rate")->capture_default_str();
-  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--epochs", epochs, "full-batch steps")
+      ->capture_default_str()
+      ->check(examples::whole_number(1, examples::kMaxEpochs));
+  app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(examples::real_number(0, examples::kMaxLr));
+  app.add_option("--seed", seed, "random seed")
+      ->capture_default_str()
+      ->check(examples::whole_number(0, examples::kMaxSeed));
   app.add_option("--amp", amp, "mixed precision: off, bf16, or fp16 (with loss scaling)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
-  CLI11_PARSE(app, argc, argv);
+  int code = 0;
+  if (!examples::parse_cli(app, argc, argv, code)) return code;
   try {
     hg::manual_seed(seed);
     const hg::Tensor x = hg::rand({256, 1}) * 2.0 - 1.0;
@@ -48,9 +51,9 @@ int main(int argc, char** argv) {
     const double w = model.weight.item<double>(), b = model.bias.item<double>();
     fmt::print("learned y = {:.4f} x {} {:.4f} (true: 3x - 2)\n", w, b < 0 ? "-" : "+", std::abs(b));
     fmt::print(
-        R"({{"model":"linear_regression","device":"cpu","amp":"{}","epochs":{},"weight":{:.4f},"bias":{:.4f},"final_loss":{:.5f}}})"
+        R"({{"model":"linear_regression","device":"cpu","amp":"{}","epochs":{},"weight":{},"bias":{},"final_loss":{}}})"
         "\n",
-        amp, epochs, w, b, loss_value);
+        amp, epochs, examples::json_number(w, 4), examples::json_number(b, 4), examples::json_number(loss_value, 5));
     return 0;
   } catch (const hg::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());

@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   int code = 0;
   if (!examples::parse_args(argc, argv, "Train a small CNN on MNIST", args, code)) return code;
   return examples::run_main([&] {
+    // Fail now, not after an epoch of training, when the checkpoint cannot be written there.
+    if (!args.save.empty()) hg::check_save_path(args.save);
     hg::manual_seed(args.seed);
     const hg::Device device = examples::pick_device(args);
     auto model = examples::mnist_cnn();

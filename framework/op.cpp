@@ -19,6 +19,7 @@ thread_local bool t_in_backward = false;
 thread_local int t_op_depth = 0;
 thread_local bool t_grad_mode = true;
 thread_local AutocastState t_autocast;
+thread_local const OpDef* t_current_op = nullptr;  // the outermost OpCall running on this thread
 }  // namespace
 
 bool GradMode::is_enabled() { return t_grad_mode; }
@@ -60,11 +61,15 @@ OpCall::OpCall(const OpDef& op, TensorList inputs) : op_(op), inputs_(std::move(
     inputs_ = std::move(r.inputs);
     output_dtype_ = r.output_dtype;
   }
-  ++t_op_depth;
+  if (t_op_depth++ == 0) t_current_op = &op_;
 }
 
-OpCall::~OpCall() { --t_op_depth; }
+OpCall::~OpCall() {
+  if (--t_op_depth == 0) t_current_op = nullptr;
+}
 int OpCall::depth() { return t_op_depth; }
+
+std::string_view current_op_name() { return t_current_op ? std::string_view(t_current_op->name) : std::string_view(); }
 
 bool OpCall::needs_grad() const {
   if (!op_.differentiable || !GradMode::is_enabled()) return false;

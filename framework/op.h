@@ -121,6 +121,10 @@ class OpCall {
   std::optional<Dtype> output_dtype_;
 };
 
+// The public op this thread is running (its outermost OpCall), or "" outside any op; used by
+// errors raised deep inside an op, such as a failed allocation, to say which call failed.
+std::string_view current_op_name();
+
 // A tensor kept for backward: a detached alias plus the storage version at save time.
 // get() throws, naming the op, when the tensor was modified in place since.
 class SavedTensor {

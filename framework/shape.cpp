@@ -1,5 +1,7 @@
 #include "framework/shape.h"
 
+#include <algorithm>
+
 #include "framework/error.h"
 
 namespace hg {
@@ -8,6 +10,37 @@ int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   return n;
+}
+
+int64_t checked_numel(const Shape& shape, std::string_view op, size_t element_size) {
+  int64_t n = 1, extent = 1;
+  for (int64_t s : shape) {
+    HG_CHECK(s >= 0, op, "negative dimension in shape {}", shape);
+    HG_CHECK(!__builtin_mul_overflow(extent, std::max<int64_t>(s, 1), &extent), op,
+             "shape {} is too large: its extent overflows 64-bit integers", shape);
+    n *= s;  // cannot overflow: |n| <= extent
+  }
+  int64_t bytes = 0;
+  HG_CHECK(!__builtin_mul_overflow(extent, static_cast<int64_t>(element_size), &bytes), op,
+           "shape {} is too large: {} elements of {} bytes overflow 64-bit byte counts", shape, n, element_size);
+  return n;
+}
+
+void check_view_bounds(const Shape& shape, const Strides& strides, int64_t offset, int64_t capacity,
+                       std::string_view op) {
+  HG_CHECK(shape.size() == strides.size(), op, "shape {} and strides {} differ in length", shape, strides);
+  for (int64_t s : shape) HG_CHECK(s >= 0, op, "negative dimension in shape {}", shape);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return;  // an empty view touches no memory
+  int64_t lo = offset, hi = offset;
+  bool ok = true;
+  for (size_t i = 0; i < shape.size() && ok; ++i) {
+    int64_t reach = 0;
+    ok = !__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) &&
+         !__builtin_add_overflow(reach > 0 ? hi : lo, reach, reach > 0 ? &hi : &lo);
+  }
+  HG_CHECK(ok && lo >= 0 && hi < capacity, op,
+           "a view of shape {} strides {} offset {} reaches outside its storage of {} elements", shape, strides, offset,
+           capacity);
 }
 
 Strides contiguous_strides(const Shape& shape) {

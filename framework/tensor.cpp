@@ -18,9 +18,15 @@ Storage::~Storage() {
   if (data) get_allocator(device.type)->deallocate(data, nbytes, device);
 }
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, Dtype dtype)
-    : impl_(std::make_shared<TensorImpl>(
-          TensorImpl{std::move(storage), std::move(shape), std::move(strides), offset, dtype, nullptr})) {}
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, Dtype dtype) {
+  // Every tensor, view or not, passes here: a shape whose count overflows or a view that reaches
+  // past its storage is refused before any kernel can index with it.
+  HG_CHECK(storage != nullptr, "tensor", "no storage");
+  checked_numel(shape, "tensor", element_size(dtype));
+  check_view_bounds(shape, strides, offset, static_cast<int64_t>(storage->nbytes / element_size(dtype)), "tensor");
+  impl_ = std::make_shared<TensorImpl>(
+      TensorImpl{std::move(storage), std::move(shape), std::move(strides), offset, dtype, nullptr});
+}
 
 namespace {
 const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {

@@ -3,7 +3,8 @@
 # Used by the README quick start and by .ci/run. Safe to run again.
 set -euo pipefail
 packages=(meson ninja-build g++ pkg-config clang-format libfmt-dev doctest-dev
-          libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libsleef-dev)
+          libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libsleef-dev
+          clang-14 libclang-rt-14-dev)  # clang: the sanitizer and libFuzzer builds (tools/sanitize.sh)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()

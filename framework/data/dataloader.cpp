@@ -21,7 +21,8 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options) : optio
 
 int64_t DataLoader::size() const {
   const int64_t n = dataset_.size();
-  return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
+  const int64_t full = n / options_.batch_size;  // no n + batch_size - 1: that overflows for huge batches
+  return options_.drop_last || n % options_.batch_size == 0 ? full : full + 1;
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {

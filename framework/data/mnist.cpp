@@ -1,11 +1,14 @@
 #include "framework/data/mnist.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <vector>
 
 #include "framework/ops/creation.h"
+#include "framework/serialize/file.h"
 
 namespace hg::data {
 
@@ -15,12 +18,19 @@ uint32_t big_endian_u32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
+// IDX files hold at most 2^36 elements here (MNIST has 47 M); a larger claim is refused before
+// any multiplication can overflow.
+constexpr uint64_t kMaxIdxElements = uint64_t{1} << 36;
+
 std::vector<unsigned char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HG_CHECK(in.good(), "read_idx", "{}: cannot open the file (missing? run tools/fetch-mnist.sh)", path);
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  HG_CHECK(!in.bad(), "read_idx", "{}: read error", path);
-  return bytes;
+  try {
+    const std::vector<char> raw = read_regular_file(path, "read_idx", kMaxIdxElements + 64);
+    return std::vector<unsigned char>(raw.begin(), raw.end());
+  } catch (const Error& e) {
+    if (::access(path.c_str(), F_OK) != 0)
+      fail("read_idx", "{}: cannot open the file: missing (run tools/fetch-mnist.sh)", path);
+    throw;
+  }
 }
 
 }  // namespace
@@ -41,13 +51,15 @@ Tensor read_idx(const std::string& path) {
   HG_CHECK(bytes.size() >= header, "read_idx", "{}: truncated header: {} bytes, the {} dimension sizes need {}", path,
            bytes.size(), ndim, header);
   Shape shape;
-  size_t count = 1;
+  uint64_t count = 1;
   for (int d = 0; d < ndim; ++d) {
     const uint32_t n = big_endian_u32(bytes.data() + 4 + 4 * d);
     HG_CHECK(n > 0 && n <= (1u << 30), "read_idx", "{}: dimension {} has size {}", path, d, n);
     shape.push_back(n);
+    // Checked before multiplying: count <= 2^36 and n <= 2^30 could otherwise wrap.
+    HG_CHECK(count <= kMaxIdxElements / n, "read_idx", "{}: shape {} is implausibly large (more than {} elements)",
+             path, shape, kMaxIdxElements);
     count *= n;
-    HG_CHECK(count <= (size_t{1} << 36), "read_idx", "{}: shape {} is implausibly large", path, shape);
   }
   const size_t have = bytes.size() - header;
   HG_CHECK(have >= count, "read_idx", "{}: truncated: shape {} needs {} data bytes, the file holds {}", path, shape,

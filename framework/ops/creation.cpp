@@ -5,6 +5,7 @@
 #include <mutex>
 #include <random>
 
+#include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 
@@ -14,19 +15,36 @@ namespace {
 std::mutex g_rng_mutex;
 std::mt19937_64 g_rng{0x5eed};
 
-// Fills a CPU float64 buffer with f(rng) under the generator lock.
-template <class F>
-std::vector<double> draw(int64_t n, F&& f) {
-  std::vector<double> v(static_cast<size_t>(n));
-  std::lock_guard lock(g_rng_mutex);
-  for (double& x : v) x = f(g_rng);
-  return v;
-}
-
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 Tensor from_doubles(const std::vector<double>& values, const Shape& shape, TensorOptions options) {
   return tensor(values, shape, TensorOptions(kFloat64)).to(options.device_, options.dtype_);
+}
+
+// The one allocation path of every new tensor: sizes checked, then storage asked for, with a
+// failure reported as "[op] cannot allocate ..." naming the shape, the bytes and what is held.
+Tensor allocate(const Shape& shape, Dtype dtype, Device device, std::string_view op) {
+  const size_t bytes = static_cast<size_t>(checked_numel(shape, op, element_size(dtype))) * element_size(dtype);
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(bytes, device);
+  } catch (const Error& e) {
+    fail(op, "cannot allocate a {} tensor of shape {} on {} ({} bytes): {}", dtype, shape, device, bytes, e.what());
+  } catch (const std::bad_alloc&) {
+    fail(op, "cannot allocate a {} tensor of shape {} on {} ({} bytes): out of memory", dtype, shape, device, bytes);
+  }
+  return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+// A CPU float64 tensor of `shape` filled with f(rng) under the generator lock.
+template <class F>
+Tensor draw(const Shape& shape, std::string_view op, F&& f) {
+  Tensor t = allocate(shape, kFloat64, Device(kCPU), op);
+  auto* p = static_cast<double*>(t.raw_data());
+  const int64_t n = t.numel();
+  std::lock_guard lock(g_rng_mutex);
+  f(g_rng, p, n);
+  return t;
 }
 
 Tensor finish_options(Tensor t, const TensorOptions& options) {
@@ -36,20 +54,23 @@ Tensor finish_options(Tensor t, const TensorOptions& options) {
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (int64_t s : shape) HG_CHECK(s >= 0, "empty", "negative dimension in shape {}", shape);
-  auto storage =
-      std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)) * element_size(options.dtype_), options.device_);
-  return finish_options(Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype_), options);
-}
-
-Tensor full(const Shape& shape, double value, TensorOptions options) {
-  Tensor t = empty(shape, options.requires_grad(false));
-  if (t.numel()) fill_stub(t.device().type, t, value);
+  const std::string_view outer = current_op_name();
+  Tensor t = allocate(shape, options.dtype_, options.device_, outer.empty() ? std::string_view("empty") : outer);
   return finish_options(t, options);
 }
 
-Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0.0, options); }
-Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
+namespace {
+Tensor filled(const Shape& shape, double value, const TensorOptions& options, std::string_view op) {
+  const std::string_view outer = current_op_name();
+  Tensor t = allocate(shape, options.dtype_, options.device_, outer.empty() ? op : outer);
+  if (t.numel()) fill_stub(t.device().type, t, value);
+  return finish_options(t, options);
+}
+}  // namespace
+
+Tensor full(const Shape& shape, double value, TensorOptions options) { return filled(shape, value, options, "full"); }
+Tensor zeros(const Shape& shape, TensorOptions options) { return filled(shape, 0.0, options, "zeros"); }
+Tensor ones(const Shape& shape, TensorOptions options) { return filled(shape, 1.0, options, "ones"); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
@@ -62,7 +83,9 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   HG_CHECK(step != 0, "arange", "step must be non-zero");
   HG_CHECK(std::isfinite(start) && std::isfinite(end), "arange", "start ({}) and end ({}) must be finite", start, end);
   HG_CHECK((end - start) / step >= 0, "arange", "range [{}, {}) cannot be walked with step {}", start, end, step);
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  HG_CHECK(count < 0x1p62, "arange", "range [{}, {}) with step {} has too many elements ({})", start, end, step, count);
+  const auto n = static_cast<int64_t>(count);
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
   return finish_options(from_doubles(v, {n}, options.requires_grad(false)), options);
@@ -72,36 +95,36 @@ Tensor arange(int64_t end) { return arange(0.0, static_cast<double>(end), 1.0, T
 
 Tensor rand(const Shape& shape, TensorOptions options) {
   HG_CHECK(is_floating(options.dtype_), "rand", "expected a floating-point dtype, got {}", options.dtype_);
-  auto v = draw(numel_of(shape), uniform01);
-  return finish_options(from_doubles(v, shape, options.requires_grad(false)), options);
+  Tensor v = draw(shape, "rand", [](std::mt19937_64& rng, double* p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) p[i] = uniform01(rng);
+  });
+  return finish_options(v.to(options.device_, options.dtype_), options);
 }
 
 Tensor randn(const Shape& shape, TensorOptions options) {
   HG_CHECK(is_floating(options.dtype_), "randn", "expected a floating-point dtype, got {}", options.dtype_);
-  const int64_t n = numel_of(shape);
-  std::vector<double> v(static_cast<size_t>(n));
-  {
-    std::lock_guard lock(g_rng_mutex);
+  Tensor v = draw(shape, "randn", [](std::mt19937_64& rng, double* p, int64_t n) {
     for (int64_t i = 0; i < n; i += 2) {  // Box-Muller, two normals per pair of uniforms
-      const double u1 = 1.0 - uniform01(g_rng), u2 = uniform01(g_rng);
+      const double u1 = 1.0 - uniform01(rng), u2 = uniform01(rng);
       const double r = std::sqrt(-2.0 * std::log(u1));
-      v[static_cast<size_t>(i)] = r * std::cos(2 * M_PI * u2);
-      if (i + 1 < n) v[static_cast<size_t>(i + 1)] = r * std::sin(2 * M_PI * u2);
+      p[i] = r * std::cos(2 * M_PI * u2);
+      if (i + 1 < n) p[i + 1] = r * std::sin(2 * M_PI * u2);
     }
-  }
-  return finish_options(from_doubles(v, shape, options.requires_grad(false)), options);
+  });
+  return finish_options(v.to(options.device_, options.dtype_), options);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options) {
   HG_CHECK(low < high, "randint", "empty range [{}, {})", low, high);
-  const auto span = static_cast<uint64_t>(high - low);
-  std::vector<int64_t> v(static_cast<size_t>(numel_of(shape)));
+  const uint64_t span = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  Tensor v = allocate(shape, kInt64, Device(kCPU), "randint");
+  auto* p = static_cast<int64_t*>(v.raw_data());
   {
     std::lock_guard lock(g_rng_mutex);
     std::uniform_int_distribution<uint64_t> dist(0, span - 1);
-    for (auto& x : v) x = low + static_cast<int64_t>(dist(g_rng));
+    for (int64_t i = 0; i < v.numel(); ++i) p[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + dist(g_rng));
   }
-  return tensor(v, shape).to(options.device_, options.dtype_);
+  return v.to(options.device_, options.dtype_);
 }
 
 void manual_seed(uint64_t seed) {
@@ -116,8 +139,9 @@ uint64_t random_u64() {
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
-  HG_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "tensor",
-           "{} values do not fill shape {} ({} elements)", values.size(), shape, numel_of(shape));
+  const int64_t n = checked_numel(shape, "tensor");
+  HG_CHECK(n == static_cast<int64_t>(values.size()), "tensor", "{} values do not fill shape {} ({} elements)",
+           values.size(), shape, n);
   Tensor host = empty(shape, TensorOptions(dtype_of<T>));
   if (!values.empty()) {
     if constexpr (std::is_same_v<T, bool>) {

@@ -34,14 +34,14 @@ Shape infer_shape(const Shape& shape, int64_t numel, std::string_view op) {
       infer = static_cast<int64_t>(i);
     } else {
       HG_CHECK(out[i] >= 0, op, "invalid shape {}", shape);
-      known *= out[i];
+      HG_CHECK(!__builtin_mul_overflow(known, out[i], &known), op, "shape {} is too large", shape);
     }
   }
   if (infer >= 0) {
     HG_CHECK(known != 0 && numel % known == 0, op, "shape {} is invalid for input of size {}", shape, numel);
     out[static_cast<size_t>(infer)] = numel / known;
   }
-  HG_CHECK(numel_of(out) == numel, op, "shape {} is invalid for input of size {}", shape, numel);
+  HG_CHECK(checked_numel(out, op) == numel, op, "shape {} is invalid for input of size {}", shape, numel);
   return out;
 }
 
@@ -266,15 +266,11 @@ Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
 
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
   HG_CHECK(shape.size() == strides.size(), "as_strided", "shape {} and strides {} differ in length", shape, strides);
-  int64_t last = offset;
-  for (size_t i = 0; i < shape.size(); ++i) {
+  for (size_t i = 0; i < shape.size(); ++i)
     HG_CHECK(shape[i] >= 0 && strides[i] >= 0, "as_strided", "invalid shape {} / strides {}", shape, strides);
-    if (shape[i] > 0) last += (shape[i] - 1) * strides[i];
-  }
-  const auto capacity = static_cast<int64_t>(t.storage()->nbytes / element_size(t.dtype()));
-  HG_CHECK(numel_of(shape) == 0 || (offset >= 0 && last < capacity), "as_strided",
-           "view of shape {} strides {} offset {} reaches outside storage of {} elements", shape, strides, offset,
-           capacity);
+  checked_numel(shape, "as_strided", element_size(t.dtype()));
+  check_view_bounds(shape, strides, offset, static_cast<int64_t>(t.storage()->nbytes / element_size(t.dtype())),
+                    "as_strided");
   OpCall call(kAsStrided, {t});
   Tensor out = alias(t, shape, strides, offset);
   call.finish({&out});

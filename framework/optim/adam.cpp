@@ -3,6 +3,7 @@
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/optim_update_kernels.h"
+#include "framework/serialize/state_value.h"
 
 namespace hg::optim {
 
@@ -16,10 +17,19 @@ Adam::Adam(TensorList params, AdamOptions options, const char* name, bool decoup
       decoupled_(decoupled),
       step_(this->params().size(), 0),
       device_step_(this->params().size()) {
-  HG_CHECK(options.eps >= 0, name, "invalid eps {}", options.eps);
-  HG_CHECK(options.beta1 >= 0 && options.beta1 < 1, name, "invalid beta1 {} (must be in [0, 1))", options.beta1);
-  HG_CHECK(options.beta2 >= 0 && options.beta2 < 1, name, "invalid beta2 {} (must be in [0, 1))", options.beta2);
-  HG_CHECK(options.weight_decay >= 0, name, "invalid weight_decay {}", options.weight_decay);
+  check_adam(name, options.beta1, options.beta2, options.eps, options.weight_decay, options.amsgrad ? 1 : 0);
+}
+
+void Adam::check_adam(const char* name, double beta1, double beta2, double eps, double weight_decay, double amsgrad) {
+  HG_CHECK(eps >= 0, name, "invalid eps {}", eps);
+  HG_CHECK(beta1 >= 0 && beta1 < 1, name, "invalid beta1 {} (must be in [0, 1))", beta1);
+  HG_CHECK(beta2 >= 0 && beta2 < 1, name, "invalid beta2 {} (must be in [0, 1))", beta2);
+  HG_CHECK(weight_decay >= 0, name, "invalid weight_decay {}", weight_decay);
+  HG_CHECK(amsgrad == 0 || amsgrad == 1, name, "invalid amsgrad {} (expected 0 or 1)", amsgrad);
+}
+
+void Adam::check_hyperparameters(const std::map<std::string, double>& v) const {
+  check_adam(name(), v.at("beta1"), v.at("beta2"), v.at("eps"), v.at("weight_decay"), v.at("amsgrad"));
 }
 
 std::map<std::string, Optimizer::Hyperparameter> Adam::hyperparameters() {
@@ -52,11 +62,8 @@ void Adam::load_state_dict(const StateDict& state) {
   std::vector<int64_t> steps(step_.size(), 0);
   for (const auto& [key, t] : state) {
     if (key.starts_with("state.") && key.ends_with(".step")) {
-      const size_t index = std::stoul(key.substr(6));
-      HG_CHECK(index < steps.size(), name(), "load_state_dict: '{}' names parameter {} but there are {}", key, index,
-               steps.size());
-      HG_CHECK(t.numel() == 1, name(), "load_state_dict: '{}' must hold one number, has shape {}", key, t.shape());
-      steps[index] = t.item<int64_t>();
+      const size_t index = state_index(std::string_view(key).substr(6), steps.size(), name(), key);
+      steps[index] = state_count(t, name(), key, 0, int64_t{1} << 53);
     } else {
       rest[key] = t;
     }

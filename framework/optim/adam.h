@@ -30,6 +30,8 @@ class Adam : public Optimizer {
   Adam(TensorList params, AdamOptions options, const char* name, bool decoupled);
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
   std::map<std::string, Hyperparameter> hyperparameters() override;
+  void check_hyperparameters(const std::map<std::string, double>& values) const override;
+  static void check_adam(const char* name, double beta1, double beta2, double eps, double weight_decay, double amsgrad);
   bool skips_on_device() const override { return true; }
 
  private:

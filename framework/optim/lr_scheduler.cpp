@@ -1,9 +1,11 @@
 #include "framework/optim/lr_scheduler.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "framework/ops/creation.h"
+#include "framework/serialize/state_value.h"
 
 namespace hg::optim {
 
@@ -24,8 +26,11 @@ void LRScheduler::load_state_dict(const StateDict& state) {
     HG_CHECK(state.count(key), "LRScheduler", "load_state_dict: missing key '{}'", key);
   for (const auto& [key, t] : state)
     HG_CHECK(key == "base_lr" || key == "last_epoch", "LRScheduler", "load_state_dict: unexpected key '{}'", key);
-  base_lr_ = state.at("base_lr").item<double>();
-  last_epoch_ = state.at("last_epoch").item<int64_t>();
+  const double base_lr =
+      state_number(state.at("base_lr"), "LRScheduler", "base_lr", 0.0, std::numeric_limits<double>::max());
+  const int64_t last_epoch = state_count(state.at("last_epoch"), "LRScheduler", "last_epoch", -1, int64_t{1} << 53);
+  base_lr_ = base_lr;
+  last_epoch_ = last_epoch;
   optimizer_.set_lr(lr_at(last_epoch_));
 }
 

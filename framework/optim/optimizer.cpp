@@ -1,8 +1,11 @@
 #include "framework/optim/optimizer.h"
 
+#include <limits>
+
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/serialize/state_value.h"
 
 namespace hg::optim {
 
@@ -77,36 +80,46 @@ StateDict Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const StateDict& state) {
+  // Everything is read and checked first and committed last, so a bad checkpoint leaves the
+  // optimizer as it was.
   auto get = [&](const std::string& key) -> const Tensor& {
     auto it = state.find(key);
     HG_CHECK(it != state.end(), name_, "load_state_dict: missing key '{}'", key);
     return it->second;
   };
-  lr_ = get("lr").item<double>();
   auto hps = hyperparameters();
-  for (auto& [key, value] : hps) value.set(get("hp." + key).item<double>());
-  steps_ = get("steps").item<int64_t>();
-  for (size_t i = 0; i < state_.size(); ++i) {
-    state_[i].clear();
-    const std::string prefix = fmt::format("state.{}.", i);
-    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.starts_with(prefix); ++it) {
-      const std::string key = it->first.substr(prefix.size());
-      HG_CHECK(it->second.shape() == params_[i].shape(), name_,
-               "load_state_dict: '{}' has shape {}, parameter {} has shape {}", it->first, it->second.shape(), i,
-               params_[i].shape());
-      state_[i][key] = it->second.to(params_[i].device()).clone();
-    }
-  }
   for (const auto& [key, t] : state) {
     if (key.starts_with("state.")) {
-      const size_t index = std::stoul(key.substr(6));
-      HG_CHECK(index < state_.size(), name_, "load_state_dict: '{}' names parameter {} but there are {}", key, index,
-               state_.size());
+      state_index(std::string_view(key).substr(6), state_.size(), name_, key);
       continue;
     }
     HG_CHECK(key == "lr" || key == "steps" || (key.starts_with("hp.") && hps.count(key.substr(3))), name_,
              "load_state_dict: unexpected key '{}'", key);
   }
+  const double lr = state_number(get("lr"), name_, "lr", 0.0, std::numeric_limits<double>::max());
+  std::map<std::string, double> values;
+  for (const auto& [key, value] : hps)
+    values[key] = state_number(get("hp." + key), name_, "hp." + key, std::numeric_limits<double>::lowest(),
+                               std::numeric_limits<double>::max());
+  check_hyperparameters(values);
+  const int64_t steps = state_count(get("steps"), name_, "steps", 0, int64_t{1} << 53);
+  std::vector<StateDict> loaded(state_.size());
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const std::string prefix = fmt::format("state.{}.", i);
+    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.starts_with(prefix); ++it) {
+      const std::string key = it->first.substr(prefix.size());
+      HG_CHECK(it->second.defined() && it->second.shape() == params_[i].shape(), name_,
+               "load_state_dict: '{}' has shape {}, parameter {} has shape {}", it->first,
+               it->second.defined() ? it->second.shape() : Shape{}, i, params_[i].shape());
+      HG_CHECK(it->second.is_floating_point(), name_, "load_state_dict: '{}' has dtype {}, expected a floating type",
+               it->first, it->second.dtype());
+      loaded[i][key] = it->second.to(params_[i].device()).clone();
+    }
+  }
+  lr_ = lr;
+  for (auto& [key, value] : hps) value.set(values.at(key));
+  steps_ = steps;
+  state_ = std::move(loaded);
 }
 
 }  // namespace hg::optim

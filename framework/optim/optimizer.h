@@ -58,6 +58,9 @@ class Optimizer {
   // The optimizer's scalar hyper-parameters besides lr (momentum, betas, nesterov, ...), pointing
   // into its options; saved in state_dict.
   virtual std::map<std::string, Hyperparameter> hyperparameters() { return {}; }
+  // Checks hyper-parameter values read from a checkpoint (already finite) against the same rules
+  // as the constructor; throws hg::Error naming the optimizer.
+  virtual void check_hyperparameters(const std::map<std::string, double>& /*values*/) const {}
   // State tensors per parameter, by name ("momentum_buffer", "exp_avg", ...).
   std::vector<StateDict> state_;
 

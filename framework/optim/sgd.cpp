@@ -6,11 +6,22 @@
 
 namespace hg::optim {
 
-SGD::SGD(TensorList params, SGDOptions options) : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
-  HG_CHECK(options.momentum >= 0, "SGD", "invalid momentum {}", options.momentum);
-  HG_CHECK(options.weight_decay >= 0, "SGD", "invalid weight_decay {}", options.weight_decay);
-  HG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0), "SGD",
+namespace {
+void check_sgd(double momentum, double dampening, double weight_decay, double nesterov) {
+  HG_CHECK(momentum >= 0, "SGD", "invalid momentum {}", momentum);
+  HG_CHECK(weight_decay >= 0, "SGD", "invalid weight_decay {}", weight_decay);
+  HG_CHECK(nesterov == 0 || nesterov == 1, "SGD", "invalid nesterov {} (expected 0 or 1)", nesterov);
+  HG_CHECK(nesterov == 0 || (momentum > 0 && dampening == 0), "SGD",
            "nesterov momentum needs momentum > 0 and dampening 0");
+}
+}  // namespace
+
+SGD::SGD(TensorList params, SGDOptions options) : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
+  check_sgd(options.momentum, options.dampening, options.weight_decay, options.nesterov ? 1 : 0);
+}
+
+void SGD::check_hyperparameters(const std::map<std::string, double>& v) const {
+  check_sgd(v.at("momentum"), v.at("dampening"), v.at("weight_decay"), v.at("nesterov"));
 }
 
 std::map<std::string, Optimizer::Hyperparameter> SGD::hyperparameters() {

@@ -22,6 +22,7 @@ class SGD : public Optimizer {
  protected:
   void update(size_t i, const Tensor& param, const Tensor& grad) override;
   std::map<std::string, Hyperparameter> hyperparameters() override;
+  void check_hyperparameters(const std::map<std::string, double>& values) const override;
   bool skips_on_device() const override { return true; }
 
  private:

@@ -14,8 +14,14 @@ namespace hg {
 using Metadata = std::map<std::string, std::string>;
 
 // Writes `tensors` to `path`. The file is written to a temporary file in the same directory,
-// flushed to disk and renamed over `path`, so a crash leaves either the old file or the new one.
+// flushed to disk and renamed over `path`, so a crash leaves either the old file or the new one;
+// temporaries left by a killed save are removed by the next save to the same path. A symlink at
+// `path` is followed (its target is written); a directory, FIFO or device there is refused. A new
+// file's mode follows the umask; a replaced file keeps its mode.
 void save(const StateDict& tensors, const std::string& path, const Metadata& metadata = {});
+// Checks, before any work, that save() to `path` can succeed as far as can be known: the
+// directory exists and is writable, and `path` is not a special file. Throws "[save] ...".
+void check_save_path(const std::string& path);
 
 // Reads every tensor of a safetensors file onto the CPU. A damaged file (bad header length,
 // invalid JSON, unknown dtype, offsets or sizes that do not match, truncation) throws

@@ -1,9 +1,23 @@
 // CPU copy with dtype conversion, and fill.
+#include <cstdint>
+#include <type_traits>
+
 #include "framework/ops/copy_kernels.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {
 namespace {
+
+// A float to integer cast of NaN or of a value outside the target's range is undefined
+// behaviour in C++ (clang's UBSan reports it; a corrupt checkpoint can hold such values). Go
+// through int64 instead: NaN becomes 0, values beyond int64 saturate, and narrower integer types
+// then wrap as C++20 defines (the result x86 builds of PyTorch give for in-range values).
+inline int64_t float_to_int64(double d) {
+  if (d != d) return 0;
+  if (d >= 0x1p63) return INT64_MAX;
+  if (d <= -0x1p63) return INT64_MIN;
+  return static_cast<int64_t>(d);
+}
 
 template <class To, class From>
 To convert(From v) {
@@ -17,6 +31,10 @@ To convert(From v) {
     } else {
       return To(static_cast<float>(v));
     }
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return static_cast<To>(float_to_int64(static_cast<double>(v)));
+  } else if constexpr (std::is_integral_v<To> && (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)) {
+    return static_cast<To>(float_to_int64(static_cast<double>(static_cast<float>(v))));
   } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
     return static_cast<To>(static_cast<float>(v));
   } else {

@@ -17,6 +17,13 @@
 namespace hg::cpu {
 namespace {
 
+// At load: OpenBLAS computes on the calling thread only; blas_gemm (workspace.h) spreads large
+// products over halfgrad's pool.
+[[maybe_unused]] const bool g_blas_one_thread = [] {
+  openblas_set_num_threads(1);
+  return true;
+}();
+
 // Copies a strided [rows, cols] matrix into a dense row-major float buffer.
 template <class T>
 void widen(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
@@ -92,14 +99,8 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
     const BlasLayout va = blas_layout(m, k, sa1, sa2), vb = blas_layout(k, n, sb1, sb2);
     if (va.usable && vb.usable) {
       for (int64_t i = 0; i < batch; ++i) {
-        const auto ta = va.transposed ? CblasTrans : CblasNoTrans, tb = vb.transposed ? CblasTrans : CblasNoTrans;
-        if constexpr (std::is_same_v<T, float>) {
-          cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, pa + i * sa0, va.ld, pb + i * sb0, vb.ld, 0.0f,
-                      po + i * m * n, n);
-        } else {
-          cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, pa + i * sa0, va.ld, pb + i * sb0, vb.ld, 0.0,
-                      po + i * m * n, n);
-        }
+        blas_gemm<T>(va.transposed, vb.transposed, m, n, k, T(1), pa + i * sa0, va.ld, pb + i * sb0, vb.ld, T(0),
+                     po + i * m * n, n);
       }
       return;
     }
@@ -115,8 +116,8 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
     fa.fill(pa + i * sa0, m, k, sa1, sa2);
     fb.fill(pb + i * sb0, k, n, sb1, sb2);
     float* dst = out_is_float ? reinterpret_cast<float*>(po + i * m * n) : fo.data();
-    cblas_sgemm(CblasRowMajor, fa.transposed ? CblasTrans : CblasNoTrans, fb.transposed ? CblasTrans : CblasNoTrans, m,
-                n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f, dst, n);
+    blas_gemm<float>(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f, dst,
+                     n);
     if (!out_is_float) {
       T* o = po + i * m * n;
       const float* f = fo.data();

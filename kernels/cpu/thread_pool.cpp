@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,37 +31,47 @@ class ThreadPool {
 
   void run(int64_t n, const std::function<void(int64_t)>& task) {
     std::lock_guard run_lock(run_mutex_);  // one job at a time; callers from other threads queue
+    // Each job has its own counters: a worker still leaving the previous job only ever touches
+    // that job's (now exhausted) counter, never the new one's (the race ThreadSanitizer found when
+    // total_ and next_ were shared between jobs).
+    auto job = std::make_shared<Job>(task, n);
     {
       std::lock_guard lock(mutex_);
-      task_ = &task;
-      next_.store(0);
-      total_ = n;
-      pending_ = n;
-      error_ = nullptr;
+      job_ = job;
       ++generation_;
     }
     wake_.notify_all();
-    drain();
+    drain(*job);
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    task_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    done_.wait(lock, [&] { return job->pending == 0; });
+    job_.reset();
+    if (job->error) std::rethrow_exception(job->error);
   }
 
  private:
-  // Takes tasks until none are left.
-  void drain() {
+  struct Job {
+    Job(const std::function<void(int64_t)>& t, int64_t n) : task(t), total(n), pending(n) {}
+    const std::function<void(int64_t)>& task;
+    const int64_t total;
+    std::atomic<int64_t> next{0};
+    int64_t pending;           // guarded by mutex_
+    std::exception_ptr error;  // guarded by mutex_
+  };
+
+  // Takes tasks of `job` until none are left.
+  void drain(Job& job) {
     const bool was_inside = t_inside_task;
     t_inside_task = true;
-    for (int64_t i; (i = next_.fetch_add(1)) < total_;) {
+    for (int64_t i; (i = job.next.fetch_add(1)) < job.total;) {
+      std::exception_ptr error;
       try {
-        (*task_)(i);
+        job.task(i);
       } catch (...) {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
+        error = std::current_exception();
       }
       std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_.notify_all();
+      if (error && !job.error) job.error = error;
+      if (--job.pending == 0) done_.notify_all();
     }
     t_inside_task = was_inside;
   }
@@ -68,14 +79,15 @@ class ThreadPool {
   void work() {
     uint64_t seen = 0;
     for (;;) {
+      std::shared_ptr<Job> job;
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
-        if (!task_) continue;
+        job = job_;
       }
-      drain();
+      if (job) drain(*job);
     }
   }
 
@@ -83,12 +95,9 @@ class ThreadPool {
   std::mutex run_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(int64_t)>* task_ = nullptr;
-  std::atomic<int64_t> next_{0};
-  int64_t total_ = 0, pending_ = 0;
+  std::shared_ptr<Job> job_;  // the job being run, guarded by mutex_
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::exception_ptr error_;
 };
 
 ThreadPool& pool() {

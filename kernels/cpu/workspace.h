@@ -5,11 +5,14 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "framework/allocator.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace hg::cpu {
 
@@ -48,6 +51,30 @@ class BlasSingleThreadGuard {
   int prev_;
 };
 
+// OpenBLAS is set to one thread when the library loads (kernels/cpu/gemm.cpp): its own thread
+// team beside halfgrad's pool made products ~10x slower on busy cores. Large products are split
+// by rows of C over halfgrad's pool instead, one single-threaded BLAS call per part (inside a
+// pool task, run_parallel runs inline, so kernels that already parallelise are unaffected).
+template <class T>
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc) {
+  auto rows = [&](int64_t r0, int64_t r1) {
+    const T* ar = ta ? a + r0 : a + r0 * lda;
+    const auto ota = ta ? CblasTrans : CblasNoTrans, otb = tb ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ota, otb, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), alpha,
+                  ar, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c + r0 * ldc, static_cast<int>(ldc));
+    } else {
+      cblas_dgemm(CblasRowMajor, ota, otb, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), alpha,
+                  ar, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c + r0 * ldc, static_cast<int>(ldc));
+    }
+  };
+  constexpr int64_t kMinFlopsPerPart = int64_t{1} << 18;
+  const int64_t parts = std::min<int64_t>({num_threads(), m, std::max<int64_t>(1, m * n * k / kMinFlopsPerPart)});
+  if (parts <= 1) return rows(0, m);
+  run_parallel(parts, [&](int64_t p) { rows(m * p / parts, m * (p + 1) / parts); });
+}
+
 // Row-major C = alpha op(A) op(B) + beta C in float or double. float goes to oneDNN where it
 // can (alpha 1, beta 0 or 1), else to OpenBLAS.
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -56,15 +83,11 @@ inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       onednn_matmul(kFloat32, c, ldc, beta == 1.0f, a, MatrixView::blas(m, k, ta, lda), b,
                     MatrixView::blas(k, n, tb, ldb)))
     return;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace hg::cpu

@@ -4,8 +4,8 @@
 // are column sums over rows: a thread per column, or, with many rows, partial sums of row chunks
 // added by column_sum. batch_norm with few channels splits each channel across blocks.
 #include "framework/dispatch.h"
-#include "framework/ops/norm_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/norm_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/loops.cuh"

@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "framework/dispatch.h"
-#include "framework/ops/reduce_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/reduce_kernels.h"
 #include "kernels/cuda/column_sum.h"
 #include "kernels/cuda/loops.cuh"
 

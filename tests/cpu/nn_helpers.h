@@ -27,7 +27,9 @@ inline void check_module_gradients(nn::Module& m, const Tensor& input, std::func
   std::vector<std::pair<std::string, Tensor>> checked = m.named_parameters();
   if (x.is_floating_point()) checked.emplace_back("input", x);
   NoGradGuard no_grad;
-  for (auto& [name, t] : checked) {
+  for (auto& entry : checked) {  // not a structured binding: clang 14 cannot capture one in doctest's lambdas
+    const std::string& name = entry.first;
+    Tensor& t = entry.second;
     REQUIRE_MESSAGE(t.grad().defined(), "no gradient for " << name);
     const auto analytic = t.grad().to_vector<double>();
     auto* data = static_cast<double*>(t.raw_data());
@@ -58,7 +60,9 @@ inline void check_state_dict_round_trip(const nn::Module& a, nn::Module& b) {
   std::filesystem::remove(path);
   const StateDict sa = a.state_dict(), sb = b.state_dict();
   REQUIRE(sa.size() == sb.size());
-  for (const auto& [k, t] : sa) {
+  for (const auto& entry : sa) {  // not a structured binding: clang 14 cannot capture one in INFO
+    const std::string& k = entry.first;
+    const Tensor& t = entry.second;
     INFO(k);
     CHECK(sb.at(k).dtype() == t.dtype());
     CHECK(sb.at(k).to_vector<double>() == t.to_vector<double>());

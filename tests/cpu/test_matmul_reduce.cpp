@@ -55,7 +55,8 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
     // float32 accumulates either way; bfloat16 products are exact in float32 and the result is
     // rounded once to bfloat16.
     const Tolerance tol = d == kFloat32 ? Tolerance{1e-3, 1e-4} : Tolerance{2e-2, 1.0 / 128};
-    for (const auto& [m, n] : {std::pair<int64_t, int64_t>{203, 150}, {70, 333}}) {
+    for (const auto& mn : {std::pair<int64_t, int64_t>{203, 150}, {70, 333}}) {
+      const int64_t m = mn.first, n = mn.second;  // no structured binding: clang 14 cannot capture one
       CAPTURE(m);
       const Tensor a = randn({m, 300}, kFloat64).to(d), b = randn({300, n}, kFloat64).to(d);
       const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));

@@ -171,7 +171,9 @@ TEST_CASE("the fused CPU Adam/AdamW kernel matches the composed tensor-op update
       {{.lr = 0.02, .weight_decay = 0.05, .amsgrad = true}, true},
   };
   for (Dtype dt : {kFloat32, kFloat64, kBFloat16}) {
-    for (const auto& [o, decoupled] : cases) {
+    for (const auto& c : cases) {
+      const optim::AdamOptions& o = c.first;  // no structured binding: clang 14 cannot capture one
+      const bool decoupled = c.second;
       CAPTURE(dt);
       CAPTURE(decoupled);
       CAPTURE(o.weight_decay);

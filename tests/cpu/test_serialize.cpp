@@ -45,7 +45,9 @@ TEST_CASE("safetensors round trip keeps every dtype, shape and value") {
   save(sd, path, {{"format", "pt"}});
   StateDict back = load(path);
   REQUIRE(back.size() == sd.size());
-  for (const auto& [name, t] : sd) {
+  for (const auto& entry : sd) {
+    const std::string& name = entry.first;  // no structured binding: clang 14 cannot capture one
+    const Tensor& t = entry.second;
     INFO(name);
     const Tensor& b = back.at(name);
     CHECK(b.dtype() == t.dtype());

@@ -1,0 +1,97 @@
+// Threads: the CPU pool under back-to-back parallel jobs from several callers, autocast state per
+// thread (and LIFO contexts), two models training at once. Run under ThreadSanitizer in CI.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "tests/cpu/helpers.h"
+
+using namespace hg;
+using hg::test::check_error;
+
+TEST_CASE("threads: back-to-back parallel ops from several threads give exact sums") {
+  // Each op is big enough to be split over the pool; jobs follow each other with no pause, so a
+  // worker leaving one job overlaps the next (where the old pool raced).
+  const Tensor x = ones({1 << 16});
+  std::atomic<int> wrong{0};
+  auto body = [&] {
+    for (int i = 0; i < 300; ++i)
+      if (x.sum().item<double>() != double(1 << 16)) ++wrong;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) threads.emplace_back(body);
+  body();
+  for (auto& t : threads) t.join();
+  CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("threads: autocast state is per thread, and contexts unset out of order are refused") {
+  std::atomic<bool> other_saw_enabled{true};
+  {
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    std::thread t([&] { other_saw_enabled = amp::is_autocast_enabled(kCPU); });
+    t.join();
+    CHECK(amp::is_autocast_enabled(kCPU));
+  }
+  CHECK_FALSE(other_saw_enabled.load());
+
+  CHECK_FALSE(amp::is_autocast_enabled(kCPU));
+  amp::AutocastContext outer = amp::set_autocast(kCPU, kBFloat16);
+  amp::AutocastContext inner = amp::set_autocast(kCPU, kFloat16, true, false);
+  const int depth = amp::autocast_nesting_depth();
+  check_error([&] { amp::unset_autocast(outer); }, {"[unset_autocast]", "reverse order"});
+  // Refused without touching anything.
+  CHECK(amp::autocast_nesting_depth() == depth);
+  CHECK(amp::get_autocast_dtype(kCPU) == kFloat16);
+  CHECK_FALSE(amp::is_autocast_cache_enabled(kCPU));
+  CHECK(outer.active());
+  // From another thread: refused too.
+  std::thread t([&] { check_error([&] { amp::unset_autocast(inner); }, {"another thread"}); });
+  t.join();
+  CHECK(inner.active());
+  amp::unset_autocast(inner);
+  CHECK(amp::get_autocast_dtype(kCPU) == kBFloat16);
+  {
+    amp::AutocastGuard guard(kCPU);  // a guard opened after a context must close first, too
+    check_error([&] { amp::unset_autocast(outer); }, {"reverse order"});
+  }
+  amp::unset_autocast(outer);
+  CHECK_FALSE(amp::is_autocast_enabled(kCPU));
+  CHECK(amp::autocast_nesting_depth() == 0);
+}
+
+TEST_CASE("threads: two models train on two threads, each as it would alone") {
+  auto train = [](uint64_t seed, bool bf16) {
+    nn::Sequential model{std::make_shared<nn::Linear>(16, 64), std::make_shared<nn::ReLU>(),
+                         std::make_shared<nn::Linear>(64, 4)};
+    for (auto& p : model.parameters()) {
+      NoGradGuard ng;
+      p.copy_(full(p.shape(), 0.01 * static_cast<double>(seed % 7 + 1)));
+    }
+    optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+    const Tensor x = (arange(0.0, 256.0 * 16, 1.0, TensorOptions(kFloat32)) * (2.0 / 4096) - 1.0).reshape({256, 16});
+    std::vector<int64_t> labels(256);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i % 4);
+    const Tensor y = tensor(labels, {256});
+    double loss_value = 0;
+    for (int step = 0; step < 20; ++step) {
+      opt.zero_grad();
+      amp::AutocastGuard guard(kCPU, kBFloat16, bf16);
+      const Tensor loss = cross_entropy(model(x), y);
+      loss.backward();
+      opt.step();
+      loss_value = loss.item<double>();
+    }
+    return loss_value;
+  };
+  const double alone_a = train(1, true), alone_b = train(2, false);
+  double together_a = 0, together_b = 0;
+  std::thread ta([&] { together_a = train(1, true); });
+  std::thread tb([&] { together_b = train(2, false); });
+  ta.join();
+  tb.join();
+  CHECK(together_a == alone_a);
+  CHECK(together_b == alone_b);
+}
