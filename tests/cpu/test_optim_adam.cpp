@@ -187,9 +187,10 @@ TEST_CASE("the fused CPU Adam/AdamW kernel matches the composed tensor-op update
                                   : dt == kFloat32 ? test::Tolerance{1e-6, 1e-6}
                                                    : test::Tolerance{1e-14, 1e-14};
       check_same_keys(fused, reference);
-      for (const auto& [key, t] : fused) {
+      for (const auto& entry : fused) {  // no structured binding: clang 14 cannot CAPTURE one
+        const std::string& key = entry.first;
         CAPTURE(key);
-        check_close(t, reference.at(key), tol);
+        check_close(entry.second, reference.at(key), tol);
       }
     }
   }
@@ -202,13 +203,17 @@ TEST_CASE("Adam and AdamW update strided parameters bit for bit as contiguous on
       {{.lr = 0.01, .weight_decay = 0.1}, true},
   };
   for (Dtype dt : {kFloat32, kBFloat16}) {
-    for (const auto& [o, decoupled] : cases) {
+    for (const auto& c : cases) {
+      const optim::AdamOptions& o = c.first;
+      const bool decoupled = c.second;
       CAPTURE(dt);
       CAPTURE(decoupled);
       CAPTURE(o.amsgrad);
       const Results dense = adam_run(o, decoupled, dt, false, dt), strided = adam_run(o, decoupled, dt, true, dt);
       check_same_keys(dense, strided);
-      for (const auto& [key, t] : dense) {
+      for (const auto& entry : dense) {
+        const std::string& key = entry.first;
+        const Tensor& t = entry.second;
         CAPTURE(key);
         CHECK(strided.at(key).dtype() == t.dtype());
         check_close(strided.at(key), t, test::Tolerance{0, 0});  // exact
