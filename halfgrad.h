@@ -7,6 +7,7 @@
 #include "autograd/gradcheck.h"
 #include "framework/allocator.h"
 #include "framework/cuda.h"
+#include "framework/cuda_backend.h"
 #include "framework/data/dataloader.h"
 #include "framework/data/dataset.h"
 #include "framework/data/mnist.h"

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "framework/cuda_backend.h"
 #include "framework/error.h"
 
 namespace hg {
@@ -95,6 +96,11 @@ constinit Allocator* g_allocators[kNumDeviceTypes] = {};
 Allocator* get_allocator(DeviceType type) {
   Allocator* a = g_allocators[static_cast<int>(type)];
   if (a == nullptr && type == kCPU) a = &cpu_allocator();
+  // The first CUDA tensor loads the CUDA backend, which installs its allocator.
+  if (a == nullptr && type == kCUDA) {
+    HG_CHECK(cuda::load_backend(), "allocate", "no allocator for device type {}: {}", type, cuda::backend_error());
+    a = g_allocators[static_cast<int>(type)];
+  }
   HG_CHECK(a != nullptr, "allocate", "no allocator for device type {}: halfgrad was built without CUDA support", type);
   return a;
 }

@@ -1,9 +1,16 @@
-// The CPU-side face of the CUDA backend: forwards to the hooks kernels/cuda installs, and
-// answers "no CUDA" when it is not linked in.
+// The CPU-side face of the CUDA backend: loads the module kernels/cuda is built into on first
+// use, forwards to the hooks it installs, and answers "no CUDA" when it is absent.
 #include "framework/cuda.h"
 
-#include <atomic>
+#include <dlfcn.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "framework/cuda_backend.h"
 #include "framework/error.h"
 
 namespace hg {
@@ -13,8 +20,48 @@ namespace {
 constinit std::atomic<bool> g_allow_tf32{false};
 constinit cuda::CudaHooks* g_hooks = nullptr;
 
+struct BackendLoad {
+  std::once_flag once;
+  std::string error;  // written once inside call_once, read after it
+};
+BackendLoad& backend_load() {
+  static BackendLoad* b = new BackendLoad();  // never destroyed: tensors may outlive statics
+  return *b;
+}
+
+// The module next to the libhalfgrad this code is in (found through one of its own symbols).
+std::string backend_path() {
+  if (const char* env = std::getenv("HG_CUDA_BACKEND"); env != nullptr && *env != '\0') return env;
+  Dl_info info{};
+  std::string dir = ".";
+  if (dladdr(reinterpret_cast<void*>(&cuda::load_backend), &info) != 0 && info.dli_fname != nullptr) {
+    const std::string self = info.dli_fname;
+    const auto slash = self.rfind('/');
+    if (slash != std::string::npos) dir = self.substr(0, slash);
+  }
+  return dir + "/libhalfgrad_cuda.so";
+}
+
+void open_backend(std::string& error) {
+  // A program linked to the module directly (test_cuda) has it loaded already.
+  if (g_hooks != nullptr) return;
+  const std::string path = backend_path();
+  if (access(path.c_str(), F_OK) != 0) {
+    error = "halfgrad was built without CUDA support (no CUDA backend module at " + path + ")";
+    return;
+  }
+  dlerror();
+  // Never closed: its kernels stay registered for the life of the process.
+  if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
+    const char* why = dlerror();
+    error = "the CUDA backend could not be loaded: " + std::string(why ? why : path);
+    return;
+  }
+  if (g_hooks == nullptr) error = "the CUDA backend " + path + " was loaded but installed no hooks";
+}
+
 const cuda::CudaHooks& hooks(const char* op) {
-  HG_CHECK(g_hooks != nullptr, op, "halfgrad was built without CUDA support (configure with -Dcuda=enabled)");
+  HG_CHECK(cuda::load_backend(), op, "{}", cuda::backend_error());
   return *g_hooks;
 }
 }  // namespace
@@ -24,14 +71,21 @@ bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
 
 namespace cuda {
 
+bool load_backend() {
+  BackendLoad& b = backend_load();
+  std::call_once(b.once, [&b] { open_backend(b.error); });
+  return b.error.empty();
+}
+std::string backend_error() { return load_backend() ? std::string() : backend_load().error; }
+
 void set_cuda_hooks(CudaHooks* h) { g_hooks = h; }
-bool is_built() { return g_hooks != nullptr; }
+bool is_built() { return load_backend(); }
 bool is_available() { return device_count() > 0; }
-int device_count() { return g_hooks ? g_hooks->device_count() : 0; }
+int device_count() { return load_backend() ? g_hooks->device_count() : 0; }
 void synchronize() { hooks("cuda::synchronize").synchronize(); }
 MemoryStats memory_stats(int device) { return hooks("cuda::memory_stats").memory_stats(device); }
 void empty_cache() { hooks("cuda::empty_cache").empty_cache(); }
-int64_t host_sync_count() { return g_hooks ? g_hooks->host_sync_count() : 0; }
+int64_t host_sync_count() { return load_backend() ? g_hooks->host_sync_count() : 0; }
 
 }  // namespace cuda
 }  // namespace hg

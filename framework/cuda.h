@@ -1,6 +1,6 @@
 // The CUDA runtime as the framework and user code see it: device queries, synchronisation,
 // memory statistics, the host-synchronisation counter and the TF32 switch. No CUDA headers:
-// the backend (kernels/cuda) installs CudaHooks when it is linked in; without it is_available()
+// the backend (kernels/cuda, loaded on first use) installs CudaHooks; without it is_available()
 // is false and everything that needs a device throws "built without CUDA".
 #pragma once
 
@@ -17,7 +17,7 @@ bool allow_tf32();
 
 namespace cuda {
 
-bool is_built();      // the CUDA backend is linked into this build of halfgrad
+bool is_built();      // the CUDA backend module (libhalfgrad_cuda.so) is present and loads
 bool is_available();  // built and at least one CUDA device is visible
 int device_count();   // 0 when not available
 // Blocks the host until all work queued on every device's current stream has finished.

@@ -1,5 +1,7 @@
 #include "framework/dispatch.h"
 
+#include "framework/cuda_backend.h"
+
 namespace hg {
 
 namespace {
@@ -16,7 +18,13 @@ bool list_stub(const DispatchStubBase* stub) {
 }
 
 void DispatchStubBase::missing(DeviceType d) const {
-  if (d == kCUDA) fail(name, "has no CUDA implementation (was halfgrad built with CUDA support?)");
+  if (d == kCUDA) {
+    // CUDA tensors load the backend when they are allocated, so a kernel is only missing here
+    // when the backend is absent or does not implement this stub.
+    if (!cuda::load_backend()) fail(name, "has no CUDA implementation: {}", cuda::backend_error());
+    if (has(d)) fail(name, "was looked up before the CUDA backend was loaded; call it again");
+    fail(name, "has no CUDA implementation (was halfgrad built with CUDA support?)");
+  }
   fail(name, "has no {} implementation", d);
 }
 

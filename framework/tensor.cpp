@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "framework/allocator.h"
+#include "framework/cuda_backend.h"
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/copy.h"
@@ -11,6 +12,9 @@
 namespace hg {
 
 Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  // An empty CUDA tensor allocates nothing but still loads the CUDA backend, so the ops it meets
+  // find their CUDA kernels (a missing backend is reported by those ops).
+  if (n == 0 && d.type == kCUDA) cuda::load_backend();
   data = n ? get_allocator(d.type)->allocate(n, d) : nullptr;
 }
 
