@@ -143,6 +143,62 @@ TEST_CASE("cuda fused optimizers leave parameters and state bit for bit unchange
   check_close(w.detach().to(kCPU), before - w.grad().to(kCPU) * 0.1, {1e-6, 1e-6});
 }
 
+TEST_CASE("cuda language-model step (embedding, cross_entropy, clip_grad_norm_, AdamW) makes no host sync") {
+  manual_seed(6);
+  const int64_t vocab = 50, dim = 16, batch = 8, seq = 12;
+  Tensor table = (randn({vocab, dim}) * 0.1).to(kCUDA).requires_grad_();
+  Tensor w1 = (randn({dim, 32}) * 0.2).to(kCUDA).requires_grad_();
+  Tensor b1 = zeros({32}).to(kCUDA).requires_grad_();
+  Tensor w2 = (randn({32, vocab}) * 0.2).to(kCUDA).requires_grad_();
+  const Tensor tokens = randint(0, vocab, {batch, seq}).to(kCUDA);
+  Tensor targets = randint(0, vocab, {batch * seq});
+  targets.data_ptr<int64_t>()[3] = -100;  // one ignored target: the mean divides by the count on the device
+  targets = targets.to(kCUDA);
+  optim::AdamW opt({table, w1, b1, w2}, {.lr = 1e-2});
+  for (double norm_type : {2.0, optim::kInfNorm}) {
+    CAPTURE(norm_type);
+    auto step = [&] {
+      opt.zero_grad();
+      const Tensor h = relu(matmul(embedding(table, tokens).reshape({batch * seq, dim}), w1) + b1);
+      const Tensor loss = cross_entropy(matmul(h, w2), targets);
+      loss.backward();
+      const Tensor norm = optim::clip_grad_norm_({table, w1, b1, w2}, 0.5, norm_type);
+      opt.step();
+      return std::pair{loss, norm};
+    };
+    step();  // warm-up: allocator, cuBLASLt plans
+    const int64_t syncs = cuda::host_sync_count();
+    for (int i = 0; i < 3; ++i) step();
+    const auto [loss, norm] = step();
+    CHECK(cuda::host_sync_count() == syncs);
+    CHECK(std::isfinite(loss.item<double>()));
+    CHECK(norm.item<double>() > 0.0);
+    CHECK(cuda::host_sync_count() == syncs + 2);  // the two read-backs above are the only ones
+  }
+}
+
+TEST_CASE("cuda cross_entropy divides by the non-ignored count and clip_grad_norm_ matches the CPU") {
+  manual_seed(8);
+  const Tensor logits = randn({6, 5});
+  const Tensor target = tensor<int64_t>({1, -100, 4, 0, -100, 2});
+  check_close(cross_entropy(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), cross_entropy(logits, target),
+              {1e-6, 1e-6});
+  check_close(nll_loss(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), nll_loss(logits, target), {1e-6, 1e-6});
+  for (double norm_type : {1.0, 2.0, optim::kInfNorm}) {
+    CAPTURE(norm_type);
+    const Tensor g1 = randn({4, 3}) * 3.0, g2 = randn({7});
+    Tensor a = zeros({4, 3}).requires_grad_(), b = zeros({7}).requires_grad_();
+    Tensor ca = zeros({4, 3}).to(kCUDA).requires_grad_(), cb = zeros({7}).to(kCUDA).requires_grad_();
+    a.set_grad(g1.clone()), b.set_grad(g2.clone());
+    ca.set_grad(g1.to(kCUDA)), cb.set_grad(g2.to(kCUDA));
+    const Tensor n_cpu = optim::clip_grad_norm_({a, b}, 1.0, norm_type);
+    const Tensor n_cuda = optim::clip_grad_norm_({ca, cb}, 1.0, norm_type);
+    check_close(n_cuda.to(kCPU), n_cpu, {1e-5, 1e-5});
+    check_close(ca.grad().to(kCPU), a.grad(), {1e-5, 1e-5});
+    check_close(cb.grad().to(kCPU), b.grad(), {1e-5, 1e-5});
+  }
+}
+
 TEST_CASE("cuda AMP training step (fp16 autocast, GradScaler) makes no host synchronisation") {
   manual_seed(5);
   Tensor w1 = (randn({16, 32}) * 0.2).to(kCUDA).requires_grad_();
