@@ -98,7 +98,8 @@ __global__ void nll_backward_kernel(T* gx, const C* w, bool per_sample, const in
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
     const int64_t t = target[r];
-    if (t != ignore && t >= 0 && t < c) gx[(r / s) * c * s + t * s + r % s] = from_acc<T>(static_cast<acc_t<T>>(-w[per_sample ? r : 0]));
+    if (t != ignore && t >= 0 && t < c)
+      gx[(r / s) * c * s + t * s + r % s] = from_acc<T>(static_cast<acc_t<T>>(-w[per_sample ? r : 0]));
   }
 }
 

@@ -149,7 +149,8 @@ void check_device_errors() {
     if (v->kind <= 0) return;
     seen.kind = v->kind, seen.op = v->op, seen.position = v->position, seen.value = v->value, seen.limit = v->limit;
     v->kind = 0;  // cleared so the next error is reported too
-    if (seen.op >= 0 && static_cast<size_t>(seen.op) < error_ops().size()) op = error_ops()[static_cast<size_t>(seen.op)];
+    if (seen.op >= 0 && static_cast<size_t>(seen.op) < error_ops().size())
+      op = error_ops()[static_cast<size_t>(seen.op)];
   }
   switch (static_cast<DeviceErrorKind>(seen.kind)) {
     case DeviceErrorKind::TargetOutOfRange:

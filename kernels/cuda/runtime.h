@@ -45,8 +45,8 @@ void copy_to_host(void* dst, const void* src, size_t nbytes, cudaStream_t stream
 // the op at the next synchronisation it makes anyway (item(), to(kCPU), cuda::synchronize()).
 enum class DeviceErrorKind : int { None = 0, TargetOutOfRange = 1, IndexOutOfRange = 2 };
 struct DeviceErrorRecord {
-  int kind;         // DeviceErrorKind; 0 while no error is recorded, claimed with atomicCAS
-  int op;           // index into the names passed to device_error_op()
+  int kind;  // DeviceErrorKind; 0 while no error is recorded, claimed with atomicCAS
+  int op;    // index into the names passed to device_error_op()
   long long position, value, limit;
 };
 // The record's device-visible address (the same for every device).

@@ -181,8 +181,7 @@ TEST_CASE("cuda cross_entropy divides by the non-ignored count and clip_grad_nor
   manual_seed(8);
   const Tensor logits = randn({6, 5});
   const Tensor target = tensor<int64_t>({1, -100, 4, 0, -100, 2});
-  check_close(cross_entropy(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), cross_entropy(logits, target),
-              {1e-6, 1e-6});
+  check_close(cross_entropy(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), cross_entropy(logits, target), {1e-6, 1e-6});
   check_close(nll_loss(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), nll_loss(logits, target), {1e-6, 1e-6});
   for (double norm_type : {1.0, 2.0, optim::kInfNorm}) {
     CAPTURE(norm_type);
