@@ -1,6 +1,7 @@
 // GradScaler and the fused optimizers on CUDA: unscale + found_inf, scale backoff/growth, SGD and
 // Adam/AdamW against the CPU path, parameters bit for bit unchanged when found_inf is set, and an
 // AMP training step that never makes the host wait.
+#include "amp/scaler_ops.h"
 #include "helpers.h"
 
 using namespace hg;
@@ -57,6 +58,35 @@ TEST_CASE("cuda GradScaler unscales, flags inf and backs off without a host sync
     scaler.update();
   }
   CHECK(scaler.get_scale() == 1024.0);
+}
+
+TEST_CASE("cuda multi-tensor unscale over 70 gradients of two dtypes matches per-gradient unscales") {
+  manual_seed(12);
+  std::vector<Tensor> cpu_grads;
+  for (int i = 0; i < 70; ++i) {  // more than one launch's 32 tensors, sizes across chunk boundaries
+    const int64_t n = i % 7 == 0 ? 40000 : 1 + (i * 37) % 300;
+    cpu_grads.push_back((randn({n}) * 100.0).to(i % 3 == 0 ? kBFloat16 : kFloat32));
+  }
+  for (bool with_inf : {false, true}) {
+    CAPTURE(with_inf);
+    TensorList many, each;
+    for (const Tensor& g : cpu_grads) many.push_back(g.to(kCUDA)), each.push_back(g.to(kCUDA));
+    if (with_inf) {
+      many[45].fill_(INFINITY);
+      each[45].fill_(INFINITY);
+    }
+    const Tensor scale = full({1}, 64.0).to(kCUDA);
+    const Tensor found_many = zeros({1}).to(kCUDA), found_each = zeros({1}).to(kCUDA);
+    amp::unscale_grads_(many, found_many, scale);
+    for (const Tensor& g : each) amp::unscale_grad_(g, found_each, scale);
+    CHECK(found_many.item<float>() == (with_inf ? 1.0f : 0.0f));
+    CHECK(found_each.item<float>() == found_many.item<float>());
+    for (size_t i = 0; i < many.size(); ++i) {
+      CAPTURE(i);
+      check_close(many[i].to(kCPU), each[i].to(kCPU), {0, 0});  // the same arithmetic, bit for bit
+      if (!with_inf) check_close(many[i].to(kCPU).to(kFloat64), cpu_grads[i].to(kFloat64) / 64.0, {0, 0});
+    }
+  }
 }
 
 namespace {
