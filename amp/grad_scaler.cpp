@@ -94,6 +94,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   }
   NoGradGuard no_grad;
   std::map<int, Tensor> scales;
+  std::map<int, TensorList> grads;  // per device: one multi-tensor unscale each
   for (const Tensor& p : params) {
     const Tensor& g = p.grad();
     if (!g.defined()) continue;
@@ -102,8 +103,9 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     if (!found.defined()) found = zeros({1}, TensorOptions(kFloat32).device(g.device()));
     Tensor& s = scales[key];
     if (!s.defined()) s = scale_on(g.device());
-    unscale_grad_(g, found, s);
+    grads[key].push_back(g);
   }
+  for (const auto& [key, list] : grads) unscale_grads_(list, st.found_inf_per_device[key], scales[key]);
   // An optimizer without gradients still counts as checked (nothing was inf).
   if (st.found_inf_per_device.empty())
     st.found_inf_per_device[device_key(device_)] = zeros({1}, TensorOptions(kFloat32).device(device_));

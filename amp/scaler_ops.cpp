@@ -1,5 +1,8 @@
 #include "amp/scaler_ops.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/copy_kernels.h"
@@ -18,17 +21,40 @@ void check_flag(const Tensor& t, Dtype dtype, Device device, const char* what, c
 }  // namespace
 
 void unscale_grad_(const Tensor& grad, const Tensor& found_inf, const Tensor& scale) {
-  HG_CHECK(grad.defined() && is_floating(grad.dtype()), "amp_unscale_", "expected a floating-point gradient");
-  check_flag(found_inf, kFloat32, grad.device(), "found_inf", "amp_unscale_");
-  check_flag(scale, kFloat32, grad.device(), "scale", "amp_unscale_");
-  OpCall call(kUnscale, {grad, found_inf, scale});
-  NoGradGuard no_grad;
-  if (grad.numel() != 0) {
-    Tensor target = grad.is_contiguous() ? grad : contiguous(grad.detach());
-    unscale_grad_stub(grad.device().type, target, found_inf, scale);
-    if (!target.is_same(grad)) Tensor(grad.detach()).copy_(target);
+  unscale_grads_({grad}, found_inf, scale);
+}
+
+void unscale_grads_(const TensorList& grads, const Tensor& found_inf, const Tensor& scale) {
+  HG_CHECK(found_inf.defined(), "amp_unscale_", "found_inf is undefined");
+  const Device device = found_inf.device();
+  for (const Tensor& grad : grads) {
+    HG_CHECK(grad.defined() && is_floating(grad.dtype()), "amp_unscale_", "expected a floating-point gradient");
+    check_flag(found_inf, kFloat32, grad.device(), "found_inf", "amp_unscale_");
   }
-  grad.bump_version();
+  check_flag(found_inf, kFloat32, device, "found_inf", "amp_unscale_");
+  check_flag(scale, kFloat32, device, "scale", "amp_unscale_");
+  TensorList inputs = grads;
+  inputs.push_back(found_inf);
+  inputs.push_back(scale);
+  OpCall call(kUnscale, inputs);
+  NoGradGuard no_grad;
+  // Grouped by dtype, non-contiguous gradients through a contiguous copy written back after.
+  std::vector<Dtype> dtypes;
+  for (const Tensor& g : grads)
+    if (std::find(dtypes.begin(), dtypes.end(), g.dtype()) == dtypes.end()) dtypes.push_back(g.dtype());
+  for (Dtype dtype : dtypes) {
+    TensorList targets;
+    std::vector<std::pair<Tensor, Tensor>> copy_back;
+    for (const Tensor& g : grads) {
+      if (g.dtype() != dtype || g.numel() == 0) continue;
+      Tensor target = g.is_contiguous() ? g : contiguous(g.detach());
+      if (!target.is_same(g)) copy_back.emplace_back(g, target);
+      targets.push_back(target);
+    }
+    if (!targets.empty()) unscale_grad_stub(device.type, targets, found_inf, scale);
+    for (const auto& [g, target] : copy_back) Tensor(g.detach()).copy_(target);
+  }
+  for (const Tensor& g : grads) g.bump_version();
   call.finish({});
 }
 

@@ -9,6 +9,9 @@ namespace hg::amp {
 // grad *= 1/scale in place (reciprocal in double) and found_inf = 1 if grad held inf/NaN, in
 // one pass. grad: floating, any layout; found_inf, scale: one-element float32 on grad's device.
 void unscale_grad_(const Tensor& grad, const Tensor& found_inf, const Tensor& scale);
+// The same for many gradients on found_inf's device: one kernel call per dtype (on CUDA one
+// launch per 32 gradients of a dtype), so small-parameter models are not launch-bound.
+void unscale_grads_(const TensorList& grads, const Tensor& found_inf, const Tensor& scale);
 
 // The scale update (see update_scale_stub in framework/ops/grad_scaling.h), in place.
 void update_scale_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,

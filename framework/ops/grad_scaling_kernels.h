@@ -7,10 +7,11 @@
 
 namespace hg {
 
-// In one pass over a contiguous floating `grad`: sets found_inf[0] = 1 if any element is inf
-// or NaN, and multiplies every element by 1/scale[0], the reciprocal taken in double.
-// found_inf and scale are one-element float32 tensors on grad's device.
-using UnscaleGradFn = void (*)(const Tensor& grad, const Tensor& found_inf, const Tensor& scale);
+// In one pass over each of `grads` (contiguous, non-empty, floating, all of one dtype and on one
+// device): sets found_inf[0] = 1 if any element is inf or NaN, and multiplies every element by
+// 1/scale[0], the reciprocal taken in double. found_inf and scale are one-element float32 tensors
+// on the gradients' device. CUDA treats the whole list in one launch (per 32 tensors).
+using UnscaleGradFn = void (*)(const TensorList& grads, const Tensor& found_inf, const Tensor& scale);
 HG_DECLARE_STUB(unscale_grad_stub, UnscaleGradFn);
 
 // The loss-scale update, in place on one-element tensors on one device: scale (float32),

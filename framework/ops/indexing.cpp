@@ -129,7 +129,7 @@ Tensor index_select(const Tensor& x_in, int64_t dim_in, const Tensor& index_in) 
     const Tensor xc = internal::contiguous(x);
     const Tensor out3 = x.dim() == 0 ? internal::alias(out, {1, index.numel(), 1}, {index.numel(), 1, 1}, 0)
                                      : internal::as_3d(out, dim);
-    if (auto bad = index_select_stub(x.device().type, out3, internal::as_3d(xc, dim), index)) {
+    if (auto bad = index_select_stub(x.device().type, out3, internal::as_3d(xc, dim), index, "index_select")) {
       out_of_range("index_select", *bad, dim, x.dim() ? x.size(dim) : 1);
     }
   }

@@ -7,8 +7,10 @@
 
 namespace hg {
 
-// The index kernels return the first index value outside [0, size of `dim`), if any, having
-// written nothing they should not; the op turns it into an error naming itself.
+// The CPU index kernels return the first index value outside [0, size of `dim`), if any, having
+// written nothing they should not; the op turns it into an error naming itself. The CUDA kernels
+// never wait for that verdict: they skip bad indices, return nullopt and report the first bad one
+// through the device error record (kernels/cuda/runtime.h), raised at the next host synchronisation.
 // out[p] = x[p with p[dim] = index[p]]: out and index contiguous, of index's shape.
 using GatherFn = std::optional<int64_t> (*)(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
 HG_DECLARE_STUB(gather_stub, GatherFn);
@@ -18,8 +20,10 @@ using ScatterAddFn = std::optional<int64_t> (*)(const Tensor& self, int64_t dim,
                                                 const Tensor& src);
 HG_DECLARE_STUB(scatter_add_stub, ScatterAddFn);
 
-// out [outer, m, inner] = x [outer, n, inner] at rows index[0..m) (all contiguous).
-using IndexSelectFn = std::optional<int64_t> (*)(const Tensor& out, const Tensor& x, const Tensor& index);
+// out [outer, m, inner] = x [outer, n, inner] at rows index[0..m) (all contiguous). `op` (a string
+// literal: index_select or embedding) names the caller in errors reported from the device.
+using IndexSelectFn = std::optional<int64_t> (*)(const Tensor& out, const Tensor& x, const Tensor& index,
+                                                 const char* op);
 HG_DECLARE_STUB(index_select_stub, IndexSelectFn);
 
 // self [outer, n, inner] rows index[j] += src [outer, m, inner] row j (all contiguous).

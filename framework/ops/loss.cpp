@@ -20,6 +20,11 @@ HG_DEFINE_STUB(nll_backward_stub, NllBackwardFn);
 
 namespace detail {
 Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dtype out_dtype) {
+  const Tensor n = scalar_tensor(static_cast<double>(count), TensorOptions(losses.dtype()).device(losses.device()));
+  return reduce_loss(losses, reduction, n, out_dtype);
+}
+
+Tensor reduce_loss(const Tensor& losses, Reduction reduction, const Tensor& count, Dtype out_dtype) {
   const Device dev = losses.device();
   Tensor r = losses;
   if (reduction != Reduction::None) {
@@ -30,10 +35,8 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dty
       const Tensor flat = internal::alias(losses, {1, losses.numel()}, {losses.numel(), 1}, losses.offset());
       reduce_stub(dev.type, ReduceOp::Sum, internal::alias(r, {1}, {1}, 0), flat);
     }
-    if (reduction == Reduction::Mean) {  // 0 / 0 gives NaN when every target is ignored, as PyTorch
-      const Tensor n = scalar_tensor(static_cast<double>(count), TensorOptions(r.dtype()).device(dev));
-      binary_stub(dev.type, BinaryOp::Div, r, r, n, 1.0);
-    }
+    if (reduction == Reduction::Mean)  // 0 / 0 gives NaN when every target is ignored, as PyTorch
+      binary_stub(dev.type, BinaryOp::Div, r, r, count, 1.0);
   }
   if (r.dtype() == out_dtype) return r;
   Tensor out = empty(r.shape(), TensorOptions(out_dtype).device(dev));
@@ -80,12 +83,20 @@ ClassLayout class_layout(std::string_view op, const Tensor& x, const Tensor& tar
   return {internal::alias(xc, {n, c, s}, {c * s, s, 1}, xc.offset()), internal::alias(tc, {n, s}, {s, 1}, tc.offset())};
 }
 
+// The kept-target count (0-d int64) in the compute dtype, converted on its device (no host wait).
+Tensor count_as(const Tensor& kept, Dtype compute) {
+  Tensor c = empty({}, TensorOptions(compute).device(kept.device()));
+  copy_stub(kept.device().type, c, kept);
+  return c;
+}
+
 // The per-sample weight of the upstream gradient: [N, S] for None, 0-d otherwise (divided by
 // the non-ignored count for Mean), in the compute dtype.
-Tensor grad_weight(const Tensor& g, Reduction reduction, int64_t count, Dtype compute, int64_t n, int64_t s) {
+// `count` is the 0-d device tensor the forward wrote.
+Tensor grad_weight(const Tensor& g, Reduction reduction, const Tensor& count, Dtype compute, int64_t n, int64_t s) {
   Tensor w = g.dtype() == compute ? g : g.to(compute);
   if (reduction == Reduction::None) return contiguous(w).reshape({n, s});
-  if (reduction == Reduction::Mean) w = w * (1.0 / static_cast<double>(count));
+  if (reduction == Reduction::Mean) w = w / count;
   return w;
 }
 }  // namespace
@@ -101,9 +112,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const Dtype compute = detail::loss_compute_dtype(x.dtype());
   Tensor losses = empty(call.input(1).shape(), TensorOptions(compute).device(x.device()));
   Tensor lse = empty({n, s}, TensorOptions(compute).device(x.device()));
-  const int64_t count = n * s > 0 ? cross_entropy_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), lse,
-                                                       l.input, l.target, ignore_index, label_smoothing)
-                                  : 0;
+  const Tensor kept = zeros({}, TensorOptions(kInt64).device(x.device()));
+  if (n * s > 0)
+    cross_entropy_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), lse, kept, l.input, l.target,
+                       ignore_index, label_smoothing);
+  const Tensor count = count_as(kept, compute);
   Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
   BackwardFn bw;
   if (call.needs_grad()) {
@@ -132,9 +145,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   const int64_t n = l.input.shape()[0], s = l.input.shape()[2];
   const Dtype compute = detail::loss_compute_dtype(x.dtype());
   Tensor losses = empty(call.input(1).shape(), TensorOptions(compute).device(x.device()));
-  const int64_t count =
-      n * s > 0 ? nll_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), l.input, l.target, ignore_index)
-                : 0;
+  const Tensor kept = zeros({}, TensorOptions(kInt64).device(x.device()));
+  if (n * s > 0)
+    nll_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), kept, l.input, l.target, ignore_index);
+  const Tensor count = count_as(kept, compute);
   Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
   BackwardFn bw;
   if (call.needs_grad()) {

@@ -8,10 +8,12 @@
 namespace hg {
 
 // logits [N, C, S] and target [N, S] (int64), contiguous. Writes per-sample losses and the
-// log-sum-exp of each row (both [N, S], float32 or float64) and returns how many targets were not
-// ignore_index. Throws "[op] ..." naming the first target outside [0, C).
-using CrossEntropyFn = int64_t (*)(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& target,
-                                   int64_t ignore_index, double label_smoothing);
+// log-sum-exp of each row (both [N, S], float32 or float64) and writes how many targets were not
+// ignore_index into `count` (0-d int64, on the device: the mean divides by it there, so the host
+// never waits for it). A target outside [0, C) raises "[op] ..." naming it: at once on the
+// CPU; on CUDA at the next host synchronisation (see kernels/cuda/runtime.h), the row's loss being 0.
+using CrossEntropyFn = void (*)(const Tensor& losses, const Tensor& lse, const Tensor& count, const Tensor& logits,
+                                const Tensor& target, int64_t ignore_index, double label_smoothing);
 HG_DECLARE_STUB(cross_entropy_stub, CrossEntropyFn);
 
 // grad_logits [N, C, S] = (softmax - (1 - eps) onehot - eps / C) * grad_loss[n, s] (0 where
@@ -21,8 +23,10 @@ using CrossEntropyBackwardFn = void (*)(const Tensor& grad_logits, const Tensor&
                                         double label_smoothing);
 HG_DECLARE_STUB(cross_entropy_backward_stub, CrossEntropyBackwardFn);
 
-// losses[n, s] = -log_probs[n, target, s] (0 where ignored); returns the non-ignored count.
-using NllFn = int64_t (*)(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t ignore_index);
+// losses[n, s] = -log_probs[n, target, s] (0 where ignored); writes the non-ignored count into
+// `count` and reports bad targets as cross_entropy does.
+using NllFn = void (*)(const Tensor& losses, const Tensor& count, const Tensor& log_probs, const Tensor& target,
+                       int64_t ignore_index);
 HG_DECLARE_STUB(nll_stub, NllFn);
 
 // grad_log_probs (zeroed by the caller) [n, target, s] = -grad_loss[n, s] (grad_loss as above).
@@ -41,7 +45,10 @@ HG_DECLARE_STUB(pointwise_loss_stub, PointwiseLossFn);
 
 namespace hg::detail {
 // Reduces per-element losses (float32/float64, contiguous) as asked and converts them to
-// out_dtype, calling kernels directly so no extra op is recorded. Mean divides by `count`.
+// out_dtype, calling kernels directly so no extra op is recorded. Mean divides by `count`, a 0-d
+// tensor in losses' dtype on losses' device (so no host synchronisation is needed for it).
+Tensor reduce_loss(const Tensor& losses, Reduction reduction, const Tensor& count, Dtype out_dtype);
+// reduce_loss with a count known on the host (the elementwise losses: numel).
 Tensor reduce_loss(const Tensor& losses, Reduction reduction, int64_t count, Dtype out_dtype);
 // The dtype losses are computed in: float64 for float64 inputs, float32 otherwise.
 inline Dtype loss_compute_dtype(Dtype d) { return d == kFloat64 ? kFloat64 : kFloat32; }

@@ -37,7 +37,7 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
     const Tensor w = internal::contiguous(weight);
     auto bad = index_select_stub(weight.device().type, internal::alias(out, {1, m, d}, {m * d, d, 1}, 0),
                                  internal::alias(w, {1, rows, d}, {rows * d, d, 1}, w.offset()),
-                                 internal::alias(idx, {m}, {1}, idx.offset()));
+                                 internal::alias(idx, {m}, {1}, idx.offset()), "embedding");
     HG_CHECK(!bad, "embedding", "index {} is out of range for an embedding table of {} rows (weight shape {})",
              bad.value_or(0), rows, weight.shape());
   }

@@ -5,6 +5,7 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/minmax.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/unary.h"
 
@@ -25,10 +26,9 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
     const Tensor a = g.to(acc).abs();
     Tensor part;
     if (std::isinf(norm_type)) {
-      // The largest magnitude, as a limit of high powers is unstable: read it on the host.
-      double m = 0;
-      for (double v : a.to_vector<double>()) m = std::isnan(v) || std::isnan(m) ? NAN : std::max(m, v);
-      part = scalar_tensor(m, acc).to(g.device());
+      // The largest magnitude (a limit of high powers is unstable), reduced on the gradient's
+      // device so the host does not wait; max and maximum propagate NaN.
+      part = a.numel() ? max(a) : zeros({}, TensorOptions(acc).device(g.device()));
       total = total.defined() ? maximum(total, part.to(total.dtype())) : part;
     } else {
       part = norm_type == 2.0 ? sum(a * a) : sum(pow(a, norm_type));
@@ -38,6 +38,7 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
   if (!std::isinf(norm_type)) total = pow(total, 1.0 / norm_type);
   total = total.to(kFloat32);
   if (error_if_nonfinite) {
+    // The one host wait here (on CUDA): the check has to see the norm before anything is clipped.
     const double t = total.item<double>();
     HG_CHECK(std::isfinite(t), "clip_grad_norm_",
              "the total norm of order {} of the gradients is {}; set error_if_nonfinite=false to clip anyway",

@@ -12,7 +12,8 @@ inline constexpr double kInfNorm = std::numeric_limits<double>::infinity();
 // Scales the gradients of `params` in place so their joint norm (of order `norm_type`, or
 // kInfNorm for the largest magnitude) is at most max_norm: each gradient is multiplied by
 // min(1, max_norm / (total + 1e-6)). Returns the total norm before clipping (0-d float32).
-// With error_if_nonfinite a NaN or infinite norm throws instead. Parameters without a
+// With error_if_nonfinite a NaN or infinite norm throws instead (on CUDA that check is the one
+// host wait: without it the norm and the clip stay on the device). Parameters without a
 // gradient are skipped.
 Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);

@@ -23,12 +23,14 @@ bool unscale_typed(T* data, int64_t n, double inv_scale) {
   return found.load();
 }
 
-void unscale_grad_cpu(const Tensor& grad, const Tensor& found_inf, const Tensor& scale) {
+void unscale_grad_cpu(const TensorList& grads, const Tensor& found_inf, const Tensor& scale) {
   const double inv_scale = 1.0 / static_cast<double>(*scale.data_ptr<float>());
-  const bool found = dispatch_floating(grad.dtype(), "amp_unscale_", [&]<class T>(TypeTag<T>) {
-    return unscale_typed(static_cast<T*>(grad.raw_data()), grad.numel(), inv_scale);
-  });
-  if (found) *found_inf.data_ptr<float>() = 1.0f;
+  for (const Tensor& grad : grads) {
+    const bool found = dispatch_floating(grad.dtype(), "amp_unscale_", [&]<class T>(TypeTag<T>) {
+      return unscale_typed(static_cast<T*>(grad.raw_data()), grad.numel(), inv_scale);
+    });
+    if (found) *found_inf.data_ptr<float>() = 1.0f;
+  }
 }
 
 void update_scale_cpu(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,

@@ -83,7 +83,7 @@ std::optional<int64_t> scatter_add_cpu(const Tensor& self, int64_t dim, const Te
   return std::nullopt;
 }
 
-std::optional<int64_t> index_select_cpu(const Tensor& out, const Tensor& x, const Tensor& index) {
+std::optional<int64_t> index_select_cpu(const Tensor& out, const Tensor& x, const Tensor& index, const char*) {
   const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
   const int64_t outer = out.shape()[0], m = out.shape()[1], inner = out.shape()[2], n = x.shape()[1];
   if (auto bad = first_bad(idx, m, n)) return bad;

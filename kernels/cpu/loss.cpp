@@ -27,14 +27,15 @@ struct BadTarget {
   }
 };
 
-int64_t count_kept(const int64_t* target, int64_t n, int64_t ignore_index) {
+// Writes the number of targets that are not ignore_index into the 0-d int64 `count`.
+void count_kept(const Tensor& count, const int64_t* target, int64_t n, int64_t ignore_index) {
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) kept += target[i] != ignore_index;
-  return kept;
+  *static_cast<int64_t*>(count.raw_data()) = kept;
 }
 
-int64_t cross_entropy_cpu(const Tensor& losses, const Tensor& lse_t, const Tensor& logits, const Tensor& target_t,
-                          int64_t ignore_index, double label_smoothing) {
+void cross_entropy_cpu(const Tensor& losses, const Tensor& lse_t, const Tensor& count, const Tensor& logits,
+                       const Tensor& target_t, int64_t ignore_index, double label_smoothing) {
   const int64_t n = logits.shape()[0], c = logits.shape()[1], s = logits.shape()[2];
   const int64_t* target = static_cast<const int64_t*>(target_t.raw_data());
   BadTarget bad;
@@ -73,7 +74,7 @@ int64_t cross_entropy_cpu(const Tensor& losses, const Tensor& lse_t, const Tenso
     });
   });
   bad.check("cross_entropy", target, c);
-  return count_kept(target, n * s, ignore_index);
+  count_kept(count, target, n * s, ignore_index);
 }
 
 void cross_entropy_backward_cpu(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
@@ -104,7 +105,8 @@ void cross_entropy_backward_cpu(const Tensor& grad_logits, const Tensor& grad_lo
   });
 }
 
-int64_t nll_cpu(const Tensor& losses, const Tensor& log_probs, const Tensor& target_t, int64_t ignore_index) {
+void nll_cpu(const Tensor& losses, const Tensor& count, const Tensor& log_probs, const Tensor& target_t,
+             int64_t ignore_index) {
   const int64_t n = log_probs.shape()[0], c = log_probs.shape()[1], s = log_probs.shape()[2];
   const int64_t* target = static_cast<const int64_t*>(target_t.raw_data());
   BadTarget bad;
@@ -125,7 +127,7 @@ int64_t nll_cpu(const Tensor& losses, const Tensor& log_probs, const Tensor& tar
     });
   });
   bad.check("nll_loss", target, c);
-  return count_kept(target, n * s, ignore_index);
+  count_kept(count, target, n * s, ignore_index);
 }
 
 void nll_backward_cpu(const Tensor& grad_log_probs, const Tensor& grad_loss, const Tensor& target_t,

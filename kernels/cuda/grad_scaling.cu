@@ -67,11 +67,15 @@ void unscale_many(const std::vector<Tensor>& grads, const Tensor& found_inf, con
   }
 }
 
-void unscale_grad_cuda(const Tensor& grad, const Tensor& found_inf, const Tensor& scale) {
-  HG_CHECK(grad.is_contiguous() && grad.device() == found_inf.device() && grad.device() == scale.device(),
-           "amp_unscale_", "expected a contiguous gradient with found_inf and scale on its device ({})", grad.device());
-  dispatch_floating(grad.dtype(), "amp_unscale_",
-                    [&]<class T>(TypeTag<T>) { unscale_many<T>({grad}, found_inf, scale); });
+void unscale_grad_cuda(const TensorList& grads, const Tensor& found_inf, const Tensor& scale) {
+  if (grads.empty()) return;
+  for (const Tensor& g : grads)
+    HG_CHECK(g.is_contiguous() && g.dtype() == grads[0].dtype() && g.device() == found_inf.device() &&
+                 g.device() == scale.device(),
+             "amp_unscale_", "expected contiguous gradients of one dtype with found_inf and scale on their device ({})",
+             found_inf.device());
+  dispatch_floating(grads[0].dtype(), "amp_unscale_",
+                    [&]<class T>(TypeTag<T>) { unscale_many<T>(grads, found_inf, scale); });
 }
 
 __global__ void update_scale_kernel(float* scale, int32_t* tracker, const float* found_inf, double growth_factor,

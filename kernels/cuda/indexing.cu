@@ -1,6 +1,7 @@
 // CUDA kernels for gather, scatter_add, index_select, index_add, where and clamp. Indices are
-// checked on the device first; reading the verdict back is one counted host synchronisation
-// (the op must throw before anything is written, as on the CPU).
+// checked by the kernels themselves, which skip a bad one (gather/index_select write 0 there) and
+// report it through the device error record: the hg::Error comes at the next host
+// synchronisation, not from the op (the CPU kernels throw before writing anything).
 #include <limits>
 #include <optional>
 
@@ -13,29 +14,33 @@
 namespace hg::cuda {
 namespace {
 
-__global__ void first_bad_kernel(const int64_t* idx, int64_t n, int64_t size, unsigned long long* pos) {
+// Where a kernel reports an index outside [0, size): the device error record, raised as an
+// hg::Error naming `op` at the next host synchronisation. The kernel skips that element.
+struct IndexReport {
+  DeviceErrorRecord* errors;
+  int op;
+  int64_t size;
+  __device__ __forceinline__ bool ok(int64_t i, int64_t position) const {
+    if (i >= 0 && i < size) [[likely]]
+      return true;
+    report_device_error(errors, DeviceErrorKind::IndexOutOfRange, op, position, i, size);
+    return false;
+  }
+};
+
+__global__ void check_indices_kernel(const int64_t* idx, int64_t m, IndexReport check) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride)
-    if (idx[k] < 0 || idx[k] >= size) atomicMin(pos, static_cast<unsigned long long>(k));
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < m; k += stride) check.ok(idx[k], k);
 }
 
-// The first index value outside [0, size), as the CPU kernels report it.
-std::optional<int64_t> first_bad(const Tensor& index, int64_t n, int64_t size) {
-  if (n == 0) return std::nullopt;
+// When there is nothing to copy (an empty outer or inner extent) the indices are still checked.
+void check_indices_only(const Tensor& index, int64_t m, const IndexReport& check) {
+  if (m == 0) return;
   const int dev = index.device().index;
-  cudaStream_t stream = current_stream(dev);
-  const Tensor pos = empty({1}, TensorOptions(kInt64).device(index.device()));
-  HG_CUDA_CHECK(cudaMemsetAsync(pos.raw_data(), 0xff, sizeof(int64_t), stream));
-  const auto* idx = static_cast<const int64_t*>(index.raw_data());
-  first_bad_kernel<<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
-      idx, n, size, static_cast<unsigned long long*>(pos.raw_data()));
+  DeviceGuard guard(dev);
+  check_indices_kernel<<<grid_for(m, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
+      static_cast<const int64_t*>(index.raw_data()), m, check);
   HG_CUDA_CHECK_LAUNCH();
-  unsigned long long at = 0;
-  copy_to_host(&at, pos.raw_data(), sizeof(at), stream);
-  if (at == ~0ull) return std::nullopt;
-  int64_t value = 0;
-  copy_to_host(&value, idx + at, sizeof(value), stream);
-  return value;
 }
 
 // Element offsets of positions of `sizes` (row-major) under two stride sets.
@@ -91,37 +96,42 @@ constexpr bool serial() {
 }
 
 template <class T>
-__global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t n, int64_t step, Walk w) {
+__global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t n, int64_t step, Walk w,
+                              IndexReport check) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
     int64_t ox, unused;
     w.offsets(k, ox, unused);
-    out[k] = x[ox + idx[k] * step];
+    const int64_t j = idx[k];
+    out[k] = check.ok(j, k) ? x[ox + j * step] : T{};
   }
 }
 
 template <class T>
-__global__ void scatter_add_kernel(T* self, const T* src, const int64_t* idx, int64_t n, int64_t step, Walk w) {
+__global__ void scatter_add_kernel(T* self, const T* src, const int64_t* idx, int64_t n, int64_t step, Walk w,
+                                   IndexReport check) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
     int64_t os, osrc;
     w.offsets(k, os, osrc);
-    atomic_add(self + os + idx[k] * step, src[osrc]);
+    const int64_t j = idx[k];
+    if (check.ok(j, k)) atomic_add(self + os + j * step, src[osrc]);
   }
 }
 
 std::optional<int64_t> gather_cuda(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t size = x.dim() ? x.size(dim) : 1, step = x.dim() ? x.stride(dim) : 0;
-  if (auto bad = first_bad(index, index.numel(), size)) return bad;
   const int64_t n = index.numel();
   if (n == 0) return std::nullopt;
+  static const int op = device_error_op("gather");
+  const IndexReport check{device_error_record(), op, size};
   const int dev = out.device().index;
   DeviceGuard guard(dev);
   const Walk w = make_walk(index.shape(), without_dim(x, dim), index.strides(), "gather");
   dispatch_dtype(x.dtype(), [&]<class T>(TypeTag<T>) {
     gather_kernel<T><<<grid_for(n, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
         static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), n, step, w);
+        static_cast<const int64_t*>(index.raw_data()), n, step, w, check);
     HG_CUDA_CHECK_LAUNCH();
   });
   return std::nullopt;
@@ -129,9 +139,10 @@ std::optional<int64_t> gather_cuda(const Tensor& out, const Tensor& x, int64_t d
 
 std::optional<int64_t> scatter_add_cuda(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t size = self.dim() ? self.size(dim) : 1, step = self.dim() ? self.stride(dim) : 0;
-  if (auto bad = first_bad(index, index.numel(), size)) return bad;
   const int64_t n = index.numel();
   if (n == 0) return std::nullopt;
+  static const int op = device_error_op("scatter_add");
+  const IndexReport check{device_error_record(), op, size};
   const int dev = self.device().index;
   DeviceGuard guard(dev);
   const Walk w = make_walk(index.shape(), without_dim(self, dim), src.strides(), "scatter_add");
@@ -139,7 +150,7 @@ std::optional<int64_t> scatter_add_cuda(const Tensor& self, int64_t dim, const T
     const unsigned grid = serial<T>() ? 1 : grid_for(n, kThreads, 1, dev);
     scatter_add_kernel<T><<<grid, serial<T>() ? 1 : kThreads, 0, current_stream(dev)>>>(
         static_cast<T*>(self.raw_data()), static_cast<const T*>(src.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), n, step, w);
+        static_cast<const int64_t*>(index.raw_data()), n, step, w, check);
     HG_CUDA_CHECK_LAUNCH();
   });
   return std::nullopt;
@@ -147,25 +158,29 @@ std::optional<int64_t> scatter_add_cuda(const Tensor& self, int64_t dim, const T
 
 template <class U>
 __global__ void index_select_kernel(U* out, const U* x, const int64_t* idx, int64_t total, int64_t m, int64_t n,
-                                    int64_t inner) {
+                                    int64_t inner, IndexReport check) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
     const int64_t i = k % inner, j = (k / inner) % m, o = k / (inner * m);
-    out[k] = x[(o * n + idx[j]) * inner + i];
+    const int64_t at = idx[j];
+    out[k] = check.ok(at, j) ? x[(o * n + at) * inner + i] : U{};
   }
 }
 
-std::optional<int64_t> index_select_cuda(const Tensor& out, const Tensor& x, const Tensor& index) {
+std::optional<int64_t> index_select_cuda(const Tensor& out, const Tensor& x, const Tensor& index, const char* op_name) {
   const int64_t outer = out.shape()[0], m = out.shape()[1], inner = out.shape()[2], n = x.shape()[1];
-  if (auto bad = first_bad(index, m, n)) return bad;
   const int64_t total = outer * m * inner;
-  if (total == 0) return std::nullopt;
+  const IndexReport check{device_error_record(), device_error_op(op_name), n};
+  if (total == 0) {
+    check_indices_only(index, m, check);
+    return std::nullopt;
+  }
   const int dev = out.device().index;
   DeviceGuard guard(dev);
   auto launch = [&]<class U>(TypeTag<U>) {
     index_select_kernel<U><<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
         static_cast<U*>(out.raw_data()), static_cast<const U*>(x.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), total, m, n, inner);
+        static_cast<const int64_t*>(index.raw_data()), total, m, n, inner, check);
     HG_CUDA_CHECK_LAUNCH();
   };
   switch (element_size(x.dtype())) {  // a copy: only the width matters
@@ -179,26 +194,31 @@ std::optional<int64_t> index_select_cuda(const Tensor& out, const Tensor& x, con
 
 template <class T>
 __global__ void index_add_kernel(T* self, const T* src, const int64_t* idx, int64_t total, int64_t m, int64_t n,
-                                 int64_t inner) {
+                                 int64_t inner, IndexReport check) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
     const int64_t i = k % inner, j = (k / inner) % m, o = k / (inner * m);
-    atomic_add(self + (o * n + idx[j]) * inner + i, src[k]);
+    const int64_t at = idx[j];
+    if (check.ok(at, j)) atomic_add(self + (o * n + at) * inner + i, src[k]);
   }
 }
 
 std::optional<int64_t> index_add_cuda(const Tensor& self, const Tensor& index, const Tensor& src) {
   const int64_t outer = self.shape()[0], n = self.shape()[1], inner = self.shape()[2], m = src.shape()[1];
-  if (auto bad = first_bad(index, m, n)) return bad;
   const int64_t total = outer * m * inner;
-  if (total == 0) return std::nullopt;
+  static const int op = device_error_op("index_add");
+  const IndexReport check{device_error_record(), op, n};
+  if (total == 0) {
+    check_indices_only(index, m, check);
+    return std::nullopt;
+  }
   const int dev = self.device().index;
   DeviceGuard guard(dev);
   dispatch_dtype(self.dtype(), [&]<class T>(TypeTag<T>) {
     const unsigned grid = serial<T>() ? 1 : grid_for(total, kThreads, 1, dev);
     index_add_kernel<T><<<grid, serial<T>() ? 1 : kThreads, 0, current_stream(dev)>>>(
         static_cast<T*>(self.raw_data()), static_cast<const T*>(src.raw_data()),
-        static_cast<const int64_t*>(index.raw_data()), total, m, n, inner);
+        static_cast<const int64_t*>(index.raw_data()), total, m, n, inner, check);
     HG_CUDA_CHECK_LAUNCH();
   });
   return std::nullopt;

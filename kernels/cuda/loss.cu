@@ -1,7 +1,7 @@
 // CUDA loss kernels: fused cross_entropy (a block per row: max, log-sum-exp, pick), nll_loss
-// and the elementwise losses, in float32 (float64 for float64). cross_entropy/nll return the
-// number of kept targets and throw on a bad one, so they read one small result back (one counted
-// host synchronisation); so does binary_cross_entropy for its range check.
+// and the elementwise losses, in float32 (float64 for float64). cross_entropy/nll count the kept
+// targets on the device and report bad ones through the device error record (raised at the next
+// host synchronisation), so they never wait; binary_cross_entropy still reads its range check back.
 #include <cmath>
 
 #include "framework/dispatch.h"
@@ -15,47 +15,30 @@ namespace {
 
 constexpr int kRowThreads = 128;
 
-// [0]: kept targets, [1]: first bad position (all ones: none).
+// Where the kernels note a target: kept ones are counted into the 0-d int64 count (the mean's
+// divisor, which never leaves the device); bad ones go to the device error record.
 struct TargetReport {
-  Tensor t;
-  explicit TargetReport(Device d) : t(empty({2}, TensorOptions(kInt64).device(d))) {
-    HG_CUDA_CHECK(cudaMemsetAsync(t.raw_data(), 0, sizeof(int64_t), current_stream(d)));
-    HG_CUDA_CHECK(cudaMemsetAsync(static_cast<int64_t*>(t.raw_data()) + 1, 0xff, sizeof(int64_t), current_stream(d)));
-  }
-  unsigned long long* count() const { return static_cast<unsigned long long*>(t.raw_data()); }
-  unsigned long long* bad() const { return count() + 1; }
-  int64_t finish(const char* op, const Tensor& target, int64_t classes) const {
-    cudaStream_t stream = current_stream(t.device());
-    unsigned long long r[2];
-    copy_to_host(r, t.raw_data(), sizeof(r), stream);
-    if (r[1] != ~0ull) {
-      int64_t value = 0;
-      copy_to_host(&value, static_cast<const int64_t*>(target.raw_data()) + r[1], sizeof(value), stream);
-      fail(op, "target {} (at position {}) is out of range for {} classes: expected 0 <= target < {} or ignore_index",
-           value, r[1], classes, classes);
-    }
-    return static_cast<int64_t>(r[0]);
+  unsigned long long* count;
+  DeviceErrorRecord* errors;
+  int op;
+  __device__ __forceinline__ void note(int64_t t, int64_t classes, int64_t ignore, int64_t r) const {
+    if (t == ignore) return;
+    if (t < 0 || t >= classes)
+      report_device_error(errors, DeviceErrorKind::TargetOutOfRange, op, r, t, classes);
+    else
+      atomicAdd(count, 1ull);
   }
 };
 
-__device__ __forceinline__ void note_target(int64_t t, int64_t classes, int64_t ignore, int64_t r,
-                                            unsigned long long* count, unsigned long long* bad) {
-  if (t == ignore) return;
-  if (t < 0 || t >= classes)
-    atomicMin(bad, static_cast<unsigned long long>(r));
-  else
-    atomicAdd(count, 1ull);
-}
-
 template <class T, class C>
 __global__ void cross_entropy_kernel(C* loss, C* lse_out, const T* x, const int64_t* target, int64_t c, int64_t s,
-                                     int64_t ignore, C eps, unsigned long long* count, unsigned long long* bad) {
+                                     int64_t ignore, C eps, TargetReport report) {
   __shared__ C scratch[32];
   const int64_t r = blockIdx.x;
   const int64_t t = target[r];
   if (t == ignore || t < 0 || t >= c) {
     if (threadIdx.x == 0) {
-      note_target(t, c, ignore, r, count, bad);
+      report.note(t, c, ignore, r);
       loss[r] = C(0), lse_out[r] = C(0);
     }
     return;
@@ -73,7 +56,7 @@ __global__ void cross_entropy_kernel(C* loss, C* lse_out, const T* x, const int6
   for (int64_t i = threadIdx.x; i < c; i += blockDim.x) sum += exp(static_cast<C>(to_acc(row[i * s])) - m);
   sum = block_sum(sum, scratch);
   if (threadIdx.x == 0) {
-    note_target(t, c, ignore, r, count, bad);
+    report.note(t, c, ignore, r);
     const C lse = m + ::log(sum);
     lse_out[r] = lse;
     C l = lse - static_cast<C>(to_acc(row[t * s]));
@@ -99,11 +82,11 @@ __global__ void cross_entropy_backward_kernel(T* gx, const T* x, const int64_t* 
 
 template <class T, class C>
 __global__ void nll_kernel(C* loss, const T* x, const int64_t* target, int64_t rows, int64_t c, int64_t s,
-                           int64_t ignore, unsigned long long* count, unsigned long long* bad) {
+                           int64_t ignore, TargetReport report) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
     const int64_t t = target[r];
-    note_target(t, c, ignore, r, count, bad);
+    report.note(t, c, ignore, r);
     const bool ok = t >= 0 && t < c && t != ignore;
     loss[r] = ok ? -static_cast<C>(to_acc(x[(r / s) * c * s + t * s + r % s])) : C(0);
   }
@@ -115,7 +98,8 @@ __global__ void nll_backward_kernel(T* gx, const C* w, bool per_sample, const in
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
     const int64_t t = target[r];
-    if (t != ignore) gx[(r / s) * c * s + t * s + r % s] = from_acc<T>(static_cast<acc_t<T>>(-w[per_sample ? r : 0]));
+    if (t != ignore && t >= 0 && t < c)
+      gx[(r / s) * c * s + t * s + r % s] = from_acc<T>(static_cast<acc_t<T>>(-w[per_sample ? r : 0]));
   }
 }
 
@@ -135,21 +119,20 @@ void dispatch_loss(Dtype in, Dtype compute, F&& f) {
   });
 }
 
-int64_t cross_entropy_cuda(const Tensor& losses, const Tensor& lse, const Tensor& logits, const Tensor& target,
-                           int64_t ignore_index, double label_smoothing) {
+void cross_entropy_cuda(const Tensor& losses, const Tensor& lse, const Tensor& count, const Tensor& logits,
+                        const Tensor& target, int64_t ignore_index, double label_smoothing) {
   const int64_t n = logits.shape()[0], c = logits.shape()[1], s = logits.shape()[2];
-  if (n * s == 0) return 0;
+  if (n * s == 0) return;
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
-  const TargetReport report(logits.device());
+  static const int op = device_error_op("cross_entropy");
   dispatch_loss(logits.dtype(), losses.dtype(), [&]<class T, class C>(TypeTag<T>, TypeTag<C>) {
     cross_entropy_kernel<T, C><<<row_blocks(n * s), kRowThreads, 0, current_stream(dev)>>>(
         static_cast<C*>(losses.raw_data()), static_cast<C*>(lse.raw_data()), static_cast<const T*>(logits.raw_data()),
         static_cast<const int64_t*>(target.raw_data()), c, s, ignore_index, static_cast<C>(label_smoothing),
-        report.count(), report.bad());
+        TargetReport{static_cast<unsigned long long*>(count.raw_data()), device_error_record(), op});
     HG_CUDA_CHECK_LAUNCH();
   });
-  return report.finish("cross_entropy", target, c);
 }
 
 void cross_entropy_backward_cuda(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
@@ -169,19 +152,20 @@ void cross_entropy_backward_cuda(const Tensor& grad_logits, const Tensor& grad_l
   });
 }
 
-int64_t nll_cuda(const Tensor& losses, const Tensor& log_probs, const Tensor& target, int64_t ignore_index) {
+void nll_cuda(const Tensor& losses, const Tensor& count, const Tensor& log_probs, const Tensor& target,
+              int64_t ignore_index) {
   const int64_t n = log_probs.shape()[0], c = log_probs.shape()[1], s = log_probs.shape()[2], rows = n * s;
-  if (rows == 0) return 0;
+  if (rows == 0) return;
   const int dev = log_probs.device().index;
   DeviceGuard guard(dev);
-  const TargetReport report(log_probs.device());
+  static const int op = device_error_op("nll_loss");
   dispatch_loss(log_probs.dtype(), losses.dtype(), [&]<class T, class C>(TypeTag<T>, TypeTag<C>) {
     nll_kernel<T, C><<<grid_for(rows, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
         static_cast<C*>(losses.raw_data()), static_cast<const T*>(log_probs.raw_data()),
-        static_cast<const int64_t*>(target.raw_data()), rows, c, s, ignore_index, report.count(), report.bad());
+        static_cast<const int64_t*>(target.raw_data()), rows, c, s, ignore_index,
+        TargetReport{static_cast<unsigned long long*>(count.raw_data()), device_error_record(), op});
     HG_CUDA_CHECK_LAUNCH();
   });
-  return report.finish("nll_loss", target, c);
 }
 
 void nll_backward_cuda(const Tensor& grad_log_probs, const Tensor& grad_loss, const Tensor& target,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -103,14 +104,79 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0 && previous_ != current_) (void)cudaSetDevice(previous_);  // destructors do not throw
 }
 
+namespace {
+std::mutex g_error_mutex;
+std::vector<const char*>& error_ops() {
+  static auto* ops = new std::vector<const char*>{"cuda"};  // 0: unnamed
+  return *ops;
+}
+DeviceErrorRecord* g_error_record = nullptr;  // pinned, mapped; allocated by the first kernel that may report
+}  // namespace
+
+DeviceErrorRecord* device_error_record() {
+  static DeviceErrorRecord* rec = [] {
+    void* p = nullptr;
+    // Portable + mapped: one host allocation every device can write through unified addressing.
+    HG_CUDA_CHECK(cudaHostAlloc(&p, sizeof(DeviceErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(p, 0, sizeof(DeviceErrorRecord));
+    auto* r = static_cast<DeviceErrorRecord*>(p);
+    std::lock_guard<std::mutex> lock(g_error_mutex);
+    g_error_record = r;
+    return r;
+  }();
+  return rec;
+}
+
+int device_error_op(const char* op) {
+  std::lock_guard<std::mutex> lock(g_error_mutex);
+  auto& ops = error_ops();
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (std::strcmp(ops[i], op) == 0) return static_cast<int>(i);
+  ops.push_back(op);
+  return static_cast<int>(ops.size() - 1);
+}
+
+void check_device_errors() {
+  DeviceErrorRecord* rec = nullptr;
+  const char* op = "cuda";
+  DeviceErrorRecord seen{};
+  {
+    std::lock_guard<std::mutex> lock(g_error_mutex);
+    rec = g_error_record;
+    if (rec == nullptr) return;
+    // After a stream/device synchronisation the kernels' writes to mapped memory are visible.
+    auto* v = reinterpret_cast<volatile DeviceErrorRecord*>(rec);
+    if (v->kind <= 0) return;
+    seen.kind = v->kind, seen.op = v->op, seen.position = v->position, seen.value = v->value, seen.limit = v->limit;
+    v->kind = 0;  // cleared so the next error is reported too
+    if (seen.op >= 0 && static_cast<size_t>(seen.op) < error_ops().size())
+      op = error_ops()[static_cast<size_t>(seen.op)];
+  }
+  switch (static_cast<DeviceErrorKind>(seen.kind)) {
+    case DeviceErrorKind::TargetOutOfRange:
+      fail(op,
+           "target {} (at position {}) is out of range for {} classes: expected 0 <= target < {} or ignore_index "
+           "(found on the device by an earlier launch, raised at this synchronisation)",
+           seen.value, seen.position, seen.limit, seen.limit);
+    case DeviceErrorKind::IndexOutOfRange:
+      fail(op,
+           "index {} (at position {}) is out of range for a dimension of size {} (found on the device by an earlier "
+           "launch, raised at this synchronisation; the op skipped it)",
+           seen.value, seen.position, seen.limit);
+    default: fail(op, "unknown device-side error {}", seen.kind);
+  }
+}
+
 void host_sync(cudaStream_t stream) {
   g_host_syncs.fetch_add(1, std::memory_order_relaxed);
   HG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  check_device_errors();
 }
 
 void host_sync_device() {
   g_host_syncs.fetch_add(1, std::memory_order_relaxed);
   HG_CUDA_CHECK(cudaDeviceSynchronize());
+  check_device_errors();
 }
 
 void copy_to_host(void* dst, const void* src, size_t nbytes, cudaStream_t stream) {

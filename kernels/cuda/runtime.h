@@ -39,6 +39,34 @@ void host_sync_device();  // cudaDeviceSynchronize
 // Device-to-host copy on `stream`, finished when it returns (counted as one host sync).
 void copy_to_host(void* dst, const void* src, size_t nbytes, cudaStream_t stream);
 
+// Errors found by kernels (a target or index out of range) without the host waiting for the
+// verdict, like PyTorch's device-side asserts: the kernel records the first one here (host memory
+// mapped into every device) and skips the bad element; the host raises it as an hg::Error naming
+// the op at the next synchronisation it makes anyway (item(), to(kCPU), cuda::synchronize()).
+enum class DeviceErrorKind : int { None = 0, TargetOutOfRange = 1, IndexOutOfRange = 2 };
+struct DeviceErrorRecord {
+  int kind;  // DeviceErrorKind; 0 while no error is recorded, claimed with atomicCAS
+  int op;    // index into the names passed to device_error_op()
+  long long position, value, limit;
+};
+// The record's device-visible address (the same for every device).
+DeviceErrorRecord* device_error_record();
+// A small integer naming `op` (a string literal) in DeviceErrorRecord::op.
+int device_error_op(const char* op);
+// Raises (and clears) a recorded error; host_sync() and friends call it after every wait.
+void check_device_errors();
+
+#ifdef __CUDACC__
+// Records the first error; later ones (from any kernel) are dropped until the host raised it.
+__device__ __forceinline__ void report_device_error(DeviceErrorRecord* rec, DeviceErrorKind kind, int op,
+                                                    long long position, long long value, long long limit) {
+  if (atomicCAS(&rec->kind, 0, -1) != 0) return;
+  rec->op = op, rec->position = position, rec->value = value, rec->limit = limit;
+  __threadfence_system();
+  atomicExch(&rec->kind, static_cast<int>(kind));
+}
+#endif
+
 // The grid for a 1-d loop over n elements, each thread taking `per_thread` elements, capped so
 // grid-stride loops keep every SM busy without launching millions of idle blocks.
 unsigned grid_for(int64_t n, int threads, int per_thread, int device);

@@ -1,6 +1,7 @@
 // GradScaler and the fused optimizers on CUDA: unscale + found_inf, scale backoff/growth, SGD and
 // Adam/AdamW against the CPU path, parameters bit for bit unchanged when found_inf is set, and an
 // AMP training step that never makes the host wait.
+#include "amp/scaler_ops.h"
 #include "helpers.h"
 
 using namespace hg;
@@ -57,6 +58,35 @@ TEST_CASE("cuda GradScaler unscales, flags inf and backs off without a host sync
     scaler.update();
   }
   CHECK(scaler.get_scale() == 1024.0);
+}
+
+TEST_CASE("cuda multi-tensor unscale over 70 gradients of two dtypes matches per-gradient unscales") {
+  manual_seed(12);
+  std::vector<Tensor> cpu_grads;
+  for (int i = 0; i < 70; ++i) {  // more than one launch's 32 tensors, sizes across chunk boundaries
+    const int64_t n = i % 7 == 0 ? 40000 : 1 + (i * 37) % 300;
+    cpu_grads.push_back((randn({n}) * 100.0).to(i % 3 == 0 ? kBFloat16 : kFloat32));
+  }
+  for (bool with_inf : {false, true}) {
+    CAPTURE(with_inf);
+    TensorList many, each;
+    for (const Tensor& g : cpu_grads) many.push_back(g.to(kCUDA)), each.push_back(g.to(kCUDA));
+    if (with_inf) {
+      many[45].fill_(INFINITY);
+      each[45].fill_(INFINITY);
+    }
+    const Tensor scale = full({1}, 64.0).to(kCUDA);
+    const Tensor found_many = zeros({1}).to(kCUDA), found_each = zeros({1}).to(kCUDA);
+    amp::unscale_grads_(many, found_many, scale);
+    for (const Tensor& g : each) amp::unscale_grad_(g, found_each, scale);
+    CHECK(found_many.item<float>() == (with_inf ? 1.0f : 0.0f));
+    CHECK(found_each.item<float>() == found_many.item<float>());
+    for (size_t i = 0; i < many.size(); ++i) {
+      CAPTURE(i);
+      check_close(many[i].to(kCPU), each[i].to(kCPU), {0, 0});  // the same arithmetic, bit for bit
+      if (!with_inf) check_close(many[i].to(kCPU).to(kFloat64), cpu_grads[i].to(kFloat64) / 64.0, {0, 0});
+    }
+  }
 }
 
 namespace {
@@ -141,6 +171,61 @@ TEST_CASE("cuda fused optimizers leave parameters and state bit for bit unchange
   // The momentum buffer was not initialised by the skipped step: the next step starts it.
   sgd.step(zeros({1}).to(kCUDA));
   check_close(w.detach().to(kCPU), before - w.grad().to(kCPU) * 0.1, {1e-6, 1e-6});
+}
+
+TEST_CASE("cuda language-model step (embedding, cross_entropy, clip_grad_norm_, AdamW) makes no host sync") {
+  manual_seed(6);
+  const int64_t vocab = 50, dim = 16, batch = 8, seq = 12;
+  Tensor table = (randn({vocab, dim}) * 0.1).to(kCUDA).requires_grad_();
+  Tensor w1 = (randn({dim, 32}) * 0.2).to(kCUDA).requires_grad_();
+  Tensor b1 = zeros({32}).to(kCUDA).requires_grad_();
+  Tensor w2 = (randn({32, vocab}) * 0.2).to(kCUDA).requires_grad_();
+  const Tensor tokens = randint(0, vocab, {batch, seq}).to(kCUDA);
+  Tensor targets = randint(0, vocab, {batch * seq});
+  targets.data_ptr<int64_t>()[3] = -100;  // one ignored target: the mean divides by the count on the device
+  targets = targets.to(kCUDA);
+  optim::AdamW opt({table, w1, b1, w2}, {.lr = 1e-2});
+  for (double norm_type : {2.0, optim::kInfNorm}) {
+    CAPTURE(norm_type);
+    auto step = [&] {
+      opt.zero_grad();
+      const Tensor h = relu(matmul(embedding(table, tokens).reshape({batch * seq, dim}), w1) + b1);
+      const Tensor loss = cross_entropy(matmul(h, w2), targets);
+      loss.backward();
+      const Tensor norm = optim::clip_grad_norm_({table, w1, b1, w2}, 0.5, norm_type);
+      opt.step();
+      return std::pair{loss, norm};
+    };
+    step();  // warm-up: allocator, cuBLASLt plans
+    const int64_t syncs = cuda::host_sync_count();
+    for (int i = 0; i < 3; ++i) step();
+    const auto [loss, norm] = step();
+    CHECK(cuda::host_sync_count() == syncs);
+    CHECK(std::isfinite(loss.item<double>()));
+    CHECK(norm.item<double>() > 0.0);
+    CHECK(cuda::host_sync_count() == syncs + 2);  // the two read-backs above are the only ones
+  }
+}
+
+TEST_CASE("cuda cross_entropy divides by the non-ignored count and clip_grad_norm_ matches the CPU") {
+  manual_seed(8);
+  const Tensor logits = randn({6, 5});
+  const Tensor target = tensor<int64_t>({1, -100, 4, 0, -100, 2});
+  check_close(cross_entropy(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), cross_entropy(logits, target), {1e-6, 1e-6});
+  check_close(nll_loss(logits.to(kCUDA), target.to(kCUDA)).to(kCPU), nll_loss(logits, target), {1e-6, 1e-6});
+  for (double norm_type : {1.0, 2.0, optim::kInfNorm}) {
+    CAPTURE(norm_type);
+    const Tensor g1 = randn({4, 3}) * 3.0, g2 = randn({7});
+    Tensor a = zeros({4, 3}).requires_grad_(), b = zeros({7}).requires_grad_();
+    Tensor ca = zeros({4, 3}).to(kCUDA).requires_grad_(), cb = zeros({7}).to(kCUDA).requires_grad_();
+    a.set_grad(g1.clone()), b.set_grad(g2.clone());
+    ca.set_grad(g1.to(kCUDA)), cb.set_grad(g2.to(kCUDA));
+    const Tensor n_cpu = optim::clip_grad_norm_({a, b}, 1.0, norm_type);
+    const Tensor n_cuda = optim::clip_grad_norm_({ca, cb}, 1.0, norm_type);
+    check_close(n_cuda.to(kCPU), n_cpu, {1e-5, 1e-5});
+    check_close(ca.grad().to(kCPU), a.grad(), {1e-5, 1e-5});
+    check_close(cb.grad().to(kCPU), b.grad(), {1e-5, 1e-5});
+  }
 }
 
 TEST_CASE("cuda AMP training step (fp16 autocast, GradScaler) makes no host synchronisation") {

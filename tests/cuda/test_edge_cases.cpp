@@ -20,7 +20,8 @@ namespace {
 using Inputs = std::vector<Tensor>;
 
 // f on empty CPU inputs and their CUDA copies: same shape, dtype and (empty or reduced) values;
-// an op that throws on the CPU must throw on CUDA too.
+// an op that throws on the CPU must throw on CUDA too (bad indices and targets: at the next
+// synchronisation, as they are found on the device).
 void check_empty(const char* what, const std::function<Tensor(const Inputs&)>& f, const Inputs& cpu) {
   CAPTURE(what);
   bool cpu_threw = false;
@@ -31,7 +32,12 @@ void check_empty(const char* what, const std::function<Tensor(const Inputs&)>& f
     cpu_threw = true;
   }
   if (cpu_threw) {
-    CHECK_THROWS_AS(f(hg::test::to_cuda(cpu)), Error);
+    CHECK_THROWS_AS(
+        [&] {
+          f(hg::test::to_cuda(cpu));
+          cuda::synchronize();
+        }(),
+        Error);
     return;
   }
   const Tensor actual = f(hg::test::to_cuda(cpu));

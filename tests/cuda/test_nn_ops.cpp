@@ -69,8 +69,12 @@ TEST_CASE("cuda losses (+backward) match the CPU") {
     check_with_grad([&](const auto& v) { return binary_cross_entropy(v[0], v[1]); },
                     {rand({4, 5}).to(d) * 0.9 + 0.05, rand({4, 5}).to(d)}, row_tolerance(d));
   }
-  CHECK_THROWS_WITH_AS(cross_entropy(randn({2, 3}).to(kCUDA), full({2}, 7.0, TensorOptions(kInt64)).to(kCUDA)),
-                       doctest::Contains("out of range"), Error);
+  // A bad target is found on the device and raised at the next synchronisation (here item()).
+  const Tensor bad_loss = cross_entropy(randn({2, 3}).to(kCUDA), full({2}, 7.0, TensorOptions(kInt64)).to(kCUDA));
+  CHECK_THROWS_WITH_AS(bad_loss.item<double>(), doctest::Contains("[cross_entropy] target 7"), Error);
+  const Tensor bad_nll = nll_loss(randn({2, 3}).to(kCUDA), full({2}, -2.0, TensorOptions(kInt64)).to(kCUDA));
+  CHECK_THROWS_WITH_AS(cuda::synchronize(), doctest::Contains("[nll_loss] target -2"), Error);
+  CHECK_NOTHROW(cuda::synchronize());  // raised once, then cleared
 }
 
 TEST_CASE("cuda layer_norm and batch_norm (+backward) match the CPU") {
@@ -126,8 +130,14 @@ TEST_CASE("cuda indexing, where, clamp, embedding match the CPU") {
   check_cuda_matches_cpu([](const auto& v) { return v[0].clamp(-0.5, 0.5); }, {x}, {0, 0});
   check_cuda_matches_cpu([](const auto& v) { return embedding(v[0], v[1]); }, {x, randint(0, 5, {2, 3})}, {0, 0});
   check_cuda_matches_cpu([](const auto& v) { return cat({v[0], v[0] * 2.0}, 1); }, {x}, {0, 0});
-  CHECK_THROWS_WITH_AS(index_select(x.to(kCUDA), 0, full({1}, 9.0, TensorOptions(kInt64)).to(kCUDA)),
-                       doctest::Contains("9"), Error);
+  // Bad indices are skipped on the device and raised, naming the op, at the next synchronisation.
+  const Tensor picked = index_select(x.to(kCUDA), 0, full({1}, 9.0, TensorOptions(kInt64)).to(kCUDA));
+  CHECK_THROWS_WITH_AS(picked.to(kCPU), doctest::Contains("[index_select] index 9"), Error);
+  const Tensor looked_up = embedding(x.to(kCUDA), full({2}, 5.0, TensorOptions(kInt64)).to(kCUDA));
+  CHECK_THROWS_WITH_AS(looked_up.sum().item<double>(), doctest::Contains("[embedding] index 5"), Error);
+  const Tensor gathered = gather(x.to(kCUDA), 0, full({1, 1}, -1.0, TensorOptions(kInt64)).to(kCUDA));
+  CHECK_THROWS_WITH_AS(cuda::synchronize(), doctest::Contains("[gather] index -1"), Error);
+  CHECK(gathered.to(kCPU).item<double>() == 0.0);  // the bad element was skipped (written as 0); cleared since
 }
 
 TEST_CASE("cuda dropout draws the CPU's mask for the same seed") {
