@@ -459,7 +459,7 @@ void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, cons
     using A = acc_t<T>;
     batch_norm_kernel<T><<<blocks(c, "batch_norm"), kNormThreads, 0, current_stream(dev)>>>(
         static_cast<T*>(out.raw_data()), param<A>(sm), param<A>(si), static_cast<const T*>(x.raw_data()), param<A>(w),
-        param<A>(b), training ? param<A>(rm) : param<A>(rm), param<A>(rv), n, c, s, training, momentum, eps);
+        param<A>(b), param<A>(rm), param<A>(rv), n, c, s, training, momentum, eps);
     HG_CUDA_CHECK_LAUNCH();
   });
 }

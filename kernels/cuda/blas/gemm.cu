@@ -30,6 +30,21 @@ blas::MatrixArg matrix_arg(const Tensor& t) {
   return {t.raw_data(), t.strides()[1], t.strides()[2], t.shape()[0] > 1 ? t.strides()[0] : 0};
 }
 
+// The problem out [batch, m, n] (contiguous) = a b, for readable 3-d operands.
+blas::GemmProblem problem_for(const Tensor& out, const Tensor& a, const Tensor& b, int64_t m, int64_t n, int64_t k) {
+  blas::GemmProblem p;
+  p.dtype = out.dtype();
+  p.device = out.device().index;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = matrix_arg(a);
+  p.b = matrix_arg(b);
+  p.d = out.raw_data();
+  p.ldd = n;
+  return p;
+}
+
 void gemm_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   HG_CHECK(out.device() == a_in.device() && out.device() == b_in.device(), "mm",
            "expected tensors on one device, got {}, {} and {}", out.device(), a_in.device(), b_in.device());
@@ -44,17 +59,8 @@ void gemm_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
     return;
   }
   const Tensor a = readable(a_in), b = readable(b_in);
-  blas::GemmProblem p;
-  p.dtype = out.dtype();
-  p.device = dev;
+  blas::GemmProblem p = problem_for(out, a, b, m, n, k);
   p.batch = batch;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = matrix_arg(a);
-  p.b = matrix_arg(b);
-  p.d = out.raw_data();
-  p.ldd = n;
   p.d_batch_stride = m * n;
   blas::lt_matmul(p);
 }
@@ -75,16 +81,7 @@ void gemm_bias_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in, c
     bias = empty(bias_in.shape(), TensorOptions(bias_in.dtype()).device(bias_in.device()));
     copy_stub(kCUDA, bias, bias_in);
   }
-  blas::GemmProblem p;
-  p.dtype = out.dtype();
-  p.device = out.device().index;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = matrix_arg(a);
-  p.b = matrix_arg(b);
-  p.d = out.raw_data();
-  p.ldd = n;
+  blas::GemmProblem p = problem_for(out, a, b, m, n, k);
   p.epilogue = blas::Epilogue::Bias;
   p.bias = bias.raw_data();
   blas::lt_matmul(p);
