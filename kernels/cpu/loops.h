@@ -9,6 +9,7 @@
 
 #include "framework/tensor.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace hg::cpu {
@@ -109,16 +110,37 @@ void for_each_run(const Shape& shape, const std::array<const Tensor*, N>& ops, R
   });
 }
 
+// Elements per block in the widened loops: two float buffers of this size stay in L1.
+inline constexpr int64_t kMapBlock = 512;
+
+// Contiguous o[i] = g(i) for i < n; an output of kStreamStoreBytes or more goes through an L1
+// block and streaming stores (stream_store.h).
+template <class Out, class G>
+inline void store_contiguous(Out* o, int64_t n, bool stream, G g) {
+  if (!stream) {
+    for (int64_t i = 0; i < n; ++i) o[i] = g(i);
+    return;
+  }
+  alignas(64) Out buf[kMapBlock];
+  for (int64_t i = 0; i < n; i += kMapBlock) {
+    const int64_t m = std::min(kMapBlock, n - i);
+    for (int64_t j = 0; j < m; ++j) buf[j] = g(i + j);
+    stream_copy(o + i, buf, static_cast<size_t>(m) * sizeof(Out));
+  }
+  stream_fence();
+}
+
 // out[i] = f(a[i]) with typed element access; contiguous runs get a plain loop the compiler
 // vectorises.
 template <class Out, class In, class F>
 void unary_loop(const Tensor& out, const Tensor& in, F f) {
+  const bool stream = use_stream_stores(out);
   for_each_run<2>(out.shape(), {&out, &in},
                   [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
                     auto* o = reinterpret_cast<Out*>(p[0]);
                     const auto* a = reinterpret_cast<const In*>(p[1]);
                     if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+                      store_contiguous(o, n, stream, [&](int64_t i) { return f(a[i]); });
                     } else {
                       for (int64_t i = 0; i < n; ++i)
                         *reinterpret_cast<Out*>(p[0] + i * s[0]) = f(*reinterpret_cast<const In*>(p[1] + i * s[1]));
@@ -128,16 +150,17 @@ void unary_loop(const Tensor& out, const Tensor& in, F f) {
 
 template <class Out, class A, class B, class F>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  const bool stream = use_stream_stores(out);
   for_each_run<3>(
       out.shape(), {&out, &a, &b}, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
         auto* o = reinterpret_cast<Out*>(p[0]);
         const auto* x = reinterpret_cast<const A*>(p[1]);
         const auto* y = reinterpret_cast<const B*>(p[2]);
         if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
-          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+          store_contiguous(o, n, stream, [&](int64_t i) { return f(x[i], y[i]); });
         } else if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == 0) {
           const B yv = *y;
-          for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+          store_contiguous(o, n, stream, [&](int64_t i) { return f(x[i], yv); });
         } else {
           for (int64_t i = 0; i < n; ++i) {
             *reinterpret_cast<Out*>(p[0] + i * s[0]) =
@@ -147,26 +170,35 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       });
 }
 
-// Elements per block in the widened loops: two float buffers of this size stay in L1.
-inline constexpr int64_t kMapBlock = 512;
-
 // out[i] = In(map(in[i])) with the maths done on float arrays: map(const float* x, float* y, n).
 // float32 runs that are contiguous are mapped in place; everything else (16-bit floats, strided
 // or broadcast operands) is gathered a block at a time into a float buffer (16-bit floats
 // widened in vector registers by load_run), mapped, and stored back rounded to nearest even.
 template <class T, class Map>
 void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
+  const bool stream = use_stream_stores(out);
   for_each_run<2>(out.shape(), {&out, &in},
                   [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
                     auto* o = reinterpret_cast<T*>(p[0]);
                     const auto* a = reinterpret_cast<const T*>(p[1]);
                     if constexpr (std::is_same_v<T, float>) {
                       if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
-                        map(a, o, n);
+                        if (!stream) {
+                          map(a, o, n);
+                          return;
+                        }
+                        alignas(64) float y[kMapBlock];
+                        for (int64_t i = 0; i < n; i += kMapBlock) {
+                          const int64_t m = std::min(kMapBlock, n - i);
+                          map(a + i, y, m);
+                          stream_copy(o + i, y, static_cast<size_t>(m) * sizeof(float));
+                        }
+                        stream_fence();
                         return;
                       }
                     }
                     alignas(64) float x[kMapBlock], y[kMapBlock];
+                    alignas(64) T rounded[kMapBlock];
                     for (int64_t i = 0; i < n; i += kMapBlock) {
                       const int64_t m = std::min(kMapBlock, n - i);
                       if (s[1] == sizeof(T)) {
@@ -176,12 +208,16 @@ void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
                           x[j] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i + j) * s[1]));
                       }
                       map(x, y, m);
-                      if (s[0] == sizeof(T)) {
+                      if (s[0] == sizeof(T) && stream) {
+                        store_run(y, rounded, m);
+                        stream_copy(o + i, rounded, static_cast<size_t>(m) * sizeof(T));
+                      } else if (s[0] == sizeof(T)) {
                         store_run(y, o + i, m);
                       } else {
                         for (int64_t j = 0; j < m; ++j) *reinterpret_cast<T*>(p[0] + (i + j) * s[0]) = T(y[j]);
                       }
                     }
+                    if (stream) stream_fence();
                   });
 }
 
@@ -190,11 +226,13 @@ void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
 // arrays (vectorised), and the results are rounded back (Out = T) or stored (Out = bool).
 template <class Out, class T, class F>
 void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  const bool stream = use_stream_stores(out);
   for_each_run<3>(out.shape(), {&out, &a, &b},
                   [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
                     using R = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
                     alignas(64) float x[kMapBlock], y[kMapBlock];
                     alignas(64) R z[kMapBlock];
+                    alignas(64) Out rounded[kMapBlock];
                     auto widen = [&](int k, float* dst, int64_t i, int64_t m) {
                       if (s[k] == sizeof(T)) {
                         load_run(reinterpret_cast<const T*>(p[k]) + i, dst, m);
@@ -212,13 +250,21 @@ void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F 
                       widen(2, y, i, m);
                       for (int64_t j = 0; j < m; ++j) z[j] = f(x[j], y[j]);
                       if constexpr (std::is_same_v<Out, bool>) {
-                        for (int64_t j = 0; j < m; ++j) *reinterpret_cast<bool*>(p[0] + (i + j) * s[0]) = z[j];
+                        if (stream && s[0] == 1) {
+                          stream_copy(p[0] + i, z, static_cast<size_t>(m));
+                        } else {
+                          for (int64_t j = 0; j < m; ++j) *reinterpret_cast<bool*>(p[0] + (i + j) * s[0]) = z[j];
+                        }
+                      } else if (s[0] == sizeof(Out) && stream) {
+                        store_run(z, rounded, m);
+                        stream_copy(reinterpret_cast<Out*>(p[0]) + i, rounded, static_cast<size_t>(m) * sizeof(Out));
                       } else if (s[0] == sizeof(Out)) {
                         store_run(z, reinterpret_cast<Out*>(p[0]) + i, m);
                       } else {
                         for (int64_t j = 0; j < m; ++j) *reinterpret_cast<Out*>(p[0] + (i + j) * s[0]) = Out(z[j]);
                       }
                     }
+                    if (stream) stream_fence();
                   });
 }
 
