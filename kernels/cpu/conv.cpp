@@ -1,4 +1,5 @@
-// CPU conv2d: im2col + gemm (workspace.h: oneDNN or OpenBLAS), one sample at a time per thread
+// CPU conv2d: bfloat16 through oneDNN where the CPU has bfloat16 units (onednn_conv.h), else
+// im2col + gemm (workspace.h: oneDNN or OpenBLAS), one sample at a time per thread
 // so each sample's column buffer stays in cache between its packing and its gemm.
 // float16/bfloat16 are widened to float32 while packing, accumulated in float32 and rounded
 // once when written back.
@@ -11,6 +12,7 @@
 #include "framework/ops/conv_kernels.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/onednn_conv.h"
 #include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
@@ -341,15 +343,18 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
 
 void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const Conv2dParams& p) {
+  if (onednn_conv2d_forward(out, input, weight, bias, p)) return;
   dispatch_floating(input.dtype(), "conv2d",
                     [&]<class T>(TypeTag<T>) { forward_typed<T>(out, input, weight, bias, p); });
 }
 void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p) {
+  if (onednn_conv2d_backward_data(grad_input, grad_out, weight, p)) return;
   dispatch_floating(grad_out.dtype(), "conv2d",
                     [&]<class T>(TypeTag<T>) { backward_data_typed<T>(grad_input, grad_out, weight, p); });
 }
 void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                          const Tensor& input, const Conv2dParams& p) {
+  if (onednn_conv2d_backward_filter(grad_weight, grad_bias, grad_out, input, p)) return;
   dispatch_floating(grad_out.dtype(), "conv2d",
                     [&]<class T>(TypeTag<T>) { backward_filter_typed<T>(grad_weight, grad_bias, grad_out, input, p); });
 }

@@ -14,9 +14,7 @@
 #include "kernels/cpu/loops.h"
 
 #if HG_HAVE_ONEDNN
-#include <omp.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
+#include "kernels/cpu/onednn_common.h"
 #endif
 
 namespace hg::cpu {
@@ -38,11 +36,6 @@ struct Plan {
   dnnl::matmul primitive;
   dnnl::memory::desc a, b, out, scratch;
 };
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
   constexpr auto dt = dnnl::memory::data_type::bf16;
@@ -82,26 +75,6 @@ std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv,
   return it->second;
 }
 
-// oneDNN runs on OpenMP (Debian's build uses libgomp). OpenMP workers spin while they wait,
-// and on a machine whose cores are all busy (halfgrad's pool, other processes) that spinning
-// made a bfloat16 MLP step 10x slower. So while it calls oneDNN a thread asks for a team of
-// one, and halfgrad splits the work over its own pool instead. The thread's previous setting
-// comes back afterwards: a user's own OpenMP regions on that thread keep their team size.
-class OneOpenMPThread {
- public:
-  OneOpenMPThread() : previous_(omp_get_max_threads()) {
-    if (previous_ != 1) omp_set_num_threads(1);
-  }
-  ~OneOpenMPThread() {
-    if (previous_ != 1) omp_set_num_threads(previous_);
-  }
-  OneOpenMPThread(const OneOpenMPThread&) = delete;
-  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
-
- private:
-  int previous_;
-};
-
 // Runs a plan on the calling thread.
 void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
   const OneOpenMPThread one_thread;
@@ -135,11 +108,6 @@ void run_sgemm(float* out, int64_t out_ld, bool accumulate, const float* a, cons
       dnnl_sgemm(ta, tb, av.rows, bv.cols, av.cols, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, out, out_ld);
   HG_CHECK(status == dnnl_success, "mm", "oneDNN sgemm of [{}, {}] @ [{}, {}] failed with status {}", av.rows, av.cols,
            bv.rows, bv.cols, static_cast<int>(status));
-}
-
-bool native_bf16_cpu() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
 // How one multiply is cut into parts for the pool: along the rows of a (and out) or the

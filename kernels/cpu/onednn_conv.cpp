@@ -1,0 +1,417 @@
+#include "kernels/cpu/onednn_conv.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/half.h"
+#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/thread_pool.h"
+
+#if HG_HAVE_ONEDNN
+#include "kernels/cpu/onednn_common.h"
+#endif
+
+namespace hg::cpu {
+
+#if HG_HAVE_ONEDNN
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr auto kBf16 = memory::data_type::bf16;
+constexpr auto kF32 = memory::data_type::f32;
+
+enum class Pass { Forward, BackwardData, BackwardFilter };
+
+// One chunk of a call: n samples of the full problem. The plans' cache key.
+struct Problem {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
+  int64_t stride[2], padding[2], dilation[2];
+  bool bias;
+
+  std::array<int64_t, 18> key(Pass pass) const {
+    return {static_cast<int64_t>(pass),
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh,
+            kw,
+            oh,
+            ow,
+            groups,
+            stride[0],
+            stride[1],
+            padding[0],
+            padding[1],
+            dilation[0],
+            dilation[1],
+            bias ? 1 : 0};
+  }
+  memory::dims src() const { return {n, c, h, w}; }
+  memory::dims dst() const { return {n, o, oh, ow}; }
+  memory::dims weights() const {
+    return groups == 1 ? memory::dims{o, c, kh, kw} : memory::dims{groups, o / groups, c / groups, kh, kw};
+  }
+  Tag weights_tag() const { return groups == 1 ? Tag::oihw : Tag::goihw; }
+  memory::dims strides() const { return {stride[0], stride[1]}; }
+  memory::dims dilates() const { return {dilation[0] - 1, dilation[1] - 1}; }  // oneDNN counts the gaps
+  memory::dims pad_left() const { return {padding[0], padding[1]}; }
+  // The far-side padding that makes oneDNN's output size the op's (which rounds down).
+  memory::dims pad_right() const {
+    return {(oh - 1) * stride[0] + (kh - 1) * dilation[0] + 1 - h - padding[0],
+            (ow - 1) * stride[1] + (kw - 1) * dilation[1] + 1 - w - padding[1]};
+  }
+};
+
+Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, bool bias,
+                   const Conv2dParams& p) {
+  Problem pr{};
+  pr.n = input.size(0), pr.c = input.size(1), pr.h = input.size(2), pr.w = input.size(3);
+  pr.o = weight.size(0), pr.kh = weight.size(2), pr.kw = weight.size(3), pr.oh = oh, pr.ow = ow;
+  pr.groups = p.groups, pr.bias = bias;
+  for (int i = 0; i < 2; ++i) pr.stride[i] = p.stride[i], pr.padding[i] = p.padding[i], pr.dilation[i] = p.dilation[i];
+  return pr;
+}
+
+// A primitive for one pass of one problem, with the reorders between halfgrad's NCHW / OIHW
+// tensors and the layouts the primitive runs in: activations channels-last (NHWC, where
+// oneDNN's bfloat16 kernels are fastest), weights in whatever blocked layout it picked.
+struct Plan {
+  bool usable = false;
+  dnnl::primitive primitive;
+  memory::desc scratch;
+  // Activations: halfgrad's NCHW and the primitive's NHWC, for the input side and output side.
+  memory::desc in_user, in_nhwc, out_user, out_nhwc;
+  dnnl::reorder in_reorder, out_reorder;
+  // Weights: halfgrad's OIHW (bf16 for the forward and backward-data passes, f32 partials for the
+  // filter pass) and the primitive's layout.
+  memory::desc weights_user, weights_prim;
+  dnnl::reorder weights_reorder;
+  memory::desc bias;
+};
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pr, const dnnl::primitive_attr& attr) {
+  const memory::desc src(pr.src(), kBf16, Tag::nhwc), dst(pr.dst(), kBf16, Tag::nhwc);
+  const memory::desc weights(pr.weights(), kBf16, Tag::any);
+  const auto prop = dnnl::prop_kind::forward_training;
+  const auto algo = dnnl::algorithm::convolution_direct;
+  if (pr.bias) {
+    const memory::desc bias({pr.o}, kBf16, Tag::a);
+    return {{prop, algo, src, weights, bias, dst, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right()},
+            attr,
+            cpu_engine()};
+  }
+  return {
+      {prop, algo, src, weights, dst, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right()}, attr, cpu_engine()};
+}
+
+dnnl::reorder make_reorder(const memory::desc& from, const memory::desc& to) {
+  return dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+}
+
+std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
+  auto plan = std::make_shared<Plan>();
+  const dnnl::engine& engine = cpu_engine();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch per thread, see run_chunk
+  const memory::desc src_user(pr.src(), kBf16, Tag::nchw), dst_user(pr.dst(), kBf16, Tag::nchw);
+  const memory::desc src_nhwc(pr.src(), kBf16, Tag::nhwc), dst_nhwc(pr.dst(), kBf16, Tag::nhwc);
+  try {
+    const auto fwd = forward_pd(pr, attr);
+    const char* impl = nullptr;
+    if (pass == Pass::Forward) {
+      plan->primitive = dnnl::convolution_forward(fwd);
+      plan->scratch = fwd.scratchpad_desc();
+      plan->in_user = src_user, plan->in_nhwc = src_nhwc, plan->out_user = dst_user, plan->out_nhwc = dst_nhwc;
+      plan->weights_user = memory::desc(pr.weights(), kBf16, pr.weights_tag());
+      plan->weights_prim = fwd.weights_desc();
+      if (pr.bias) plan->bias = fwd.bias_desc();
+      impl = fwd.impl_info_str();
+    } else if (pass == Pass::BackwardData) {
+      const memory::desc weights(pr.weights(), kBf16, Tag::any);
+      const dnnl::convolution_backward_data::primitive_desc pd(
+          {dnnl::algorithm::convolution_direct, src_nhwc, weights, dst_nhwc, pr.strides(), pr.dilates(), pr.pad_left(),
+           pr.pad_right()},
+          attr, engine, fwd);
+      plan->primitive = dnnl::convolution_backward_data(pd);
+      plan->scratch = pd.scratchpad_desc();
+      plan->in_user = dst_user, plan->in_nhwc = dst_nhwc, plan->out_user = src_user, plan->out_nhwc = src_nhwc;
+      plan->weights_user = memory::desc(pr.weights(), kBf16, pr.weights_tag());
+      plan->weights_prim = pd.weights_desc();
+      impl = pd.impl_info_str();
+    } else {
+      // Float32 weight (and bias) gradients: each chunk's partial sums are added in float32 and
+      // rounded to bfloat16 once, as the float32 accumulation of the reference path does.
+      const memory::desc weights(pr.weights(), kF32, Tag::any);
+      const auto algo = dnnl::algorithm::convolution_direct;
+      using Desc = dnnl::convolution_backward_weights::desc;
+      const Desc desc =
+          pr.bias ? Desc(algo, src_nhwc, weights, memory::desc({pr.o}, kF32, Tag::a), dst_nhwc, pr.strides(),
+                         pr.dilates(), pr.pad_left(), pr.pad_right())
+                  : Desc(algo, src_nhwc, weights, dst_nhwc, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right());
+      const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine, fwd);
+      plan->primitive = dnnl::convolution_backward_weights(pd);
+      plan->scratch = pd.scratchpad_desc();
+      plan->in_user = src_user, plan->in_nhwc = src_nhwc, plan->out_user = dst_user, plan->out_nhwc = dst_nhwc;
+      plan->weights_prim = pd.diff_weights_desc();
+      plan->weights_user = memory::desc(pr.weights(), kF32, pr.weights_tag());
+      if (pr.bias) plan->bias = pd.diff_bias_desc();
+      impl = pd.impl_info_str();
+    }
+    if (std::strstr(impl, "ref") != nullptr) return plan;  // a reference kernel: slower than halfgrad's own
+    plan->in_reorder = make_reorder(plan->in_user, plan->in_nhwc);
+    plan->out_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->out_user, plan->out_nhwc)
+                                                     : make_reorder(plan->out_nhwc, plan->out_user);
+    plan->weights_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->weights_prim, plan->weights_user)
+                                                         : make_reorder(plan->weights_user, plan->weights_prim);
+    plan->usable = true;
+  } catch (const dnnl::error&) {
+    // No oneDNN kernel for this problem: conv.cpp's own path runs it.
+  }
+  return plan;
+}
+
+// Plans are made once per pass and chunk shape (about a millisecond each) and kept.
+std::shared_ptr<const Plan> plan_for(Pass pass, const Problem& pr) {
+  static std::mutex mutex;
+  static std::map<std::array<int64_t, 18>, std::shared_ptr<const Plan>> plans;
+  const auto key = pr.key(pass);
+  std::lock_guard lock(mutex);
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    if (plans.size() >= 1024) plans.clear();
+    it = plans.emplace(key, make_plan(pass, pr)).first;
+  }
+  return it->second;
+}
+
+// The samples are cut into one chunk per pool thread; every chunk but maybe the last has
+// `per` samples, so a call needs at most two plans.
+struct Chunks {
+  int64_t count = 1, per = 0;
+  int64_t size(int64_t i, int64_t n) const { return std::min(per, n - i * per); }
+};
+Chunks chunks_for(int64_t n) {
+  const int64_t want = std::clamp<int64_t>(num_threads(), 1, std::max<int64_t>(n, 1));
+  Chunks c;
+  c.per = (n + want - 1) / want;
+  c.count = (n + c.per - 1) / c.per;
+  return c;
+}
+
+// A plan per chunk size, or nothing when either size has no usable plan.
+struct ChunkPlans {
+  std::shared_ptr<const Plan> full, last;
+  bool usable() const { return full && full->usable && last && last->usable; }
+  const Plan& of(const Chunks& c, int64_t i) const { return i == c.count - 1 ? *last : *full; }
+};
+ChunkPlans plans_for(Pass pass, Problem pr, const Chunks& c) {
+  const int64_t n = pr.n;
+  ChunkPlans plans;
+  pr.n = c.per;
+  plans.full = plan_for(pass, pr);
+  pr.n = c.size(c.count - 1, n);
+  plans.last = pr.n == c.per ? plans.full : plan_for(pass, pr);
+  return plans;
+}
+
+// Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
+struct ThreadBuffers {
+  std::vector<char> in, out, scratch, weights, bias;
+  static char* sized(std::vector<char>& v, size_t bytes) {
+    if (v.size() < bytes) v.resize(bytes);
+    return v.data();
+  }
+};
+ThreadBuffers& thread_buffers() {
+  thread_local ThreadBuffers b;
+  return b;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// The weights in each plan's layout: reordered once per call (per distinct layout) on the calling
+// thread, then read by every chunk.
+struct PreparedWeights {
+  std::vector<char> full, last;
+  const void* of(const ChunkPlans& plans, const Chunks& c, int64_t i) const {
+    return i == c.count - 1 && plans.last != plans.full ? last.data() : full.data();
+  }
+};
+PreparedWeights prepare_weights(const ChunkPlans& plans, const Tensor& weight) {
+  const dnnl::engine& engine = cpu_engine();
+  PreparedWeights w;
+  const auto reorder_into = [&](const Plan& plan, std::vector<char>& buf) {
+    buf.resize(plan.weights_prim.get_size());
+    memory src(plan.weights_user, engine, const_cast<void*>(weight.raw_data()));
+    memory dst(plan.weights_prim, engine, buf.data());
+    plan.weights_reorder.execute(thread_stream(), src, dst);
+  };
+  const OneOpenMPThread one_thread;
+  reorder_into(*plans.full, w.full);
+  if (plans.last != plans.full) reorder_into(*plans.last, w.last);
+  thread_stream().wait();
+  return w;
+}
+
+void run_or_fail(const char* what, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const dnnl::error& e) {
+    fail("conv2d", "oneDNN bfloat16 {} failed: {}", what, e.what());
+  }
+}
+
+bool applies(const Tensor& t) { return t.dtype() == kBFloat16 && onednn_matmul_enabled(kBFloat16) && t.numel() > 0; }
+
+}  // namespace
+
+bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Conv2dParams& p) {
+  if (!applies(input)) return false;
+  const Problem pr = problem_of(input, weight, out.size(2), out.size(3), bias.defined(), p);
+  const Chunks chunks = chunks_for(pr.n);
+  const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
+  if (!plans.usable()) return false;
+  run_or_fail("forward", [&] {
+    const PreparedWeights w = prepare_weights(plans, weight);
+    const int64_t in_bytes = pr.c * pr.h * pr.w * 2, out_bytes = pr.o * pr.oh * pr.ow * 2;
+    run_parallel(chunks.count, [&](int64_t i) {
+      const Plan& plan = plans.of(chunks, i);
+      const dnnl::engine& engine = cpu_engine();
+      const OneOpenMPThread one_thread;
+      ThreadBuffers& b = thread_buffers();
+      dnnl::stream& s = thread_stream();
+      const int64_t first = i * chunks.per;
+      memory x_user(plan.in_user, engine, static_cast<char*>(const_cast<void*>(input.raw_data())) + first * in_bytes);
+      memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+      memory y(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+      memory y_user(plan.out_user, engine, static_cast<char*>(out.raw_data()) + first * out_bytes);
+      memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
+      memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+      plan.in_reorder.execute(s, x_user, x);
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, y}, {DNNL_ARG_SCRATCHPAD, sm}};
+      if (pr.bias) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias.raw_data())));
+      plan.primitive.execute(s, args);
+      plan.out_reorder.execute(s, y, y_user);
+      s.wait();
+    });
+  });
+  return true;
+}
+
+bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                                 const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(grad_input, weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  const ChunkPlans plans = plans_for(Pass::BackwardData, pr, chunks);
+  if (!plans.usable()) return false;
+  run_or_fail("backward (input gradient)", [&] {
+    const PreparedWeights w = prepare_weights(plans, weight);
+    const int64_t gx_bytes = pr.c * pr.h * pr.w * 2, gy_bytes = pr.o * pr.oh * pr.ow * 2;
+    run_parallel(chunks.count, [&](int64_t i) {
+      const Plan& plan = plans.of(chunks, i);
+      const dnnl::engine& engine = cpu_engine();
+      const OneOpenMPThread one_thread;
+      ThreadBuffers& b = thread_buffers();
+      dnnl::stream& s = thread_stream();
+      const int64_t first = i * chunks.per;
+      memory gy_user(plan.in_user, engine,
+                     static_cast<char*>(const_cast<void*>(grad_out.raw_data())) + first * gy_bytes);
+      memory gy(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+      memory gx(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+      memory gx_user(plan.out_user, engine, static_cast<char*>(grad_input.raw_data()) + first * gx_bytes);
+      memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
+      memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+      plan.in_reorder.execute(s, gy_user, gy);
+      plan.primitive.execute(
+          s, {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gx}, {DNNL_ARG_SCRATCHPAD, sm}});
+      plan.out_reorder.execute(s, gx, gx_user);
+      s.wait();
+    });
+  });
+  return true;
+}
+
+bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                                   const Tensor& input, const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(input, grad_weight, grad_out.size(2), grad_out.size(3), grad_bias.defined(), p);
+  const Chunks chunks = chunks_for(pr.n);
+  const ChunkPlans plans = plans_for(Pass::BackwardFilter, pr, chunks);
+  if (!plans.usable()) return false;
+  const int64_t wn = grad_weight.numel(), bn = pr.bias ? pr.o : 0;
+  // Each chunk's float32 partial gradients, in OIHW order, side by side.
+  std::vector<float> partial(static_cast<size_t>(chunks.count * (wn + bn)));
+  run_or_fail("backward (weight gradient)", [&] {
+    const int64_t x_bytes = pr.c * pr.h * pr.w * 2, gy_bytes = pr.o * pr.oh * pr.ow * 2;
+    run_parallel(chunks.count, [&](int64_t i) {
+      const Plan& plan = plans.of(chunks, i);
+      const dnnl::engine& engine = cpu_engine();
+      const OneOpenMPThread one_thread;
+      ThreadBuffers& b = thread_buffers();
+      dnnl::stream& s = thread_stream();
+      const int64_t first = i * chunks.per;
+      float* dw_user = partial.data() + i * (wn + bn);
+      memory x_user(plan.in_user, engine, static_cast<char*>(const_cast<void*>(input.raw_data())) + first * x_bytes);
+      memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+      memory gy_user(plan.out_user, engine,
+                     static_cast<char*>(const_cast<void*>(grad_out.raw_data())) + first * gy_bytes);
+      memory gy(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+      memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
+      memory dw_plain(plan.weights_user, engine, dw_user);
+      memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+      plan.in_reorder.execute(s, x_user, x);
+      plan.out_reorder.execute(s, gy_user, gy);
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
+      if (pr.bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, dw_user + wn));
+      plan.primitive.execute(s, args);
+      plan.weights_reorder.execute(s, dw, dw_plain);
+      s.wait();
+    });
+  });
+  auto* gw = static_cast<BFloat16*>(grad_weight.raw_data());
+  for (int64_t j = 0; j < wn; ++j) {
+    float sum = 0;
+    for (int64_t i = 0; i < chunks.count; ++i) sum += partial[static_cast<size_t>(i * (wn + bn) + j)];
+    gw[j] = BFloat16(sum);
+  }
+  if (pr.bias) {
+    auto* gb = static_cast<BFloat16*>(grad_bias.raw_data());
+    for (int64_t j = 0; j < bn; ++j) {
+      float sum = 0;
+      for (int64_t i = 0; i < chunks.count; ++i) sum += partial[static_cast<size_t>(i * (wn + bn) + wn + j)];
+      gb[j] = BFloat16(sum);
+    }
+  }
+  return true;
+}
+
+#else  // built without oneDNN
+
+bool onednn_conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  return false;
+}
+bool onednn_conv2d_backward_data(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { return false; }
+bool onednn_conv2d_backward_filter(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  return false;
+}
+#endif
+
+}  // namespace hg::cpu

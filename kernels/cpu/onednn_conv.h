@@ -1,0 +1,20 @@
+// bfloat16 conv2d through oneDNN's convolution primitives, on the CPU's bfloat16 dot-product
+// instructions (AVX-512 BF16, AMX), instead of widening to float32 for an im2col + sgemm.
+// kernels/cpu/conv.cpp tries these first for bfloat16 and keeps its own path when they decline.
+#pragma once
+
+#include "framework/ops/conv_kernels.h"
+
+namespace hg::cpu {
+
+// Each returns false, having written nothing, when oneDNN is off or not built, this CPU has no
+// native bfloat16, the tensors are not bfloat16, or oneDNN has only a reference kernel for the
+// shape. Tensors are contiguous NCHW / OIHW, as the conv2d op hands them to its kernels.
+bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Conv2dParams& p);
+bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                                 const Conv2dParams& p);
+bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                                   const Tensor& input, const Conv2dParams& p);
+
+}  // namespace hg::cpu
