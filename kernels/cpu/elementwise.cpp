@@ -83,8 +83,12 @@ void relu_backward_cpu(const Tensor& grad_in, const Tensor& grad_out, const Tens
       fail("relu", "not supported on bool tensors");
     } else {
       using Acc = acc_t<T>;
-      binary_loop<T, T, T>(grad_in, grad_out, y,
-                           [](T g, T v) { return T(Acc(g) * (Acc(v) > Acc(0) ? Acc(1) : Acc(0))); });
+      const auto mask = [](Acc g, Acc v) { return g * (v > Acc(0) ? Acc(1) : Acc(0)); };
+      if constexpr (is_float_compute<T> && !std::is_same_v<T, float>) {
+        binary_widened_loop<T, T>(grad_in, grad_out, y, mask);  // widened a block at a time, not per element
+      } else {
+        binary_loop<T, T, T>(grad_in, grad_out, y, [mask](T g, T v) { return T(mask(Acc(g), Acc(v))); });
+      }
     }
   });
 }

@@ -116,8 +116,13 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
     fa.fill(pa + i * sa0, m, k, sa1, sa2);
     fb.fill(pb + i * sb0, k, n, sb1, sb2);
     float* dst = out_is_float ? reinterpret_cast<float*>(po + i * m * n) : fo.data();
-    blas_gemm<float>(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f, dst,
-                     n);
+    // The widened operands take the float32 product's own path: oneDNN where it is on, else sgemm.
+    const MatrixView wa = MatrixView::blas(m, k, fa.transposed, fa.ld),
+                     wb = MatrixView::blas(k, n, fb.transposed, fb.ld);
+    if (!onednn_matmul(kFloat32, dst, n, false, fa.buf.data(), wa, fb.buf.data(), wb)) {
+      blas_gemm<float>(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f,
+                       dst, n);
+    }
     if (!out_is_float) {
       T* o = po + i * m * n;
       const float* f = fo.data();

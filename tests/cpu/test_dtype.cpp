@@ -1,4 +1,5 @@
 // dtypes: sizes, promotion, and exhaustive float16/bfloat16 conversion checks.
+#include <cfloat>
 #include <cmath>
 #include <limits>
 
@@ -111,4 +112,37 @@ TEST_CASE("printing looks like PyTorch's repr") {
   const std::string big = fmt::format("{}", arange(0.0, 2000.0, 1.0, kFloat32));
   CHECK(big.find("...") != std::string::npos);
   CHECK(big.size() < 200);
+}
+
+TEST_CASE("tensor casts float32 <-> float16/bfloat16 round exactly like the scalar conversions") {
+  // The bulk conversions (F16C, vector loops) against hg::Half / hg::BFloat16 one value at a
+  // time: every 16-bit pattern widened, and float32 values at and around every rounding tie.
+  std::vector<float> narrow_in;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float h = Half::to_float(static_cast<uint16_t>(b)), bf = BFloat16::to_float(static_cast<uint16_t>(b));
+    for (float v : {h, bf}) {
+      if (!std::isfinite(v)) continue;
+      narrow_in.push_back(v);
+      narrow_in.push_back(std::nextafter(v, INFINITY));
+      narrow_in.push_back(std::nextafter(v, -INFINITY));
+    }
+  }
+  for (float v : {INFINITY, -INFINITY, NAN, 65520.0f, 3.4e38f, FLT_MAX, 1e-8f, -1e-8f}) narrow_in.push_back(v);
+  const Tensor f32 = tensor(narrow_in);
+  for (Dtype d : {kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    // Contiguous (bulk path) and strided (element path) casts.
+    for (const Tensor& src : {f32, f32.reshape({-1, 2}).transpose(0, 1)}) {
+      const Tensor narrowed = src.to(d).contiguous().to(kFloat32);
+      const auto got = narrowed.to_vector<float>(), in = src.contiguous().to_vector<float>();
+      size_t bad = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        const float want = d == kFloat16 ? static_cast<float>(Half(in[i])) : static_cast<float>(BFloat16(in[i]));
+        const bool same =
+            (std::isnan(want) && std::isnan(got[i])) || (want == got[i] && std::signbit(want) == std::signbit(got[i]));
+        bad += same ? 0 : 1;
+      }
+      CHECK(bad == 0);
+    }
+  }
 }
