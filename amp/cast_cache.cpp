@@ -36,7 +36,17 @@ Tensor cast_for_autocast(const Tensor& t, Dtype dtype) {
   auto it = t_cache.find(key);
   if (it != t_cache.end() && it->second.version == t.version()) return it->second.cast;
   GradModeGuard record(true);
-  Tensor cast = to(t, t.device(), dtype);
+  // A warm cast (WarmCast: written by the last fused optimizer step) holds exactly these values
+  // while the weight's version has not moved since; otherwise cast, and ask the next optimizer
+  // step to keep this dtype's copy warm.
+  std::shared_ptr<WarmCast>& warm = t.impl()->autograd->warm_cast;
+  Tensor cast;
+  if (warm && warm->dtype == dtype && warm->value.defined() && warm->version == t.version()) {
+    cast = to_with_result(t, warm->value);
+  } else {
+    cast = to(t, t.device(), dtype);
+    if (!warm || warm->dtype != dtype) warm = std::make_shared<WarmCast>(WarmCast{dtype, Tensor(), 0});
+  }
   t_cache.insert_or_assign(key, Entry{t, t.version(), cast});
   return cast;
 }

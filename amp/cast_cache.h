@@ -19,6 +19,11 @@ bool is_cacheable(const Tensor& t, Dtype dtype);
 // when a later op in the region records a graph (PyTorch issue 112583). A weight written in
 // place since it was cached (its version moved) is cast again. halfgrad has no inference mode
 // yet; when it gets one, casts made in it must not be cached.
+// Across regions: caching a weight's cast marks the weight (WarmCast, framework/tensor.h), the
+// fused SGD/Adam step then also writes the new weights rounded to that dtype, and the next
+// region's first cast of the weight reuses them, bit for bit what casting would give, while the
+// weight has not been written since (its version). One such copy per weight stays alive between
+// steps.
 Tensor cast_for_autocast(const Tensor& t, Dtype dtype);
 
 void clear_cast_cache();   // this thread's cache; called when the nesting depth returns to 0

@@ -197,12 +197,23 @@ class Tensor {
 };
 
 // What autograd keeps for a tensor. Filled by the autograd layer; the core only stores it.
+// A leaf's autocast cast kept warm across autocast regions: amp's cast cache sets `dtype` when it
+// caches a cast of the leaf, the fused optimizer step then writes `value` (the updated weights
+// rounded to dtype) beside the new float32 weights, and the next region uses it instead of
+// casting again while the leaf's version is still `version` (amp/cast_cache.h).
+struct WarmCast {
+  Dtype dtype = kFloat32;
+  Tensor value;
+  uint32_t version = 0;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+  std::shared_ptr<WarmCast> warm_cast;      // leaves used under autocast only
 };
 
 struct TensorImpl {

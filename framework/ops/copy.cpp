@@ -60,6 +60,22 @@ Tensor to(const Tensor& t, Device device, Dtype dtype) {
   return out;
 }
 
+Tensor to_with_result(const Tensor& t, const Tensor& value) {
+  HG_CHECK(value.defined() && value.shape() == t.shape() && value.device() == t.device() && value.is_contiguous(), "to",
+           "a precomputed conversion of a {} tensor on {} must be contiguous with its shape and device, got {}",
+           t.shape(), t.device(), value.defined() ? fmt::format("{} on {}", value.shape(), value.device()) : "none");
+  OpCall call(kTo, {t});
+  Tensor out = internal::alias_contiguous(value, value.shape());  // its own handle: finish() gives it the node
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [device = t.device(), dtype = t.dtype()](const TensorList& g) -> TensorList {
+      return {to(g[0], device, dtype)};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
 Tensor contiguous(const Tensor& t) {
   if (t.is_contiguous()) return t;
   OpCall call(kContiguous, {t});

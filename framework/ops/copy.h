@@ -6,6 +6,10 @@
 namespace hg {
 
 Tensor to(const Tensor& t, Device device, Dtype dtype);
+// to(t, t.device(), value.dtype()) where `value` already holds that conversion of t's current
+// values (written by a fused optimizer step beside the new weights, see WarmCast): records the
+// same op and gradient as to() without converting again. value must have t's shape and device.
+Tensor to_with_result(const Tensor& t, const Tensor& value);
 Tensor contiguous(const Tensor& t);
 Tensor clone(const Tensor& t);
 

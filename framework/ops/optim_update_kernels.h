@@ -16,9 +16,12 @@ struct SgdHyper {
 };
 // param, grad (same dtype, contiguous), momentum_buffer (contiguous, undefined when momentum is
 // 0), buffer_ready (one int32: 0 until the buffer has taken its first gradient; the kernel sets
-// it), skip (one float32, or undefined). All on one device.
+// it), skip (one float32, or undefined), cast_out (undefined, or a contiguous float16/bfloat16
+// tensor of a float32 param's shape that receives the new param rounded to its dtype, the next
+// autocast region's cast of it; written from the unchanged param when the step is skipped).
+// All on one device.
 using SgdUpdateFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                             const Tensor& buffer_ready, const Tensor& skip, const SgdHyper& h);
+                             const Tensor& buffer_ready, const Tensor& skip, const Tensor& cast_out, const SgdHyper& h);
 HG_DECLARE_STUB(sgd_update_stub, SgdUpdateFn);
 
 struct AdamHyper {
@@ -26,9 +29,11 @@ struct AdamHyper {
   bool decoupled, amsgrad;
 };
 // param, grad, exp_avg, exp_avg_sq (and max_exp_avg_sq when amsgrad), all contiguous and of
-// param's dtype; step: one int64 on the device, incremented by the kernel unless skipped.
+// param's dtype; step: one int64 on the device, incremented by the kernel unless skipped;
+// skip and cast_out as for SGD.
 using AdamUpdateFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                              const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& skip, const AdamHyper& h);
+                              const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& skip,
+                              const Tensor& cast_out, const AdamHyper& h);
 HG_DECLARE_STUB(adam_update_stub, AdamUpdateFn);
 
 }  // namespace hg::optim

@@ -106,12 +106,14 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
     step = full({1}, static_cast<double>(step_[i]), kInt64);
   }
   const Tensor vmax = options_.amsgrad ? st["max_exp_avg_sq"] : Tensor();
+  const Tensor cast_out = warm_cast_output(param);
   adam_update_stub(param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step,
-                   skip_flag(param.device()),
+                   skip_flag(param.device()), cast_out,
                    AdamHyper{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_,
                              options_.amsgrad});
   if (!on_cuda) step_[i] = *step.data_ptr<int64_t>();
   param.bump_version();
+  publish_warm_cast(param, cast_out);
 }
 
 }  // namespace hg::optim

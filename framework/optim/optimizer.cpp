@@ -63,6 +63,19 @@ void Optimizer::step(const Tensor& skip_if) {
   ++steps_;
 }
 
+Tensor Optimizer::warm_cast_output(const Tensor& param) {
+  const auto& meta = param.impl()->autograd;
+  if (!meta || !meta->warm_cast || param.dtype() != kFloat32 || !param.is_contiguous()) return Tensor();
+  return empty(param.shape(), TensorOptions(meta->warm_cast->dtype).device(param.device()));
+}
+
+void Optimizer::publish_warm_cast(const Tensor& param, const Tensor& value) {
+  if (!value.defined()) return;
+  WarmCast& warm = *param.impl()->autograd->warm_cast;
+  warm.value = value;
+  warm.version = param.version();
+}
+
 Tensor Optimizer::skip_flag(Device device) const {
   if (!skip_flag_.defined() || skip_flag_.device() == device) return skip_flag_;
   return to(skip_flag_, device, kFloat32);

@@ -43,6 +43,12 @@ class Optimizer {
   // During step(): the skip_if tensor as a one-element float32 tensor on `device` when it must be
   // read on the device; undefined when there is none (or it was already checked on the host).
   Tensor skip_flag(Device device) const;
+  // For the fused kernels: an empty float16/bfloat16 tensor when `param` (float32, contiguous)
+  // keeps a warm autocast cast (WarmCast in framework/tensor.h), which the kernel fills with the
+  // new weights rounded to that dtype; undefined otherwise.
+  static Tensor warm_cast_output(const Tensor& param);
+  // After the update and its version bump: `value` (from warm_cast_output) becomes param's warm cast.
+  static void publish_warm_cast(const Tensor& param, const Tensor& value);
   // A scalar hyper-parameter option (a number or a flag), saved in state_dict as a float64.
   class Hyperparameter {
    public:

@@ -69,9 +69,11 @@ void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
     buf = it->second;
     ready = buffer_ready_[i];
   }
-  sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()),
+  const Tensor cast_out = warm_cast_output(param);
+  sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()), cast_out,
                   SgdHyper{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov});
   param.bump_version();
+  publish_warm_cast(param, cast_out);
 }
 
 }  // namespace hg::optim

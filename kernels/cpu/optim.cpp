@@ -5,6 +5,7 @@
 // from double), so float32/float64 results agree with it to a few ulps (the
 // compiler contracts multiply-adds into FMAs in different places in the two
 // paths); 16-bit parameters are computed in float and rounded once.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -29,6 +30,41 @@ void with_flag(bool b, F&& f) {
     f(std::true_type{});
   else
     f(std::false_type{});
+}
+
+// Runs update(begin, end) over [0, n) on the pool. With cast_out defined (float32 params only),
+// each block's new values are rounded into cast_out right after the block's update, while they
+// are still in L1: the next autocast region's cast without another pass over the weights.
+template <class T, class Update>
+void update_and_cast(int64_t n, const T* param, const Tensor& cast_out, Update update) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cast_out.defined()) {
+      constexpr int64_t kBlock = 2048;
+      const auto run = [&]<class C>(C* out) {
+        parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
+          for (int64_t b = begin; b < end; b += kBlock) {
+            const int64_t e = std::min(end, b + kBlock);
+            update(b, e);
+            store_run(param + b, out + b, e - b);
+          }
+        });
+      };
+      if (cast_out.dtype() == kFloat16) {
+        run(static_cast<Half*>(cast_out.raw_data()));
+      } else {
+        run(static_cast<BFloat16*>(cast_out.raw_data()));
+      }
+      return;
+    }
+  }
+  HG_CHECK(!cast_out.defined(), "optimizer", "a warm cast needs a float32 parameter, got {}", dtype_of<T>);
+  parallel_for(n, kParallelGrain, update);
+}
+
+// A skipped step leaves the parameter as it is; cast_out still gets its rounded values.
+void cast_unchanged(const Tensor& param, const Tensor& cast_out) {
+  if (!cast_out.defined()) return;
+  update_and_cast<float>(param.numel(), param.data_ptr<float>(), cast_out, [](int64_t, int64_t) {});
 }
 
 enum class Momentum { None, First, Blend };
@@ -59,8 +95,8 @@ void sgd_range(int64_t begin, int64_t end, T* __restrict__ param, const T* __res
 }
 
 void sgd_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, const Tensor& ready, const Tensor& skip,
-                    const SgdHyper& h) {
-  if (skipped(skip)) return;
+                    const Tensor& cast_out, const SgdHyper& h) {
+  if (skipped(skip)) return cast_unchanged(param, cast_out);
   const int64_t n = param.numel();
   const Momentum mode = !buf.defined()                    ? Momentum::None
                         : *ready.data_ptr<int32_t>() == 0 ? Momentum::First
@@ -72,7 +108,7 @@ void sgd_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, 
     with_flag(h.weight_decay != 0, [&](auto wd) {
       with_flag(h.nesterov && mode != Momentum::None, [&](auto nesterov) {
         auto run = [&](auto m) {
-          parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
+          update_and_cast(n, p, cast_out, [&](int64_t begin, int64_t end) {
             sgd_range<T, decltype(m)::value, decltype(wd)::value, decltype(nesterov)::value>(begin, end, p, g, b, h);
           });
         };
@@ -122,8 +158,8 @@ void adam_range(int64_t begin, int64_t end, T* __restrict__ param, const T* __re
 }
 
 void adam_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
-                     const Tensor& step, const Tensor& skip, const AdamHyper& h) {
-  if (skipped(skip)) return;
+                     const Tensor& step, const Tensor& skip, const Tensor& cast_out, const AdamHyper& h) {
+  if (skipped(skip)) return cast_unchanged(param, cast_out);
   // The step advances first (skipped steps do not count), then the update reads
   // it.
   const int64_t t = ++*step.data_ptr<int64_t>();
@@ -137,7 +173,7 @@ void adam_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, c
     with_flag(h.weight_decay != 0, [&](auto wd) {
       with_flag(h.decoupled, [&](auto decoupled) {
         with_flag(pvmax != nullptr, [&](auto amsgrad) {
-          parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
+          update_and_cast(n, p, cast_out, [&](int64_t begin, int64_t end) {
             adam_range<T, decltype(wd)::value, decltype(decoupled)::value, decltype(amsgrad)::value>(
                 begin, end, p, g, pm, pv, pvmax, t, h);
           });

@@ -2,6 +2,7 @@
 // the optimizer state once and writes them once. The skip flag (found_inf) is read on the
 // device: when it is non-zero every thread returns before writing anything.
 #include <cmath>
+#include <type_traits>
 
 #include "framework/dispatch.h"
 #include "framework/ops/optim_update_kernels.h"
@@ -15,9 +16,47 @@ using optim::SgdHyper;
 
 __device__ __forceinline__ bool skipped(const float* skip) { return skip != nullptr && *skip != 0.0f; }
 
-template <class T>
+// The new weights rounded into cast_out (a float16/bfloat16 C), the next autocast region's cast.
+template <class T, class C>
+__device__ __forceinline__ void write_cast(C* cast_out, int64_t i, acc_t<T> value) {
+  if constexpr (!std::is_same_v<C, void>) cast_out[i] = from_acc<C>(static_cast<float>(from_acc<T>(value)));
+}
+
+// A skipped step leaves the parameter as it is; cast_out still gets its rounded values.
+template <class C>
+__global__ void cast_unchanged_kernel(int64_t n, const float* __restrict__ param, C* __restrict__ cast_out,
+                                      const float* skip) {
+  if (!skipped(skip)) return;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    cast_out[i] = from_acc<C>(param[i]);
+}
+
+// Calls f(C*) with cast_out's element type, or f(nullptr as void*) when it is undefined.
+template <class T, class F>
+void with_cast_type(const Tensor& cast_out, F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cast_out.defined() && cast_out.dtype() == kFloat16) return f(static_cast<Half*>(cast_out.raw_data()));
+    if (cast_out.defined()) return f(static_cast<BFloat16*>(cast_out.raw_data()));
+  }
+  HG_CHECK(!cast_out.defined(), "optimizer", "a warm cast needs a float32 parameter, got {}", dtype_of<T>);
+  f(static_cast<void*>(nullptr));
+}
+
+template <class C>
+void launch_cast_unchanged(const Tensor& param, C* cast_out, const float* skip, int dev, cudaStream_t stream) {
+  if constexpr (!std::is_same_v<C, void>) {
+    const int64_t n = param.numel();
+    if (n == 0 || skip == nullptr) return;
+    cast_unchanged_kernel<C>
+        <<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(n, param.data_ptr<float>(), cast_out, skip);
+    HG_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <class T, class C>
 __global__ void sgd_kernel(int64_t n, T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ buf,
-                           const int32_t* ready, const float* skip, SgdHyper h) {
+                           const int32_t* ready, const float* skip, C* __restrict__ cast_out, SgdHyper h) {
   if (skipped(skip)) return;
   using A = acc_t<T>;
   const bool first = buf != nullptr && *ready == 0;
@@ -32,7 +71,9 @@ __global__ void sgd_kernel(int64_t n, T* __restrict__ param, const T* __restrict
       buf[i] = from_acc<T>(b);
       d = h.nesterov ? d + b * static_cast<A>(h.momentum) : b;
     }
-    param[i] = from_acc<T>(p - static_cast<A>(h.lr) * d);
+    const A updated = p - static_cast<A>(h.lr) * d;
+    param[i] = from_acc<T>(updated);
+    write_cast<T>(cast_out, i, updated);
   }
 }
 
@@ -42,20 +83,23 @@ __global__ void mark_ready_kernel(int32_t* ready, const float* skip) {
 }
 
 void sgd_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& buf, const Tensor& ready,
-                     const Tensor& skip, const SgdHyper& h) {
+                     const Tensor& skip, const Tensor& cast_out, const SgdHyper& h) {
   const int dev = param.device().index;
   DeviceGuard guard(dev);
   cudaStream_t stream = current_stream(dev);
   const float* sk = skip.defined() ? skip.data_ptr<float>() : nullptr;
   const int64_t n = param.numel();
   dispatch_floating(param.dtype(), "SGD", [&]<class T>(TypeTag<T>) {
-    if (n > 0) {
-      sgd_kernel<T><<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
-          n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()),
-          buf.defined() ? static_cast<T*>(buf.raw_data()) : nullptr,
-          ready.defined() ? ready.data_ptr<int32_t>() : nullptr, sk, h);
-      HG_CUDA_CHECK_LAUNCH();
-    }
+    with_cast_type<T>(cast_out, [&]<class C>(C* cast) {
+      if (n > 0) {
+        sgd_kernel<T, C><<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
+            n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()),
+            buf.defined() ? static_cast<T*>(buf.raw_data()) : nullptr,
+            ready.defined() ? ready.data_ptr<int32_t>() : nullptr, sk, cast, h);
+        HG_CUDA_CHECK_LAUNCH();
+      }
+      launch_cast_unchanged(param, cast, sk, dev, stream);
+    });
   });
   if (buf.defined()) {
     mark_ready_kernel<<<1, 1, 0, stream>>>(ready.data_ptr<int32_t>(), sk);
@@ -67,10 +111,10 @@ __global__ void advance_step_kernel(int64_t* step, const float* skip) {
   if (!skipped(skip)) *step += 1;
 }
 
-template <class T>
+template <class T, class C>
 __global__ void adam_kernel(int64_t n, T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ m_,
                             T* __restrict__ v_, T* __restrict__ vmax_, const int64_t* step, const float* skip,
-                            AdamHyper h) {
+                            C* __restrict__ cast_out, AdamHyper h) {
   if (skipped(skip)) return;
   using A = acc_t<T>;
   const auto t = static_cast<double>(*step);
@@ -100,12 +144,14 @@ __global__ void adam_kernel(int64_t n, T* __restrict__ param, const T* __restric
       second = vm;
     }
     const A denom = sqrt(second) / bias2_sqrt + eps;
-    param[i] = from_acc<T>(p - step_size * (m / denom));
+    const A updated = p - step_size * (m / denom);
+    param[i] = from_acc<T>(updated);
+    write_cast<T>(cast_out, i, updated);
   }
 }
 
 void adam_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
-                      const Tensor& step, const Tensor& skip, const AdamHyper& h) {
+                      const Tensor& step, const Tensor& skip, const Tensor& cast_out, const AdamHyper& h) {
   const int dev = param.device().index;
   DeviceGuard guard(dev);
   cudaStream_t stream = current_stream(dev);
@@ -116,11 +162,14 @@ void adam_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& m, 
   const int64_t n = param.numel();
   if (n == 0) return;
   dispatch_floating(param.dtype(), "Adam", [&]<class T>(TypeTag<T>) {
-    adam_kernel<T><<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
-        n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()), static_cast<T*>(m.raw_data()),
-        static_cast<T*>(v.raw_data()), vmax.defined() ? static_cast<T*>(vmax.raw_data()) : nullptr,
-        step.data_ptr<int64_t>(), sk, h);
-    HG_CUDA_CHECK_LAUNCH();
+    with_cast_type<T>(cast_out, [&]<class C>(C* cast) {
+      adam_kernel<T, C><<<grid_for(n, kThreads, 1, dev), kThreads, 0, stream>>>(
+          n, static_cast<T*>(param.raw_data()), static_cast<const T*>(grad.raw_data()), static_cast<T*>(m.raw_data()),
+          static_cast<T*>(v.raw_data()), vmax.defined() ? static_cast<T*>(vmax.raw_data()) : nullptr,
+          step.data_ptr<int64_t>(), sk, cast, h);
+      HG_CUDA_CHECK_LAUNCH();
+      launch_cast_unchanged(param, cast, sk, dev, stream);
+    });
   });
 }
 

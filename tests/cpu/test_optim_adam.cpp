@@ -229,12 +229,12 @@ TEST_CASE("the fused CPU Adam kernel skips without advancing the step") {
   const TensorList before{p.clone(), m.clone(), v.clone()};
   const optim::AdamHyper h{
       .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .decoupled = false, .amsgrad = false};
-  optim::adam_update_stub(kCPU, p, g, m, v, Tensor(), step, ones({1}), h);
+  optim::adam_update_stub(kCPU, p, g, m, v, Tensor(), step, ones({1}), Tensor(), h);
   CHECK(step.item<int64_t>() == 3);
   check_close(p, before[0], {0, 0});
   check_close(m, before[1], {0, 0});
   check_close(v, before[2], {0, 0});
-  optim::adam_update_stub(kCPU, p, g, m, v, Tensor(), step, zeros({1}), h);
+  optim::adam_update_stub(kCPU, p, g, m, v, Tensor(), step, zeros({1}), Tensor(), h);
   CHECK(step.item<int64_t>() == 4);
   check_close(m, before[1] * 0.9 + g * 0.1, {1e-6, 1e-6});
 }

@@ -171,17 +171,17 @@ TEST_CASE("the fused CPU SGD kernel honours the skip flag and copies the first g
   const Tensor ready = zeros({1}, kInt32);
   const Tensor p0 = p.clone(), buf0 = buf.clone();
   const optim::SgdHyper h{.lr = 0.1, .momentum = 0.9, .dampening = 0.5, .weight_decay = 0, .nesterov = false};
-  optim::sgd_update_stub(kCPU, p, g, buf, ready, ones({1}), h);
+  optim::sgd_update_stub(kCPU, p, g, buf, ready, ones({1}), Tensor(), h);
   check_close(p, p0, {0, 0});
   check_close(buf, buf0, {0, 0});
   CHECK(ready.item<int32_t>() == 0);
   // Not skipped: the first step copies g into the buffer whatever it held (no dampening).
-  optim::sgd_update_stub(kCPU, p, g, buf, ready, zeros({1}), h);
+  optim::sgd_update_stub(kCPU, p, g, buf, ready, zeros({1}), Tensor(), h);
   check_close(buf, g, {0, 0});
   check_close(p, p0 - g * 0.1, {1e-6, 1e-6});
   CHECK(ready.item<int32_t>() == 1);
   // Then it blends: buf = .9 buf + .5 g.
-  optim::sgd_update_stub(kCPU, p, g, buf, ready, Tensor(), h);
+  optim::sgd_update_stub(kCPU, p, g, buf, ready, Tensor(), Tensor(), h);
   check_close(buf, g * 0.9 + g * 0.5, {1e-6, 1e-6});
 }
 

@@ -1,0 +1,134 @@
+// Warm casts: the fused optimizer step writes each autocast weight's low-precision copy, and the
+// next region uses it instead of casting again, bit for bit what a fresh cast gives.
+#include <cstring>
+
+#include "helpers.h"
+
+using namespace hg;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * element_size(ca.dtype())) == 0;
+}
+
+// One step of a two-layer model under autocast; returns the loss (float32).
+float train_step(optim::Optimizer& opt, const Tensor& w1, const Tensor& w2, const Tensor& x, Dtype dtype) {
+  opt.zero_grad();
+  Tensor loss;
+  {
+    amp::AutocastGuard g(kCPU, dtype);
+    loss = mm(relu(mm(x, w1)), w2).to(kFloat32).pow(2.0).mean();
+  }
+  loss.backward();
+  opt.step();
+  return loss.item<float>();
+}
+
+}  // namespace
+
+TEST_CASE("amp: the optimizer step leaves each autocast weight's cast warm, bit for bit a fresh cast") {
+  for (Dtype dtype : {kBFloat16, kFloat16}) {
+    for (int which : {0, 1, 2}) {  // SGD with momentum, Adam, AdamW
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(which);
+      manual_seed(3);
+      Tensor w1 = (randn({16, 32}) * 0.3).requires_grad_(), w2 = (randn({32, 8}) * 0.3).requires_grad_();
+      const Tensor x = randn({4, 16});
+      std::unique_ptr<optim::Optimizer> opt;
+      if (which == 0)
+        opt = std::make_unique<optim::SGD>(TensorList{w1, w2}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      if (which == 1) opt = std::make_unique<optim::Adam>(TensorList{w1, w2}, optim::AdamOptions{.lr = 0.01});
+      if (which == 2) opt = std::make_unique<optim::AdamW>(TensorList{w1, w2}, optim::AdamWOptions{.lr = 0.01});
+      train_step(*opt, w1, w2, x, dtype);  // the first region casts and marks the weights
+      for (const Tensor& w : {w1, w2}) {
+        const auto& warm = w.impl()->autograd->warm_cast;
+        REQUIRE(warm != nullptr);
+        CHECK(warm->dtype == dtype);
+        REQUIRE(warm->value.defined());  // written by the step
+        CHECK(warm->version == w.version());
+        CHECK(same_bits(warm->value, w.detach().to(dtype)));
+      }
+      // The next region reuses it: the cast shares the warm copy's storage and records "to" as before.
+      {
+        OpRecorder rec;
+        amp::AutocastGuard g(kCPU, dtype);
+        const Tensor c = amp::cast_for_autocast(w1, dtype);
+        CHECK(c.storage() == w1.impl()->autograd->warm_cast->value.storage());
+        CHECK(rec.count("to") == 1);
+        CHECK(c.requires_grad());  // still linked to the weight
+      }
+      // A weight written outside the optimizer is cast afresh.
+      {
+        NoGradGuard ng;
+        w1.mul_(0.5);
+      }
+      {
+        amp::AutocastGuard g(kCPU, dtype);
+        const Tensor c = amp::cast_for_autocast(w1, dtype);
+        CHECK(c.storage() != w1.impl()->autograd->warm_cast->value.storage());
+        CHECK(same_bits(c, w1.detach().to(dtype)));
+      }
+    }
+  }
+}
+
+TEST_CASE("amp: training with warm casts gives the same losses and weights as casting every step") {
+  for (Dtype dtype : {kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(dtype));
+    auto run = [&](bool defeat_warm_casts) {
+      manual_seed(5);
+      Tensor w1 = (randn({16, 32}) * 0.3).requires_grad_(), w2 = (randn({32, 8}) * 0.3).requires_grad_();
+      const Tensor x = randn({4, 16});
+      optim::SGD opt({w1, w2}, {.lr = 0.05, .momentum = 0.9});
+      std::vector<float> losses;
+      for (int step = 0; step < 5; ++step) {
+        if (defeat_warm_casts) {
+          NoGradGuard ng;
+          w1.add_(0.0);  // bumps the version: the next region must cast afresh
+          w2.add_(0.0);
+        }
+        losses.push_back(train_step(opt, w1, w2, x, dtype));
+      }
+      return std::make_tuple(losses, w1.detach(), w2.detach());
+    };
+    const auto [warm_losses, warm_w1, warm_w2] = run(false);
+    const auto [cold_losses, cold_w1, cold_w2] = run(true);
+    CHECK(warm_losses == cold_losses);
+    CHECK(same_bits(warm_w1, cold_w1));
+    CHECK(same_bits(warm_w2, cold_w2));
+  }
+}
+
+TEST_CASE("amp: a step skipped by the GradScaler keeps the warm cast valid") {
+  manual_seed(6);
+  Tensor w = (randn({8, 8}) * 0.3).requires_grad_();
+  const Tensor x = randn({2, 8});
+  optim::SGD opt({w}, {.lr = 0.1});
+  amp::GradScaler scaler(kCPU, {.init_scale = 64.0});  // small enough that clean steps stay finite in float16
+  auto step = [&](bool poison) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard g(kCPU, kFloat16);
+      loss = mm(x, w).to(kFloat32).sum();
+    }
+    scaler.scale(loss).backward();
+    if (poison) {
+      Tensor g = w.grad();
+      g.fill_(INFINITY);
+    }
+    scaler.step(opt);
+    scaler.update();
+  };
+  step(false);
+  REQUIRE(scaler.get_scale() == 64.0);  // the first step was not skipped
+  const uint32_t version = w.version();
+  const Tensor warm = w.impl()->autograd->warm_cast->value;
+  step(true);  // skipped: the weight and its warm copy stay as they are
+  CHECK(w.version() == version);
+  CHECK(w.impl()->autograd->warm_cast->value.storage() == warm.storage());
+  CHECK(same_bits(w.impl()->autograd->warm_cast->value, w.detach().to(kFloat16)));
+}
