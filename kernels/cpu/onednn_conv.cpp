@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -33,12 +35,14 @@ enum class Pass { Forward, BackwardData, BackwardFilter };
 
 // One chunk of a call: n samples of the full problem. The plans' cache key.
 struct Problem {
+  memory::data_type dt;  // of the activations and weights: bf16 or f32
   int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
   int64_t stride[2], padding[2], dilation[2];
   bool bias;
 
-  std::array<int64_t, 18> key(Pass pass) const {
+  std::array<int64_t, 19> key(Pass pass) const {
     return {static_cast<int64_t>(pass),
+            static_cast<int64_t>(dt),
             n,
             c,
             h,
@@ -57,6 +61,7 @@ struct Problem {
             dilation[1],
             bias ? 1 : 0};
   }
+  int64_t element_bytes() const { return dt == memory::data_type::bf16 ? 2 : 4; }
   memory::dims src() const { return {n, c, h, w}; }
   memory::dims dst() const { return {n, o, oh, ow}; }
   memory::dims weights() const {
@@ -76,6 +81,7 @@ struct Problem {
 Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, bool bias,
                    const Conv2dParams& p) {
   Problem pr{};
+  pr.dt = input.dtype() == kBFloat16 ? kBf16 : kF32;
   pr.n = input.size(0), pr.c = input.size(1), pr.h = input.size(2), pr.w = input.size(3);
   pr.o = weight.size(0), pr.kh = weight.size(2), pr.kw = weight.size(3), pr.oh = oh, pr.ow = ow;
   pr.groups = p.groups, pr.bias = bias;
@@ -101,12 +107,12 @@ struct Plan {
 };
 
 dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pr, const dnnl::primitive_attr& attr) {
-  const memory::desc src(pr.src(), kBf16, Tag::nhwc), dst(pr.dst(), kBf16, Tag::nhwc);
-  const memory::desc weights(pr.weights(), kBf16, Tag::any);
+  const memory::desc src(pr.src(), pr.dt, Tag::nhwc), dst(pr.dst(), pr.dt, Tag::nhwc);
+  const memory::desc weights(pr.weights(), pr.dt, Tag::any);
   const auto prop = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
   if (pr.bias) {
-    const memory::desc bias({pr.o}, kBf16, Tag::a);
+    const memory::desc bias({pr.o}, pr.dt, Tag::a);
     return {{prop, algo, src, weights, bias, dst, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right()},
             attr,
             cpu_engine()};
@@ -124,8 +130,8 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
   const dnnl::engine& engine = cpu_engine();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch per thread, see run_chunk
-  const memory::desc src_user(pr.src(), kBf16, Tag::nchw), dst_user(pr.dst(), kBf16, Tag::nchw);
-  const memory::desc src_nhwc(pr.src(), kBf16, Tag::nhwc), dst_nhwc(pr.dst(), kBf16, Tag::nhwc);
+  const memory::desc src_user(pr.src(), pr.dt, Tag::nchw), dst_user(pr.dst(), pr.dt, Tag::nchw);
+  const memory::desc src_nhwc(pr.src(), pr.dt, Tag::nhwc), dst_nhwc(pr.dst(), pr.dt, Tag::nhwc);
   try {
     const auto fwd = forward_pd(pr, attr);
     const char* impl = nullptr;
@@ -133,12 +139,12 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
       plan->primitive = dnnl::convolution_forward(fwd);
       plan->scratch = fwd.scratchpad_desc();
       plan->in_user = src_user, plan->in_nhwc = src_nhwc, plan->out_user = dst_user, plan->out_nhwc = dst_nhwc;
-      plan->weights_user = memory::desc(pr.weights(), kBf16, pr.weights_tag());
+      plan->weights_user = memory::desc(pr.weights(), pr.dt, pr.weights_tag());
       plan->weights_prim = fwd.weights_desc();
       if (pr.bias) plan->bias = fwd.bias_desc();
       impl = fwd.impl_info_str();
     } else if (pass == Pass::BackwardData) {
-      const memory::desc weights(pr.weights(), kBf16, Tag::any);
+      const memory::desc weights(pr.weights(), pr.dt, Tag::any);
       const dnnl::convolution_backward_data::primitive_desc pd(
           {dnnl::algorithm::convolution_direct, src_nhwc, weights, dst_nhwc, pr.strides(), pr.dilates(), pr.pad_left(),
            pr.pad_right()},
@@ -146,7 +152,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
       plan->primitive = dnnl::convolution_backward_data(pd);
       plan->scratch = pd.scratchpad_desc();
       plan->in_user = dst_user, plan->in_nhwc = dst_nhwc, plan->out_user = src_user, plan->out_nhwc = src_nhwc;
-      plan->weights_user = memory::desc(pr.weights(), kBf16, pr.weights_tag());
+      plan->weights_user = memory::desc(pr.weights(), pr.dt, pr.weights_tag());
       plan->weights_prim = pd.weights_desc();
       impl = pd.impl_info_str();
     } else {
@@ -184,7 +190,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
 // Plans are made once per pass and chunk shape (about a millisecond each) and kept.
 std::shared_ptr<const Plan> plan_for(Pass pass, const Problem& pr) {
   static std::mutex mutex;
-  static std::map<std::array<int64_t, 18>, std::shared_ptr<const Plan>> plans;
+  static std::map<std::array<int64_t, 19>, std::shared_ptr<const Plan>> plans;
   const auto key = pr.key(pass);
   std::lock_guard lock(mutex);
   auto it = plans.find(key);
@@ -275,7 +281,17 @@ void run_or_fail(const char* what, const std::function<void()>& body) {
   }
 }
 
-bool applies(const Tensor& t) { return t.dtype() == kBFloat16 && onednn_matmul_enabled(kBFloat16) && t.numel() > 0; }
+// bfloat16 wherever this CPU has bfloat16 units; float32 when HG_CPU_ONEDNN_CONV=float32 asks
+// for it (docs/PERF-CPU.md compares it with the im2col path). HG_CPU_ONEDNN=0 turns both off.
+bool applies(const Tensor& t) {
+  static const bool float32_on = [] {
+    const char* env = std::getenv("HG_CPU_ONEDNN_CONV");
+    return env != nullptr && std::string(env) == "float32";
+  }();
+  if (t.numel() == 0) return false;
+  if (t.dtype() == kBFloat16) return onednn_matmul_enabled(kBFloat16);
+  return t.dtype() == kFloat32 && float32_on && onednn_matmul_enabled(kFloat32);
+}
 
 }  // namespace
 
@@ -288,7 +304,8 @@ bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor&
   if (!plans.usable()) return false;
   run_or_fail("forward", [&] {
     const PreparedWeights w = prepare_weights(plans, weight);
-    const int64_t in_bytes = pr.c * pr.h * pr.w * 2, out_bytes = pr.o * pr.oh * pr.ow * 2;
+    const int64_t in_bytes = pr.c * pr.h * pr.w * pr.element_bytes(),
+                  out_bytes = pr.o * pr.oh * pr.ow * pr.element_bytes();
     run_parallel(chunks.count, [&](int64_t i) {
       const Plan& plan = plans.of(chunks, i);
       const dnnl::engine& engine = cpu_engine();
@@ -323,7 +340,8 @@ bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_ou
   if (!plans.usable()) return false;
   run_or_fail("backward (input gradient)", [&] {
     const PreparedWeights w = prepare_weights(plans, weight);
-    const int64_t gx_bytes = pr.c * pr.h * pr.w * 2, gy_bytes = pr.o * pr.oh * pr.ow * 2;
+    const int64_t gx_bytes = pr.c * pr.h * pr.w * pr.element_bytes(),
+                  gy_bytes = pr.o * pr.oh * pr.ow * pr.element_bytes();
     run_parallel(chunks.count, [&](int64_t i) {
       const Plan& plan = plans.of(chunks, i);
       const dnnl::engine& engine = cpu_engine();
@@ -359,7 +377,8 @@ bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad
   // Each chunk's float32 partial gradients, in OIHW order, side by side.
   std::vector<float> partial(static_cast<size_t>(chunks.count * (wn + bn)));
   run_or_fail("backward (weight gradient)", [&] {
-    const int64_t x_bytes = pr.c * pr.h * pr.w * 2, gy_bytes = pr.o * pr.oh * pr.ow * 2;
+    const int64_t x_bytes = pr.c * pr.h * pr.w * pr.element_bytes(),
+                  gy_bytes = pr.o * pr.oh * pr.ow * pr.element_bytes();
     run_parallel(chunks.count, [&](int64_t i) {
       const Plan& plan = plans.of(chunks, i);
       const dnnl::engine& engine = cpu_engine();
@@ -386,19 +405,20 @@ bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad
       s.wait();
     });
   });
-  auto* gw = static_cast<BFloat16*>(grad_weight.raw_data());
-  for (int64_t j = 0; j < wn; ++j) {
-    float sum = 0;
-    for (int64_t i = 0; i < chunks.count; ++i) sum += partial[static_cast<size_t>(i * (wn + bn) + j)];
-    gw[j] = BFloat16(sum);
-  }
-  if (pr.bias) {
-    auto* gb = static_cast<BFloat16*>(grad_bias.raw_data());
-    for (int64_t j = 0; j < bn; ++j) {
+  // The chunks' partials added in float32 and rounded once to the gradient's dtype.
+  const auto reduce_into = [&]<class T>(T* out, int64_t first, int64_t count) {
+    for (int64_t j = 0; j < count; ++j) {
       float sum = 0;
-      for (int64_t i = 0; i < chunks.count; ++i) sum += partial[static_cast<size_t>(i * (wn + bn) + wn + j)];
-      gb[j] = BFloat16(sum);
+      for (int64_t i = 0; i < chunks.count; ++i) sum += partial[static_cast<size_t>(i * (wn + bn) + first + j)];
+      out[j] = T(sum);
     }
+  };
+  if (grad_weight.dtype() == kBFloat16) {
+    reduce_into(static_cast<BFloat16*>(grad_weight.raw_data()), 0, wn);
+    if (pr.bias) reduce_into(static_cast<BFloat16*>(grad_bias.raw_data()), wn, bn);
+  } else {
+    reduce_into(static_cast<float*>(grad_weight.raw_data()), 0, wn);
+    if (pr.bias) reduce_into(static_cast<float*>(grad_bias.raw_data()), wn, bn);
   }
   return true;
 }
