@@ -258,3 +258,33 @@ TEST_CASE("cuda AMP training step (fp16 autocast, GradScaler) makes no host sync
   CHECK(std::isfinite(loss.item<double>()));
   CHECK(cuda::host_sync_count() == syncs + 1);  // the read-back above is the only one
 }
+
+TEST_CASE("cuda warm casts: the fused step writes each autocast weight's cast, bit for bit a fresh cast") {
+  REQUIRE(cuda::is_available());
+  for (Dtype dt : {kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(dt));
+    manual_seed(4);
+    Tensor w = (randn({64, 32}) * 0.3).to(kCUDA).requires_grad_();
+    const Tensor x = randn({8, 64}).to(kCUDA);
+    optim::Adam opt({w}, {.lr = 0.01});
+    for (int step = 0; step < 2; ++step) {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        amp::AutocastGuard g(kCUDA, dt);
+        loss = mm(x, w).to(kFloat32).pow(2.0).mean();
+      }
+      loss.backward();
+      opt.step();
+    }
+    const auto& warm = w.impl()->autograd->warm_cast;
+    REQUIRE(warm != nullptr);
+    REQUIRE(warm->value.defined());
+    CHECK(warm->version == w.version());
+    const auto got = warm->value.to(kCPU).to(kFloat32).to_vector<float>();
+    const auto want = w.detach().to(dt).to(kCPU).to(kFloat32).to_vector<float>();
+    CHECK(got == want);
+    amp::AutocastGuard g(kCUDA, dt);
+    CHECK(amp::cast_for_autocast(w, dt).storage() == warm->value.storage());
+  }
+}
