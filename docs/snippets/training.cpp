@@ -1,4 +1,6 @@
 // Data, optimizers and a learning-rate schedule: a small classifier trained to fit its data.
+#include <cmath>
+
 #include <halfgrad.h>
 
 int main() {
@@ -13,9 +15,15 @@ int main() {
   model->push_back(std::make_shared<hg::nn::Linear>(2, 16))
       .push_back(std::make_shared<hg::nn::ReLU>())
       .push_back(std::make_shared<hg::nn::Linear>(16, 2));
-  // Options are aggregates: name what you change, the rest keeps PyTorch's defaults.
-  hg::optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.05});
-  hg::optim::StepLR schedule(opt, /*step_size=*/5, /*gamma=*/0.5);
+  // Parameter groups, each with its own options: weight decay on the weight matrices only. Options
+  // are aggregates: name what you change, the rest keeps PyTorch's defaults.
+  hg::TensorList matrices, others;
+  for (const auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? matrices : others).push_back(p);
+  hg::optim::AdamW opt({{matrices, {.lr = 1e-2, .weight_decay = 0.05}}, {others, {.lr = 1e-2, .weight_decay = 0.0}}});
+  // Two epochs of linear warm-up from a tenth of each group's lr, then a cosine decay.
+  hg::optim::LinearLR warmup(opt, /*start_factor=*/0.1, /*end_factor=*/1.0, /*total_iters=*/2);
+  hg::optim::CosineAnnealingLR cosine(opt, /*t_max=*/8, /*eta_min=*/1e-4);
+  hg::optim::SequentialLR schedule(opt, {&warmup, &cosine}, /*milestones=*/{2});
 
   double first = 0, last = 0;
   for (int64_t epoch = 0; epoch < 10; ++epoch) {
@@ -34,5 +42,5 @@ int main() {
   }
   fmt::print("loss {:.3f} -> {:.3f}, lr {}\n", first, last, opt.lr());
   HG_CHECK(last < first / 2, "guide", "training lowers the loss");
-  HG_CHECK(opt.lr() == 1e-2 * 0.25, "guide", "two StepLR decays");
+  HG_CHECK(opt.lr(0) == opt.lr(1) && std::abs(opt.lr() - 1e-4) < 1e-12, "guide", "the cosine ends at eta_min");
 }

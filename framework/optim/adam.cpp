@@ -7,17 +7,46 @@
 
 namespace hg::optim {
 
-Adam::Adam(TensorList params, AdamOptions options) : Adam(std::move(params), options, "Adam", false) {}
+namespace {
+std::vector<AdamWParamGroup> one_group(TensorList params, AdamWOptions options) {
+  return {AdamWParamGroup{std::move(params), options}};
+}
+std::vector<AdamParamGroup> adam_groups(std::vector<AdamWParamGroup> groups) {
+  std::vector<AdamParamGroup> out;
+  for (AdamWParamGroup& g : groups) out.push_back({std::move(g.params), g.options.adam()});
+  return out;
+}
+}  // namespace
 
-AdamW::AdamW(TensorList params, AdamWOptions options) : Adam(std::move(params), options.adam(), "AdamW", true) {}
+Adam::Adam(TensorList params, AdamOptions options)
+    : Adam(std::vector<AdamParamGroup>{{std::move(params), options}}, "Adam", false) {}
 
-Adam::Adam(TensorList params, AdamOptions options, const char* name, bool decoupled)
-    : Optimizer(std::move(params), options.lr, name),
-      options_(options),
-      decoupled_(decoupled),
-      step_(this->params().size(), 0),
-      device_step_(this->params().size()) {
-  check_adam(name, options.beta1, options.beta2, options.eps, options.weight_decay, options.amsgrad ? 1 : 0);
+Adam::Adam(std::vector<AdamParamGroup> groups) : Adam(std::move(groups), "Adam", false) {}
+
+AdamW::AdamW(TensorList params, AdamWOptions options)
+    : Adam(adam_groups(one_group(std::move(params), options)), "AdamW", true) {}
+
+AdamW::AdamW(std::vector<AdamWParamGroup> groups) : Adam(adam_groups(std::move(groups)), "AdamW", true) {}
+
+Adam::Adam(std::vector<AdamParamGroup> groups, const char* name, bool decoupled)
+    : Optimizer(name), decoupled_(decoupled) {
+  HG_CHECK(!groups.empty(), name, "needs at least one parameter group");
+  for (AdamParamGroup& g : groups) add_param_group(std::move(g));
+}
+
+void Adam::add_param_group(AdamParamGroup group) {
+  const AdamOptions& o = group.options;
+  check_adam(name(), o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad ? 1 : 0);
+  add_group(std::move(group.params), o.lr);
+  options_.push_back(o);
+  step_.resize(params().size(), 0);
+  device_step_.resize(params().size());
+}
+
+AdamOptions Adam::options(size_t group) const {
+  AdamOptions o = options_.at(group);
+  o.lr = lr(group);
+  return o;
 }
 
 void Adam::check_adam(const char* name, double beta1, double beta2, double eps, double weight_decay, double amsgrad) {
@@ -32,12 +61,13 @@ void Adam::check_hyperparameters(const std::map<std::string, double>& v) const {
   check_adam(name(), v.at("beta1"), v.at("beta2"), v.at("eps"), v.at("weight_decay"), v.at("amsgrad"));
 }
 
-std::map<std::string, Optimizer::Hyperparameter> Adam::hyperparameters() {
-  return {{"beta1", &options_.beta1},
-          {"beta2", &options_.beta2},
-          {"eps", &options_.eps},
-          {"weight_decay", &options_.weight_decay},
-          {"amsgrad", &options_.amsgrad}};
+std::map<std::string, Optimizer::Hyperparameter> Adam::hyperparameters(size_t group) {
+  AdamOptions& o = options_.at(group);
+  return {{"beta1", &o.beta1},
+          {"beta2", &o.beta2},
+          {"eps", &o.eps},
+          {"weight_decay", &o.weight_decay},
+          {"amsgrad", &o.amsgrad}};
 }
 
 // The fused kernel is the one implementation of the update. A strided parameter (a view into a
@@ -82,12 +112,14 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
            param.device(), param.shape(), param.strides());
   const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
   auto& st = state_[i];
+  const size_t group = group_of(i);
+  const AdamOptions& o = options_[group];
   if (!st.count("exp_avg")) {
     st["exp_avg"] = zeros_like(param);
     st["exp_avg_sq"] = zeros_like(param);
-    if (options_.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
+    if (o.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
   }
-  if (options_.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(param);
+  if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(param);
   // Moments loaded from another dtype, device or layout are converted once, to what the kernel reads.
   for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
     auto it = st.find(key);
@@ -105,12 +137,11 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   } else {
     step = full({1}, static_cast<double>(step_[i]), kInt64);
   }
-  const Tensor vmax = options_.amsgrad ? st["max_exp_avg_sq"] : Tensor();
+  const Tensor vmax = o.amsgrad ? st["max_exp_avg_sq"] : Tensor();
   const Tensor cast_out = warm_cast_output(param);
   adam_update_stub(param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step,
                    skip_flag(param.device()), cast_out,
-                   AdamHyper{lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, decoupled_,
-                             options_.amsgrad});
+                   AdamHyper{lr(group), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, o.amsgrad});
   if (!on_cuda) step_[i] = *step.data_ptr<int64_t>();
   param.bump_version();
   publish_warm_cast(param, cast_out);

@@ -1,6 +1,7 @@
 #include "framework/optim/optimizer.h"
 
 #include <limits>
+#include <set>
 
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
@@ -9,13 +10,52 @@
 
 namespace hg::optim {
 
-Optimizer::Optimizer(TensorList params, double lr, const char* name)
-    : state_(params.size()), params_(std::move(params)), lr_(lr), name_(name) {
+Optimizer::Optimizer(TensorList params, double lr, const char* name) : name_(name) { add_group(std::move(params), lr); }
+
+void Optimizer::add_group(TensorList params, double lr) {
   HG_CHECK(lr >= 0, name_, "invalid learning rate {}", lr);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    HG_CHECK(params_[i].defined() && params_[i].is_leaf() && params_[i].is_floating_point(), name_,
-             "parameter {} must be a defined floating-point leaf tensor", i);
+  for (size_t i = 0; i < params.size(); ++i) {
+    HG_CHECK(params[i].defined() && params[i].is_leaf() && params[i].is_floating_point(), name_,
+             "parameter {} of group {} must be a defined floating-point leaf tensor", i, group_lr_.size());
+    for (size_t j = 0; j < params_.size(); ++j) {
+      HG_CHECK(params_[j].impl() != params[i].impl(), name_,
+               "parameter {} of group {} is already in group {} (a parameter may be in one group only)", i,
+               group_lr_.size(), group_of_[j]);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      HG_CHECK(params[j].impl() != params[i].impl(), name_, "parameter {} of group {} is listed twice", i,
+               group_lr_.size());
+    }
   }
+  for (Tensor& p : params) {
+    params_.push_back(std::move(p));
+    group_of_.push_back(group_lr_.size());
+    state_.emplace_back();
+  }
+  group_lr_.push_back(lr);
+}
+
+TensorList Optimizer::group_params(size_t group) const {
+  HG_CHECK(group < group_lr_.size(), name_, "no parameter group {} (there are {})", group, group_lr_.size());
+  TensorList out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (group_of_[i] == group) out.push_back(params_[i]);
+  return out;
+}
+
+void Optimizer::set_lr(double lr) {
+  HG_CHECK(lr >= 0, name_, "invalid learning rate {}", lr);
+  for (double& g : group_lr_) g = lr;
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  HG_CHECK(group < group_lr_.size(), name_, "no parameter group {} (there are {})", group, group_lr_.size());
+  HG_CHECK(lr >= 0, name_, "invalid learning rate {}", lr);
+  group_lr_[group] = lr;
+}
+
+std::string Optimizer::group_key(size_t group, const std::string& key) {
+  return group == 0 ? key : fmt::format("group.{}.{}", group, key);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -83,9 +123,11 @@ Tensor Optimizer::skip_flag(Device device) const {
 
 StateDict Optimizer::state_dict() const {
   StateDict out;
-  out["lr"] = scalar_tensor(lr_, kFloat64);
-  for (const auto& [key, value] : const_cast<Optimizer*>(this)->hyperparameters())
-    out["hp." + key] = scalar_tensor(value.get(), kFloat64);
+  for (size_t g = 0; g < group_lr_.size(); ++g) {
+    out[group_key(g, "lr")] = scalar_tensor(group_lr_[g], kFloat64);
+    for (const auto& [key, value] : const_cast<Optimizer*>(this)->hyperparameters(g))
+      out[group_key(g, "hp." + key)] = scalar_tensor(value.get(), kFloat64);
+  }
   out["steps"] = scalar_tensor(static_cast<double>(steps_), kInt64);
   for (size_t i = 0; i < state_.size(); ++i)
     for (const auto& [key, t] : state_[i]) out[fmt::format("state.{}.{}", i, key)] = t.clone();
@@ -100,21 +142,35 @@ void Optimizer::load_state_dict(const StateDict& state) {
     HG_CHECK(it != state.end(), name_, "load_state_dict: missing key '{}'", key);
     return it->second;
   };
-  auto hps = hyperparameters();
+  const size_t groups = group_lr_.size();
+  std::vector<std::map<std::string, Hyperparameter>> hps;
+  std::set<std::string> expected = {"steps"};
+  for (size_t g = 0; g < groups; ++g) {
+    hps.push_back(hyperparameters(g));
+    expected.insert(group_key(g, "lr"));
+    for (const auto& [key, value] : hps.back()) expected.insert(group_key(g, "hp." + key));
+  }
   for (const auto& [key, t] : state) {
     if (key.starts_with("state.")) {
       state_index(std::string_view(key).substr(6), state_.size(), name_, key);
       continue;
     }
-    HG_CHECK(key == "lr" || key == "steps" || (key.starts_with("hp.") && hps.count(key.substr(3))), name_,
-             "load_state_dict: unexpected key '{}'", key);
+    HG_CHECK(expected.count(key), name_,
+             "load_state_dict: unexpected key '{}' (the optimizer has {} parameter group{})", key, groups,
+             groups == 1 ? "" : "s");
   }
-  const double lr = state_number(get("lr"), name_, "lr", 0.0, std::numeric_limits<double>::max());
-  std::map<std::string, double> values;
-  for (const auto& [key, value] : hps)
-    values[key] = state_number(get("hp." + key), name_, "hp." + key, std::numeric_limits<double>::lowest(),
-                               std::numeric_limits<double>::max());
-  check_hyperparameters(values);
+  std::vector<double> lrs(groups);
+  std::vector<std::map<std::string, double>> values(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    const std::string lr_key = group_key(g, "lr");
+    lrs[g] = state_number(get(lr_key), name_, lr_key, 0.0, std::numeric_limits<double>::max());
+    for (const auto& [key, value] : hps[g]) {
+      const std::string hp_key = group_key(g, "hp." + key);
+      values[g][key] = state_number(get(hp_key), name_, hp_key, std::numeric_limits<double>::lowest(),
+                                    std::numeric_limits<double>::max());
+    }
+    check_hyperparameters(values[g]);
+  }
   const int64_t steps = state_count(get("steps"), name_, "steps", 0, int64_t{1} << 53);
   std::vector<StateDict> loaded(state_.size());
   for (size_t i = 0; i < state_.size(); ++i) {
@@ -129,8 +185,9 @@ void Optimizer::load_state_dict(const StateDict& state) {
       loaded[i][key] = it->second.to(params_[i].device()).clone();
     }
   }
-  lr_ = lr;
-  for (auto& [key, value] : hps) value.set(values.at(key));
+  group_lr_ = lrs;
+  for (size_t g = 0; g < groups; ++g)
+    for (auto& [key, value] : hps[g]) value.set(values[g].at(key));
   steps_ = steps;
   state_ = std::move(loaded);
 }

@@ -1,4 +1,5 @@
-// The optimizer base: owns the parameter list, zero_grad, state_dict, and the skip flag that
+// The optimizer base: owns the parameters and their groups (each group its own learning rate and
+// hyper-parameters, as PyTorch's param_groups), zero_grad, state_dict, and the skip flag that
 // lets a GradScaler's found_inf tensor veto a step without a host round trip on the GPU.
 #pragma once
 
@@ -16,9 +17,16 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
+  // Every parameter, group by group.
   const TensorList& params() const { return params_; }
-  double lr() const { return lr_; }
-  void set_lr(double lr) { lr_ = lr; }
+  size_t num_param_groups() const { return group_lr_.size(); }
+  // The parameters of one group, and the group parameter i belongs to.
+  TensorList group_params(size_t group) const;
+  size_t group_of(size_t param_index) const { return group_of_.at(param_index); }
+  // A group's learning rate (group 0 by default); set_lr(lr) sets every group's.
+  double lr(size_t group = 0) const { return group_lr_.at(group); }
+  void set_lr(double lr);
+  void set_lr(size_t group, double lr);
   const char* name() const { return name_; }
   int64_t steps() const { return steps_; }
 
@@ -35,6 +43,11 @@ class Optimizer {
   virtual void load_state_dict(const StateDict& state);
 
  protected:
+  // An optimizer whose groups the derived constructor adds (add_group).
+  explicit Optimizer(const char* name) : name_(name) {}
+  // Appends a group (checked as the constructor checks its parameters; a parameter already in a
+  // group is an error); derived optimizers add their own per-group options and state after it.
+  void add_group(TensorList params, double lr);
   // Applies the update to parameter i (grad defined); called under NoGradGuard.
   virtual void update(size_t i, const Tensor& param, const Tensor& grad) = 0;
   // Whether update() honours skip_flag() on CUDA parameters itself (a fused kernel reading the
@@ -61,9 +74,9 @@ class Optimizer {
     double* number_ = nullptr;
     bool* flag_ = nullptr;
   };
-  // The optimizer's scalar hyper-parameters besides lr (momentum, betas, nesterov, ...), pointing
-  // into its options; saved in state_dict.
-  virtual std::map<std::string, Hyperparameter> hyperparameters() { return {}; }
+  // A group's scalar hyper-parameters besides lr (momentum, betas, nesterov, ...), pointing into
+  // that group's options; saved in state_dict.
+  virtual std::map<std::string, Hyperparameter> hyperparameters(size_t /*group*/) { return {}; }
   // Checks hyper-parameter values read from a checkpoint (already finite) against the same rules
   // as the constructor; throws hg::Error naming the optimizer.
   virtual void check_hyperparameters(const std::map<std::string, double>& /*values*/) const {}
@@ -71,8 +84,13 @@ class Optimizer {
   std::vector<StateDict> state_;
 
  private:
+  // state_dict keys of a group's entries: "lr" and "hp.<name>" for group 0 (the keys of an
+  // optimizer without groups), "group.<g>.lr" and "group.<g>.hp.<name>" for the others.
+  static std::string group_key(size_t group, const std::string& key);
+
   TensorList params_;
-  double lr_;
+  std::vector<size_t> group_of_;  // per parameter
+  std::vector<double> group_lr_;  // per group
   const char* name_;
   int64_t steps_ = 0;
   Tensor skip_flag_;  // set for the duration of step()

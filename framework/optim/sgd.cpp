@@ -16,19 +16,38 @@ void check_sgd(double momentum, double dampening, double weight_decay, double ne
 }
 }  // namespace
 
-SGD::SGD(TensorList params, SGDOptions options) : Optimizer(std::move(params), options.lr, "SGD"), options_(options) {
+SGD::SGD(TensorList params, SGDOptions options) : Optimizer(std::move(params), options.lr, "SGD"), options_{options} {
   check_sgd(options.momentum, options.dampening, options.weight_decay, options.nesterov ? 1 : 0);
+}
+
+SGD::SGD(std::vector<SGDParamGroup> groups) : Optimizer("SGD") {
+  HG_CHECK(!groups.empty(), "SGD", "needs at least one parameter group");
+  for (SGDParamGroup& g : groups) add_param_group(std::move(g));
+}
+
+void SGD::add_param_group(SGDParamGroup group) {
+  const SGDOptions& o = group.options;
+  check_sgd(o.momentum, o.dampening, o.weight_decay, o.nesterov ? 1 : 0);
+  add_group(std::move(group.params), o.lr);
+  options_.push_back(o);
+}
+
+SGDOptions SGD::options(size_t group) const {
+  SGDOptions o = options_.at(group);
+  o.lr = lr(group);
+  return o;
 }
 
 void SGD::check_hyperparameters(const std::map<std::string, double>& v) const {
   check_sgd(v.at("momentum"), v.at("dampening"), v.at("weight_decay"), v.at("nesterov"));
 }
 
-std::map<std::string, Optimizer::Hyperparameter> SGD::hyperparameters() {
-  return {{"momentum", &options_.momentum},
-          {"dampening", &options_.dampening},
-          {"weight_decay", &options_.weight_decay},
-          {"nesterov", &options_.nesterov}};
+std::map<std::string, Optimizer::Hyperparameter> SGD::hyperparameters(size_t group) {
+  SGDOptions& o = options_.at(group);
+  return {{"momentum", &o.momentum},
+          {"dampening", &o.dampening},
+          {"weight_decay", &o.weight_decay},
+          {"nesterov", &o.nesterov}};
 }
 
 // Loaded buffers count as having taken their first gradient: forget the ready flags so the next
@@ -53,8 +72,10 @@ void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
            param.device(), param.shape(), param.strides());
   const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  const size_t group = group_of(i);
+  const SGDOptions& o = options_[group];
   Tensor buf, ready;
-  if (options_.momentum != 0) {
+  if (o.momentum != 0) {
     if (buffer_ready_.size() != state_.size()) buffer_ready_.resize(state_.size());
     auto it = state_[i].find("momentum_buffer");
     if (it == state_[i].end()) {
@@ -71,7 +92,7 @@ void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   }
   const Tensor cast_out = warm_cast_output(param);
   sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()), cast_out,
-                  SgdHyper{lr(), options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov});
+                  SgdHyper{lr(group), o.momentum, o.dampening, o.weight_decay, o.nesterov});
   param.bump_version();
   publish_warm_cast(param, cast_out);
 }
