@@ -113,8 +113,8 @@ void for_each_run(const Shape& shape, const std::array<const Tensor*, N>& ops, R
 // Elements per block in the widened loops: two float buffers of this size stay in L1.
 inline constexpr int64_t kMapBlock = 512;
 
-// Contiguous o[i] = g(i) for i < n; an output of kStreamStoreBytes or more goes through an L1
-// block and streaming stores (stream_store.h).
+// Contiguous o[i] = g(i) for i < n; with `stream` (use_stream_stores) the results go through an L1
+// block and streaming stores.
 template <class Out, class G>
 inline void store_contiguous(Out* o, int64_t n, bool stream, G g) {
   if (!stream) {
@@ -134,7 +134,7 @@ inline void store_contiguous(Out* o, int64_t n, bool stream, G g) {
 // vectorises.
 template <class Out, class In, class F>
 void unary_loop(const Tensor& out, const Tensor& in, F f) {
-  const bool stream = use_stream_stores(out);
+  const bool stream = use_stream_stores(out, {&in});
   for_each_run<2>(out.shape(), {&out, &in},
                   [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
                     auto* o = reinterpret_cast<Out*>(p[0]);
@@ -150,7 +150,7 @@ void unary_loop(const Tensor& out, const Tensor& in, F f) {
 
 template <class Out, class A, class B, class F>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  const bool stream = use_stream_stores(out);
+  const bool stream = use_stream_stores(out, {&a, &b});
   for_each_run<3>(
       out.shape(), {&out, &a, &b}, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
         auto* o = reinterpret_cast<Out*>(p[0]);
@@ -176,7 +176,7 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 // widened in vector registers by load_run), mapped, and stored back rounded to nearest even.
 template <class T, class Map>
 void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
-  const bool stream = use_stream_stores(out);
+  const bool stream = use_stream_stores(out, {&in});
   for_each_run<2>(out.shape(), {&out, &in},
                   [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
                     auto* o = reinterpret_cast<T*>(p[0]);
@@ -226,7 +226,7 @@ void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
 // arrays (vectorised), and the results are rounded back (Out = T) or stored (Out = bool).
 template <class Out, class T, class F>
 void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  const bool stream = use_stream_stores(out);
+  const bool stream = use_stream_stores(out, {&a, &b});
   for_each_run<3>(out.shape(), {&out, &a, &b},
                   [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
                     using R = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "framework/tensor.h"
 
@@ -14,14 +15,21 @@
 
 namespace hg::cpu {
 
-// Outputs of at least this many bytes are written with streaming stores. Far above the L2 of
-// any current core and a sizeable part of a typical L3, so a result that the next op could still
-// find in cache is never pushed out; measured on a Zen 4 core (32 MiB L3), a 16 MiB float32
-// product takes half the time with streaming stores (docs/PERF.md, "Elementwise ops").
-inline constexpr int64_t kStreamStoreBytes = int64_t{8} << 20;
+// The size of the last-level cache this thread's core uses: Linux's sysfs cache description
+// (what lscpu prints), else sysconf, else 32 MiB. (In virtual machines sysconf can report the
+// whole host's L3, ten times what one core sees.)
+int64_t last_level_cache_bytes();
 
-inline bool use_stream_stores(const Tensor& out) {
-  return out.numel() * static_cast<int64_t>(element_size(out.dtype())) >= kStreamStoreBytes;
+// Streaming pays when the call's operands together do not fit in the last-level cache: its
+// result would be evicted before anyone reads it again anyway. When they fit, plain stores keep
+// the result in cache for the next op (measured on a Zen 4 core with a 32 MiB L3: a 16 MiB
+// float32 product is twice as fast streamed, while a bfloat16 negation of 8 MiB, whose 16 MiB
+// of operands fit, is 1.7x slower streamed; docs/PERF.md, "Elementwise ops").
+inline bool use_stream_stores(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  const auto bytes = [](const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); };
+  int64_t total = bytes(out);
+  for (const Tensor* t : inputs) total += bytes(*t);
+  return total >= last_level_cache_bytes();
 }
 
 // dst[0, bytes) = src[0, bytes): src is a small block in L1, dst is the output. Aligned parts of
