@@ -24,6 +24,7 @@
 #include "framework/nn/norm.h"
 #include "framework/nn/sequential.h"
 #include "framework/op.h"
+#include "framework/ops/attention.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/conv.h"
 #include "framework/ops/copy.h"
