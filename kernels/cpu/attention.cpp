@@ -59,15 +59,30 @@ void apply_mask(const MaskRows& mr, int64_t bh, int64_t i, C* s, int64_t n) {
   }
 }
 
+// acc[0, len) += sum_r w[r] rows[r * ld + (0, len)] for r < count: four rows per pass, so the
+// accumulator is read and written a quarter as often (its load-add-store chain is what limits the
+// short rows attention has). Scores, the weighted sum of v, dp and dq are all this shape.
+template <class C>
+void add_rows(C* __restrict acc, const C* __restrict w, const C* __restrict rows, int64_t ld, int64_t count,
+              int64_t len) {
+  int64_t r = 0;
+  for (; r + 4 <= count; r += 4) {
+    const C w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+    const C *r0 = rows + r * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
+    for (int64_t x = 0; x < len; ++x) acc[x] += w0 * r0[x] + w1 * r1[x] + w2 * r2[x] + w3 * r3[x];
+  }
+  for (; r < count; ++r) {
+    const C wr = w[r];
+    const C* rr = rows + r * ld;
+    for (int64_t x = 0; x < len; ++x) acc[x] += wr * rr[x];
+  }
+}
+
 // s[0, n) = (scaled q row) . k_j with kt the keys transposed [E, ldk].
 template <class C>
 void scores(C* s, const C* qs, const C* kt, int64_t ldk, int64_t E, int64_t n) {
   std::fill(s, s + n, C(0));
-  for (int64_t e = 0; e < E; ++e) {
-    const C qe = qs[e];
-    const C* kr = kt + e * ldk;
-    for (int64_t j = 0; j < n; ++j) s[j] += qe * kr[j];
-  }
+  add_rows(s, qs, kt, ldk, E, n);
 }
 
 // The inverse keep probability for weight (bh, i, j) under dropout, or 0 when it is dropped.
@@ -149,11 +164,7 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
         }
         std::fill(acc.begin(), acc.end(), C(0));
         C* ac = acc.data();
-        for (int64_t j = 0; j < n; ++j) {
-          const C p = sr[j];
-          const C* vr = vb + j * Ev;
-          for (int64_t c = 0; c < Ev; ++c) ac[c] += p * vr[c];
-        }
+        add_rows(ac, sr, vb, Ev, n, Ev);
         for (int64_t c = 0; c < Ev; ++c) orow[c] = static_cast<T>(ac[c]);
       }
     }
@@ -223,29 +234,24 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
         }
         C* dpr = dp.data();
         std::fill(dpr, dpr + n, C(0));
-        for (int64_t c = 0; c < Ev; ++c) {
-          const C g = gf[static_cast<size_t>(c)];
-          const C* vr = vt.data() + c * S;
-          for (int64_t j = 0; j < n; ++j) dpr[j] += g * vr[j];
-        }
+        add_rows(dpr, gf.data(), vt.data(), S, Ev, n);
         const uint64_t base = static_cast<uint64_t>(row * S);
         for (int64_t j = 0; j < n; ++j) {
           const C z = drop.on ? drop.factor<C>(base + static_cast<uint64_t>(j)) : C(1);
           const C pz = sr[j] * z;
-          C* dvr = dv.data() + j * Ev;
-          for (int64_t c = 0; c < Ev; ++c) dvr[c] += pz * gf[static_cast<size_t>(c)];
+          C* __restrict dvr = dv.data() + j * Ev;
+          const C* __restrict g = gf.data();
+          for (int64_t c = 0; c < Ev; ++c) dvr[c] += pz * g[c];
           sr[j] = sr[j] * (dpr[j] * z - D);  // dL/dscore
         }
         if (gmr) std::copy(sr, sr + n, gmr);
         std::fill(dq.begin(), dq.end(), C(0));
+        add_rows(dq.data(), sr, kf.data(), E, n, E);
         for (int64_t j = 0; j < n; ++j) {
           const C ds = sr[j];
-          const C* kr = kf.data() + j * E;
-          C* dkr = dk.data() + j * E;
-          for (int64_t e = 0; e < E; ++e) {
-            dq[static_cast<size_t>(e)] += ds * kr[e];
-            dkr[e] += ds * qs[static_cast<size_t>(e)];  // d(scaled score)/dk = scale q
-          }
+          C* __restrict dkr = dk.data() + j * E;
+          const C* __restrict qv = qs.data();
+          for (int64_t e = 0; e < E; ++e) dkr[e] += ds * qv[e];  // d(scaled score)/dk = scale q
         }
         for (int64_t e = 0; e < E; ++e) gqr[e] = static_cast<T>(dq[static_cast<size_t>(e)] * scale);
       }
