@@ -98,6 +98,7 @@ constexpr PolicyRow kTable[] = {
   {"bmm",                                Lower,   Lower,   "GEMM"},
   {"linear",                             Lower,   Lower,   "GEMM"},
   {"conv2d",                             Lower,   Lower,   "convolution"},
+  {"scaled_dot_product_attention",       Lower,   Lower,   "two GEMMs around a softmax kept in float32 inside"},
   // -- softmax and normalisation --
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
   {"log_softmax",                        Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
@@ -128,6 +129,7 @@ constexpr PolicyRow kTable[] = {
   {"batch_norm_backward",                Pass,    Pass,    "backward of batch_norm"},
   {"max_pool2d_backward",                Pass,    Pass,    "backward of max_pool2d"},
   {"avg_pool2d_backward",                Pass,    Pass,    "backward of avg_pool2d"},
+  {"scaled_dot_product_attention_backward", Pass, Pass,  "backward of scaled_dot_product_attention"},
   {"softmax_backward",                   Pass,    Pass,    "backward of softmax"},
   {"log_softmax_backward",               Pass,    Pass,    "backward of log_softmax"},
   {"cross_entropy_backward",             Pass,    Pass,    "backward of cross_entropy"},

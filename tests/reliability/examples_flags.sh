@@ -34,6 +34,22 @@ expect_error mnist_mlp --amp foo
 expect_error mnist_mlp --device tpu
 # --save is checked before any data is read or training starts.
 expect_error mnist_mlp --data /nonexistent --save /nonexistent-dir/ckpt.st
+expect_error char_transformer --steps 0
+expect_error char_transformer --steps abc
+expect_error char_transformer --amp foo
+expect_error char_transformer --seed -1
+expect_error char_transformer --heads 3
+expect_error char_transformer --context 1
+expect_error char_transformer --words /nonexistent
+# A tiny char_transformer run ends with valid JSON holding both losses.
+last=$(timeout 120 "$bin/char_transformer" --steps 3 --layers 1 --embd 16 --heads 2 --context 8 --eval-windows 8 \
+  --sample 2 | tail -n 1)
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["val_loss"] > 0 and d["train_loss"] > 0, d' "$last"; then
+  echo "ok: char_transformer -> $last"
+else
+  echo "FAIL: char_transformer: $last"
+  fail=1
+fi
 # A diverging run still ends with valid JSON (nan/inf become null).
 last=$(timeout 60 "$bin/linear_regression" --lr 1000 --epochs 50 | tail -n 1)
 if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["final_loss"] is None, d' "$last"; then
