@@ -12,26 +12,26 @@ using hg::test::check_error;
 using hg::test::non_contiguous;
 
 namespace {
-constexpr Dtype kFloatDtypes[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
-Tensor ties() { return tensor(std::vector<float>{0.5, 2, -1, 2, 7, 3, 3, 3, -4, 0}, {2, 5}); }
+constexpr Dtype kSortDtypes[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
+Tensor tie_rows() { return tensor(std::vector<float>{0.5, 2, -1, 2, 7, 3, 3, 3, -4, 0}, {2, 5}); }
 }  // namespace
 
 TEST_CASE("sort and argsort: PyTorch's values and indices, stable ties, NaN last, dims") {
   // torch: x.sort(1), x.sort(0, descending=True), x.argsort(1, descending=True)
-  auto [v, i] = sort(ties(), 1);
+  auto [v, i] = sort(tie_rows(), 1);
   CHECK(v.to_vector<float>() == std::vector<float>{-1, 0.5, 2, 2, 7, -4, 0, 3, 3, 3});
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1, 3, 4, 3, 4, 0, 1, 2});
-  auto [v0, i0] = ties().sort(0, true);
+  auto [v0, i0] = tie_rows().sort(0, true);
   CHECK(v0.to_vector<float>() == std::vector<float>{3, 3, 3, 2, 7, 0.5, 2, -1, -4, 0});
   CHECK(i0.to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1, 0, 0, 0, 0, 0, 1, 1});
-  CHECK(argsort(ties(), 1, true).to_vector<int64_t>() == std::vector<int64_t>{4, 1, 3, 0, 2, 0, 1, 2, 4, 3});
+  CHECK(argsort(tie_rows(), 1, true).to_vector<int64_t>() == std::vector<int64_t>{4, 1, 3, 0, 2, 0, 1, 2, 4, 3});
   // torch: torch.tensor([3., nan, 1., 3., -1.]).sort() and .sort(descending=True)
   const Tensor n = tensor(std::vector<float>{3, NAN, 1, 3, -1});
   CHECK(sort(n).second.to_vector<int64_t>() == std::vector<int64_t>{4, 2, 0, 3, 1});
   CHECK(sort(n, 0, true).second.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 3, 2, 4});
   manual_seed(41);
   const Tensor x64 = randn({4, 6, 3}, kFloat64);
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kSortDtypes) {
     CAPTURE(dtype_name(d));
     const Tensor xd = non_contiguous(x64.to(d).reshape({24, 3})).reshape({4, 6, 3});
     auto [sv, si] = sort(xd, 1, true);
@@ -55,10 +55,10 @@ TEST_CASE("sort and argsort: PyTorch's values and indices, stable ties, NaN last
 TEST_CASE("topk: PyTorch's values, smallest, k = 0 and k = n, gradient, errors") {
   // torch: x.topk(2, 1) on row 0 (row 1 has ties, whose order PyTorch leaves open: ours keeps
   // the lower index first), x.topk(2, 1, largest=False)
-  auto [v, i] = topk(ties(), 2, 1);
+  auto [v, i] = topk(tie_rows(), 2, 1);
   CHECK(v.to_vector<float>() == std::vector<float>{7, 2, 3, 3});
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{4, 1, 0, 1});
-  auto [sv, si] = ties().topk(2, 1, false);
+  auto [sv, si] = tie_rows().topk(2, 1, false);
   CHECK(sv.to_vector<float>() == std::vector<float>{-1, 0.5, -4, 0});
   CHECK(si.to_vector<int64_t>() == std::vector<int64_t>{2, 0, 3, 4});
   // torch: torch.tensor([3., 1., 3., -1., 2.]).topk(3) -> [3, 3, 2], [0, 2, 4]
@@ -66,7 +66,7 @@ TEST_CASE("topk: PyTorch's values, smallest, k = 0 and k = n, gradient, errors")
   CHECK(tv.to_vector<float>() == std::vector<float>{3, 3, 2});
   CHECK(ti.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4});
   manual_seed(42);
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kSortDtypes) {
     CAPTURE(dtype_name(d));
     const Tensor x = randn({5, 8}).to(d);
     auto [kv, ki] = topk(x.t(), 3, 0);
@@ -118,7 +118,7 @@ TEST_CASE("multinomial: seeded, frequencies match the weights, without replaceme
   CHECK(counts[0] / 20000.0 == doctest::Approx(0.1).epsilon(0.16));
   CHECK(counts[2] / 20000.0 == doctest::Approx(0.3).epsilon(0.06));
   CHECK(counts[3] / 20000.0 == doctest::Approx(0.6).epsilon(0.03));
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kSortDtypes) {
     CAPTURE(dtype_name(d));
     // Without replacement, rows of a 2-d input: distinct classes, never a zero-weight one, and
     // the first draw follows the weights.

@@ -11,10 +11,10 @@ using hg::test::check_error;
 using hg::test::non_contiguous;
 
 namespace {
-constexpr Dtype kFloatDtypes[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
+constexpr Dtype kStatDtypes[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
 
 // The [[1, -2, 3, 0.5], [4, 5, -6, 2]] input of the PyTorch values below.
-Tensor small() { return tensor(std::vector<double>{1, -2, 3, 0.5, 4, 5, -6, 2}, {2, 4}); }
+Tensor torch_input() { return tensor(std::vector<double>{1, -2, 3, 0.5, 4, 5, -6, 2}, {2, 4}); }
 
 // Per-row variance of a [rows, n] float64 tensor with `correction`.
 std::vector<double> var_rows(const Tensor& t, double correction) {
@@ -33,7 +33,7 @@ std::vector<double> var_rows(const Tensor& t, double correction) {
 }  // namespace
 
 TEST_CASE("var and std: PyTorch's values, every float dtype, dims, keepdim, correction, empty") {
-  const Tensor x = small();
+  const Tensor x = torch_input();
   // torch: x.var(1), x.var(0, unbiased=False), x.var(), torch.var(x, 1, correction=2), x.std(1)
   check_close(var(x, {1}), tensor(std::vector<double>{4.229166666666667, 24.916666666666668}));
   check_close(var(x, {0}, false), tensor(std::vector<double>{2.25, 12.25, 20.25, 0.5625}));
@@ -43,7 +43,7 @@ TEST_CASE("var and std: PyTorch's values, every float dtype, dims, keepdim, corr
   check_close(x.std({1}, true, true), tensor(std::vector<double>{2.056493779875511, 4.9916597106239795}, {2, 1}));
   manual_seed(31);
   const Tensor x64 = randn({3, 5, 7}, kFloat64) * 3.0 + 1.0;
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kStatDtypes) {
     CAPTURE(dtype_name(d));
     const Tensor xd = x64.to(d), xr = xd.to(kFloat64);
     // Dims {0, 2} moved last: a [5, 21] layout for the reference.
@@ -77,7 +77,7 @@ TEST_CASE("var and std gradients, and bad input") {
 }
 
 TEST_CASE("norm: p = 1, 2, infinity; PyTorch's values, dtypes, gradients, zero norm, bad p") {
-  const Tensor x = small();
+  const Tensor x = torch_input();
   // torch: x.norm(2, 1), x.norm(1), x.norm(float('inf'), 1)
   check_close(norm(x, 2.0, {1}), tensor(std::vector<double>{3.774917217635375, 9.0}));
   CHECK(norm(x, 1.0).item<double>() == 23.5);
@@ -85,7 +85,7 @@ TEST_CASE("norm: p = 1, 2, infinity; PyTorch's values, dtypes, gradients, zero n
   CHECK(x.norm().item<double>() == doctest::Approx(std::sqrt(95.25)).epsilon(1e-14));
   manual_seed(33);
   const Tensor x64 = randn({4, 9}, kFloat64);
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kStatDtypes) {
     CAPTURE(dtype_name(d));
     const Tensor xd = non_contiguous(x64.to(d)), xr = xd.to(kFloat64);
     check_close(norm(xd, 2.0, {1}).to(kFloat64), sqrt(sum(xr * xr, {1})), hg::test::tolerance(d));
@@ -110,10 +110,10 @@ TEST_CASE("norm: p = 1, 2, infinity; PyTorch's values, dtypes, gradients, zero n
 
 TEST_CASE("cumsum: PyTorch's values, dims, dtypes, integers into int64, gradient") {
   // torch: x.cumsum(1)
-  check_close(cumsum(small(), 1), tensor(std::vector<double>{1, -1, 2, 2.5, 4, 9, 3, 5}, {2, 4}));
+  check_close(cumsum(torch_input(), 1), tensor(std::vector<double>{1, -1, 2, 2.5, 4, 9, 3, 5}, {2, 4}));
   manual_seed(34);
   const Tensor x64 = randn({3, 6, 5}, kFloat64);
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kStatDtypes) {
     CAPTURE(dtype_name(d));
     const Tensor xd = x64.to(d), xr = xd.to(kFloat64);
     for (int64_t dim : {0, 1, -1}) {
@@ -151,7 +151,7 @@ TEST_CASE("tril and triu: PyTorch's values, batches, bool masks, gradient") {
   CHECK((tril(a) + triu(a, 1)).to_vector<float>() == a.to_vector<float>());
   CHECK(tril(a, 5).to_vector<float>() == a.to_vector<float>());
   CHECK(triu(a, -7).to_vector<float>() == a.to_vector<float>());
-  for (Dtype d : kFloatDtypes) {
+  for (Dtype d : kStatDtypes) {
     const Tensor b = randn({2, 3, 4, 5}).to(d), bt = b.transpose(-1, -2);  // batched, non-contiguous
     const Tensor lower = tril(bt, 1);
     CHECK(lower.dtype() == d);
@@ -216,7 +216,7 @@ TEST_CASE("repeat and flip: PyTorch's values, dtypes, non-contiguous input, grad
   CHECK(flip(m.t(), {0}).to_vector<double>() == std::vector<double>{2, 5, 1, 4, 0, 3});
   CHECK(flip(m, {}).to_vector<double>() == m.to_vector<double>());
   CHECK(flip(zeros({0, 2}), {0}).shape() == Shape{0, 2});
-  for (Dtype d : kFloatDtypes)
+  for (Dtype d : kStatDtypes)
     CHECK(flip(m.to(d), {1}).to(kFloat64).to_vector<double>() == m.flip({1}).to_vector<double>());
   using autograd::gradcheck;
   CHECK(gradcheck([](const TensorList& t) { return repeat(t[0], {2, 3}); }, {randn({2, 2})}));
