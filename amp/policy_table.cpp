@@ -93,6 +93,11 @@ constexpr PolicyRow kTable[] = {
   {"min",                                Pass,    Pass,    "exact in any dtype"},
   {"argmax",                             Pass,    Pass,    "integer output"},
   {"argmin",                             Pass,    Pass,    "integer output"},
+  {"var",                                Pass,    Pass,    "not listed: the kernel accumulates in float32 or wider"},
+  {"norm",                               Pass,    F32Out,  "cuda: vector norms write float32"},
+  {"cumsum",                             Pass,    F32Out,  "cuda: running sums write float32"},
+  {"sort",                               Pass,    Pass,    "exact in any dtype"},
+  {"topk",                               Pass,    Pass,    "exact in any dtype"},
   // -- matrix products and convolutions: the lower-precision family --
   {"mm",                                 Lower,   Lower,   "GEMM"},
   {"bmm",                                Lower,   Lower,   "GEMM"},
@@ -120,6 +125,9 @@ constexpr PolicyRow kTable[] = {
   {"gather",                             Pass,    Pass,    "indexing"},
   {"index_select",                       Pass,    Pass,    "indexing"},
   {"embedding",                          Pass,    Pass,    "indexing"},
+  {"tril",                               Pass,    Pass,    "masking, exact in any dtype"},
+  {"triu",                               Pass,    Pass,    "masking, exact in any dtype"},
+  {"multinomial",                        Pass,    Pass,    "sampling: reads the weights in float64; integer output"},
   // -- pooling --
   {"max_pool2d",                         Pass,    Pass,    "exact in any dtype"},
   {"avg_pool2d",                         Pass,    Pass,    "not listed"},

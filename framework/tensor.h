@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/device.h"
@@ -18,6 +20,9 @@ namespace hg {
 
 namespace autograd {
 class Node;  // defined by the autograd layer; the tensor core only holds a pointer to it
+}
+namespace indexing {
+class TensorIndex;  // framework/ops/tensor_index.h
 }
 
 // A block of memory on one device. `version` counts in-place writes, so autograd can tell
@@ -163,6 +168,7 @@ class Tensor {
   Tensor gelu(bool tanh_approximation = false) const;
   Tensor softplus(double beta = 1.0, double threshold = 20.0) const;
   Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor clamp(const Tensor& min, const Tensor& max) const;  // an undefined Tensor() is no bound
 
   // ---- reductions ----
   Tensor sum() const;
@@ -172,6 +178,30 @@ class Tensor {
   Tensor max() const;
   Tensor min() const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
+  // var/std/norm: an empty dims list means every dim (statistics.h).
+  Tensor var(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(const std::vector<int64_t>& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim, std::optional<Dtype> dtype = std::nullopt) const;
+
+  // ---- shape, order, sampling (shaping.h, triangular.h, sorting.h, categorical.h) ----
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& split_sizes, int64_t dim = 0) const;
+  Tensor repeat(const std::vector<int64_t>& repeats) const;
+  Tensor flip(const std::vector<int64_t>& dims) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;
+
+  // ---- indexing as libtorch: x.index({Slice(1, None), 0, "..."}) (tensor_index.h) ----
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
 
   // ---- linear algebra, softmax ----
   Tensor mm(const Tensor& other) const;

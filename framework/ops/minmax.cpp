@@ -131,9 +131,27 @@ Tensor clamp(const Tensor& t, std::optional<double> lo, std::optional<double> hi
   return out;
 }
 
+Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
+  HG_CHECK(x.defined(), "clamp", "got an undefined tensor");
+  HG_CHECK(lo.defined() || hi.defined(), "clamp", "at least one of min and max must be given");
+  HG_CHECK(x.dtype() != kBool, "clamp", "not supported on bool tensors");
+  Tensor out = x;
+  for (const auto* bound : {&lo, &hi}) {
+    if (!bound->defined()) continue;
+    const Tensor& b = *bound;
+    const char* what = bound == &lo ? "min" : "max";
+    HG_CHECK(b.device() == x.device(), "clamp", "{} is on {} but the input is on {}", what, b.device(), x.device());
+    HG_CHECK(b.dtype() != kBool, "clamp", "{} is a bool tensor", what);
+    broadcast_shapes(x.shape(), b.shape(), "clamp");  // names clamp when the shapes do not broadcast
+    out = where(bound == &lo ? lt(out, b) : gt(out, b), b, out);
+  }
+  return out;
+}
+
 Tensor Tensor::max() const { return hg::max(*this); }
 Tensor Tensor::min() const { return hg::min(*this); }
 Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return hg::argmax(*this, dim, keepdim); }
 Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return hg::clamp(*this, lo, hi); }
+Tensor Tensor::clamp(const Tensor& lo, const Tensor& hi) const { return hg::clamp(*this, lo, hi); }
 
 }  // namespace hg

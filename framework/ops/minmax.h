@@ -1,4 +1,4 @@
-// max/min (whole tensor, or along a dim with indices), argmax/argmin, and clamp.
+// max/min (whole tensor, or along a dim with indices), argmax/argmin, and clamp (scalar or tensor bounds).
 #pragma once
 
 #include <optional>
@@ -18,5 +18,8 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 // At least one bound is needed. The gradient passes where min <= x <= max.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// Tensor bounds (an undefined Tensor() is no bound), broadcast against x (the result has the broadcast shape and
+// promoted dtype). A composite of where: the gradient goes to x where min <= x <= max, else to the bound that won.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 
 }  // namespace hg

@@ -59,6 +59,13 @@ TEST_CASE("amp: the table's rows follow docs/AMP.md section 2") {
       {"where", N, N},
       {"embedding", N, N},
       {"to", N, N},
+      {"cumsum", N, O},
+      {"norm", N, O},
+      {"var", N, N},
+      {"sort", N, N},
+      {"topk", N, N},
+      {"tril", N, N},
+      {"multinomial", N, N},
   };
   for (const Expect& e : expected) {
     CAPTURE(e.op);
