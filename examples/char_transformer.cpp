@@ -12,7 +12,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <numbers>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -172,7 +172,8 @@ std::vector<std::string> sample_words(CharGPT& model, int64_t count, const Confi
       const std::vector<int64_t> tail(ctx.end() - n, ctx.end());
       const Tensor logits = model(hg::tensor(tail, {1, n}).to(device)).select(1, n - 1).reshape({kVocab});
       const auto probs = hg::softmax(logits.to(hg::kFloat32), 0).to(hg::kCPU).to_vector<double>();
-      // TODO(merge): use hg::multinomial. Inverse-CDF draw from a portable uniform.
+      // An inverse-CDF draw from a SplitMix64 uniform rather than hg::multinomial: the PyTorch twin
+      // makes the same draws, so the two sample the same words from the same probabilities.
       const double u = static_cast<double>(splitmix64(key + draw++) >> 11) * 0x1p-53;
       int64_t t = kVocab - 1;
       double acc = 0;
@@ -259,24 +260,26 @@ int main(int argc, char** argv) {
     hg::manual_seed(seed);
     CharGPT model(c);
     model.to(device);
-    // No weight decay on biases, norms and embeddings: two AdamWs stand in for parameter groups.
+    // Two parameter groups: weight decay on the matrices, none on biases, norms and embeddings.
     hg::TensorList decay, no_decay;
     for (auto& [name, p] : model.named_parameters())
       (p.dim() >= 2 && !name.starts_with("tok_emb") && !name.starts_with("pos_emb") ? decay : no_decay).push_back(p);
-    hg::optim::AdamW opt_decay(decay, {.lr = c.lr, .beta2 = 0.99, .weight_decay = c.weight_decay});
-    hg::optim::AdamW opt_plain(no_decay, {.lr = c.lr, .beta2 = 0.99, .weight_decay = 0.0});
+    hg::optim::AdamW opt({{decay, {.lr = c.lr, .beta2 = 0.99, .weight_decay = c.weight_decay}},
+                          {no_decay, {.lr = c.lr, .beta2 = 0.99, .weight_decay = 0.0}}});
     hg::amp::GradScaler scaler(device, {.enabled = amp_name == "fp16"});
     fmt::print("{} parameters, {} layers, {} heads, embd {}, context {}\n", model.num_parameters(), c.layers, c.heads,
                c.embd, c.context);
 
-    // Linear warm-up (at most a tenth of the run), then cosine decay to a tenth of the peak.
-    // TODO(merge): LinearLR + CosineAnnealingLR in a SequentialLR once the schedulers land.
+    // Linear warm-up over at most a tenth of the run (lr * (step + 1) / warmup), then a cosine
+    // decay to a tenth of the peak, stepped once per batch.
     const int64_t warmup = std::min(c.warmup, c.steps / 10);
-    auto lr_at = [&](int64_t step) {
-      if (step < warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
-      const double t = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, c.steps - warmup));
-      return c.lr * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(std::numbers::pi * t)));
-    };
+    hg::optim::LinearLR warm_up(opt, 1.0 / static_cast<double>(std::max<int64_t>(warmup, 1)), 1.0,
+                                std::max<int64_t>(warmup - 1, 1));
+    hg::optim::CosineAnnealingLR decay_lr(opt, std::max<int64_t>(1, c.steps - warmup), 0.1 * c.lr);
+    std::optional<hg::optim::SequentialLR> schedule;
+    if (warmup > 0)
+      schedule.emplace(opt, std::vector<hg::optim::LRScheduler*>{&warm_up, &decay_lr}, std::vector<int64_t>{warmup});
+    hg::optim::LRScheduler& lr_schedule = schedule ? static_cast<hg::optim::LRScheduler&>(*schedule) : decay_lr;
     const uint64_t batch_key = stream_key(seed, kBatches);
     const auto span = static_cast<uint64_t>(corpus.train.size()) - static_cast<uint64_t>(c.context);
     std::vector<double> step_ms;
@@ -288,21 +291,19 @@ int main(int argc, char** argv) {
         starts[static_cast<size_t>(b)] =
             static_cast<int64_t>(splitmix64(batch_key + static_cast<uint64_t>(step * c.batch + b)) % span);
       auto [x, y] = windows(corpus.train, starts, c.context);
-      for (hg::optim::AdamW* o : {&opt_decay, &opt_plain}) {
-        o->set_lr(lr_at(step));
-        o->zero_grad();
-      }
+      opt.zero_grad();
+      const double lr = opt.lr();
       const Tensor loss = loss_of(model, x.to(device), y.to(device), amp);
       scaler.scale(loss).backward();
-      scaler.step(opt_decay);  // fp16: skipped when the gradients overflowed
-      scaler.step(opt_plain);
+      scaler.step(opt);  // fp16: skipped when the gradients overflowed
       scaler.update();
+      lr_schedule.step();
       const double l = loss.item<double>();
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       recent = step == 0 ? l : 0.98 * recent + 0.02 * l;
       if ((step + 1) % std::max<int64_t>(1, c.steps / 10) == 0 || step + 1 == c.steps)
         fmt::print("step {}/{} loss {:.4f} (smoothed {:.4f}) lr {:.2e} {:.1f} ms/step\n", step + 1, c.steps, l, recent,
-                   lr_at(step), step_ms.back());
+                   lr, step_ms.back());
     }
 
     const double train_loss = evaluate(model, corpus.train, eval_windows, c, device, amp);

@@ -140,6 +140,27 @@ bool onednn_matmul_enabled(Dtype dtype) {
   return dtype == kFloat32 ? on : dtype == kBFloat16 && bf16;
 }
 
+std::string cpu_product_paths() {
+  if (!onednn_matmul_enabled(kFloat32))
+    return "oneDNN off (HG_CPU_ONEDNN=0): OpenBLAS sgemm; 16-bit widened to float32";
+  const std::string isa = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+      case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+      case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+      case dnnl::cpu_isa::avx512_core: return "avx512_core";
+      case dnnl::cpu_isa::avx2: return "avx2";
+      default: return "other";
+    }
+  }();
+  return fmt::format(
+      "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm; bfloat16 matmul and conv {}; float16 widened to "
+      "float32 while packing",
+      dnnl_version()->major, dnnl_version()->minor, isa,
+      onednn_matmul_enabled(kBFloat16) ? "on native bfloat16 instructions"
+                                       : "widened to float32 (no native bfloat16 here)");
+}
+
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
                    MatrixView bv) {
   if (!onednn_matmul_enabled(dtype) || av.rows == 0 || bv.cols == 0) return false;
@@ -199,6 +220,7 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
 #else  // built without oneDNN
 
 bool onednn_matmul_enabled(Dtype) { return false; }
+std::string cpu_product_paths() { return "built without oneDNN: OpenBLAS sgemm; 16-bit widened to float32"; }
 bool onednn_matmul(Dtype, void*, int64_t, bool, const void*, MatrixView, const void*, MatrixView) { return false; }
 #endif
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "framework/dtype.h"
 #include "kernels/common/blas_layout.h"
@@ -26,6 +27,10 @@ struct MatrixView {
 // True when halfgrad was built with oneDNN, the environment does not turn it off
 // (HG_CPU_ONEDNN=0, for comparisons) and, for bfloat16, this CPU multiplies bfloat16 natively.
 bool onednn_matmul_enabled(Dtype dtype);
+
+// Which CPU paths the products take in this build on this machine, in one line (benchmarks print
+// it, since development and CI machines differ: AMX, AVX-512 BF16 only, or neither).
+std::string cpu_product_paths();
 
 // out = a @ b for float32 or bfloat16 operands (float32 accumulation, one rounding of the
 // result), or out += a @ b when `accumulate` (float32 only; bfloat16 declines it); out is a row-major [a.rows, b.cols]

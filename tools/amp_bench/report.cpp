@@ -15,6 +15,8 @@
 
 #include <halfgrad.h>
 
+#include "kernels/cpu/onednn_matmul.h"  // internal: which CPU paths this machine takes
+
 namespace amp_bench {
 
 RunInfo machine_info() {
@@ -32,6 +34,7 @@ RunInfo machine_info() {
     }
   }
   info.cores = static_cast<int>(std::thread::hardware_concurrency());
+  info.cpu_paths = hg::cpu::cpu_product_paths();
   ::getloadavg(info.load_start, 3);
   return info;
 }
@@ -83,6 +86,7 @@ std::string torch_cell(const CellResult& c) {
 void print_table(std::FILE* out, const RunInfo& info, const Options& o, const std::vector<CellResult>& cells) {
   fmt::print(out, "amp_bench  {}  {} ({} hardware threads, {} used)  load {:.2f} {:.2f} {:.2f}\n", info.date,
              info.cpu_model, info.cores, info.threads, info.load_start[0], info.load_start[1], info.load_start[2]);
+  fmt::print(out, "CPU paths: {}\n", info.cpu_paths);
   fmt::print(out, "{} data, {} warm-up + {} timed steps per cell, SGD lr {} momentum {}, seed {}\n", info.data,
              o.warmup, o.steps, o.lr, o.momentum, o.seed);
   if (info.load_start[0] > 0.75 * info.cores)
@@ -156,6 +160,7 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
   j["date"] = info.date;
   j["command"] = info.command;
   j["machine"] = {{"cpu_model", info.cpu_model},
+                  {"cpu_paths", info.cpu_paths},
                   {"hardware_threads", info.cores},
                   {"threads", info.threads},
                   {"load_average_start", {info.load_start[0], info.load_start[1], info.load_start[2]}},

@@ -18,6 +18,7 @@ struct RunInfo {
   std::string date;                                           // UTC, ISO 8601
   std::string command;                                        // the command line
   std::string cpu_model;                                      // /proc/cpuinfo "model name"
+  std::string cpu_paths;                                      // which CPU kernels the products take
   int cores = 0;                                              // hardware threads the OS reports
   int threads = 0;                                            // threads halfgrad (and PyTorch) used
   double load_start[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // 1, 5, 15-minute load averages
