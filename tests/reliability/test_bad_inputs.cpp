@@ -204,12 +204,12 @@ TEST_CASE("bad inputs: checkpoint restore range-checks every number") {
       [&] {
         sched.load_state_dict({{"base_lr", scalar_tensor(nan, kFloat64)}, {"last_epoch", scalar_tensor(0.0, kInt64)}});
       },
-      {"[LRScheduler]", "'base_lr' is nan"});
+      {"[StepLR]", "'base_lr' is nan"});
   check_error(
       [&] {
         sched.load_state_dict({{"base_lr", scalar_tensor(0.1, kFloat64)}, {"last_epoch", scalar_tensor(-9.0, kInt64)}});
       },
-      {"[LRScheduler]", "'last_epoch'"});
+      {"[StepLR]", "'last_epoch'"});
   // Adam step counts.
   nn::Linear lin(2, 2);
   optim::Adam adam(lin.parameters(), {});
