@@ -11,17 +11,11 @@
 #include <vector>
 
 #include "framework/ops/attention_kernels.h"
+#include "kernels/common/splitmix64.h"
 #include "kernels/cpu/rows.h"
 
 namespace hg::cpu {
 namespace {
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 constexpr int64_t kRowBlock = 32;  // query rows per forward task: converts K once per 32 rows
 

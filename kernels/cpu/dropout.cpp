@@ -1,17 +1,11 @@
 // CPU dropout mask: a counter-based generator (splitmix64 of seed + i), so each element's draw
 // is independent of how the loop is split across threads.
 #include "framework/ops/nn_misc_kernels.h"
+#include "kernels/common/splitmix64.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {
 namespace {
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 void dropout_mask_cpu(const Tensor& mask, double p, uint64_t seed) {
   // Keep when the 53-bit uniform draw u >= p: P(drop) = p exactly up to 2^-53.

@@ -61,7 +61,6 @@ struct Problem {
             dilation[1],
             bias ? 1 : 0};
   }
-  int64_t element_bytes() const { return dt == memory::data_type::bf16 ? 2 : 4; }
   memory::dims src() const { return {n, c, h, w}; }
   memory::dims dst() const { return {n, o, oh, ow}; }
   memory::dims weights() const {
@@ -293,6 +292,40 @@ bool applies(const Tensor& t) {
   return t.dtype() == kFloat32 && float32_on && onednn_matmul_enabled(kFloat32);
 }
 
+// Where chunk i's samples of t start.
+char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
+  const int64_t sample_bytes = t.numel() / t.size(0) * static_cast<int64_t>(element_size(t.dtype()));
+  return static_cast<char*>(const_cast<void*>(t.raw_data())) + i * chunks.per * sample_bytes;
+}
+
+// The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
+// primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
+// reordered back into `out`.
+void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
+                         int in_arg, const Tensor& out, int out_arg, const Tensor& bias) {
+  const PreparedWeights w = prepare_weights(plans, weight);
+  run_parallel(chunks.count, [&](int64_t i) {
+    const Plan& plan = plans.of(chunks, i);
+    const dnnl::engine& engine = cpu_engine();
+    const OneOpenMPThread one_thread;
+    ThreadBuffers& b = thread_buffers();
+    dnnl::stream& s = thread_stream();
+    memory src_user(plan.in_user, engine, chunk_start(in, chunks, i));
+    memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+    memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+    memory dst_user(plan.out_user, engine, chunk_start(out, chunks, i));
+    memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
+    memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+    plan.in_reorder.execute(s, src_user, src);
+    std::unordered_map<int, memory> args{
+        {in_arg, src}, {DNNL_ARG_WEIGHTS, wm}, {out_arg, dst}, {DNNL_ARG_SCRATCHPAD, sm}};
+    if (bias.defined()) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias.raw_data())));
+    plan.primitive.execute(s, args);
+    plan.out_reorder.execute(s, dst, dst_user);
+    s.wait();
+  });
+}
+
 }  // namespace
 
 bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -302,32 +335,8 @@ bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor&
   const Chunks chunks = chunks_for(pr.n);
   const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
   if (!plans.usable()) return false;
-  run_or_fail("forward", [&] {
-    const PreparedWeights w = prepare_weights(plans, weight);
-    const int64_t in_bytes = pr.c * pr.h * pr.w * pr.element_bytes(),
-                  out_bytes = pr.o * pr.oh * pr.ow * pr.element_bytes();
-    run_parallel(chunks.count, [&](int64_t i) {
-      const Plan& plan = plans.of(chunks, i);
-      const dnnl::engine& engine = cpu_engine();
-      const OneOpenMPThread one_thread;
-      ThreadBuffers& b = thread_buffers();
-      dnnl::stream& s = thread_stream();
-      const int64_t first = i * chunks.per;
-      memory x_user(plan.in_user, engine, static_cast<char*>(const_cast<void*>(input.raw_data())) + first * in_bytes);
-      memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
-      memory y(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
-      memory y_user(plan.out_user, engine, static_cast<char*>(out.raw_data()) + first * out_bytes);
-      memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
-      memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-      plan.in_reorder.execute(s, x_user, x);
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, y}, {DNNL_ARG_SCRATCHPAD, sm}};
-      if (pr.bias) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias.raw_data())));
-      plan.primitive.execute(s, args);
-      plan.out_reorder.execute(s, y, y_user);
-      s.wait();
-    });
-  });
+  run_or_fail("forward",
+              [&] { run_activation_pass(plans, chunks, weight, input, DNNL_ARG_SRC, out, DNNL_ARG_DST, bias); });
   return true;
 }
 
@@ -339,29 +348,7 @@ bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_ou
   const ChunkPlans plans = plans_for(Pass::BackwardData, pr, chunks);
   if (!plans.usable()) return false;
   run_or_fail("backward (input gradient)", [&] {
-    const PreparedWeights w = prepare_weights(plans, weight);
-    const int64_t gx_bytes = pr.c * pr.h * pr.w * pr.element_bytes(),
-                  gy_bytes = pr.o * pr.oh * pr.ow * pr.element_bytes();
-    run_parallel(chunks.count, [&](int64_t i) {
-      const Plan& plan = plans.of(chunks, i);
-      const dnnl::engine& engine = cpu_engine();
-      const OneOpenMPThread one_thread;
-      ThreadBuffers& b = thread_buffers();
-      dnnl::stream& s = thread_stream();
-      const int64_t first = i * chunks.per;
-      memory gy_user(plan.in_user, engine,
-                     static_cast<char*>(const_cast<void*>(grad_out.raw_data())) + first * gy_bytes);
-      memory gy(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
-      memory gx(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
-      memory gx_user(plan.out_user, engine, static_cast<char*>(grad_input.raw_data()) + first * gx_bytes);
-      memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
-      memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-      plan.in_reorder.execute(s, gy_user, gy);
-      plan.primitive.execute(
-          s, {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gx}, {DNNL_ARG_SCRATCHPAD, sm}});
-      plan.out_reorder.execute(s, gx, gx_user);
-      s.wait();
-    });
+    run_activation_pass(plans, chunks, weight, grad_out, DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC, Tensor());
   });
   return true;
 }
@@ -377,20 +364,16 @@ bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad
   // Each chunk's float32 partial gradients, in OIHW order, side by side.
   std::vector<float> partial(static_cast<size_t>(chunks.count * (wn + bn)));
   run_or_fail("backward (weight gradient)", [&] {
-    const int64_t x_bytes = pr.c * pr.h * pr.w * pr.element_bytes(),
-                  gy_bytes = pr.o * pr.oh * pr.ow * pr.element_bytes();
     run_parallel(chunks.count, [&](int64_t i) {
       const Plan& plan = plans.of(chunks, i);
       const dnnl::engine& engine = cpu_engine();
       const OneOpenMPThread one_thread;
       ThreadBuffers& b = thread_buffers();
       dnnl::stream& s = thread_stream();
-      const int64_t first = i * chunks.per;
       float* dw_user = partial.data() + i * (wn + bn);
-      memory x_user(plan.in_user, engine, static_cast<char*>(const_cast<void*>(input.raw_data())) + first * x_bytes);
+      memory x_user(plan.in_user, engine, chunk_start(input, chunks, i));
       memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
-      memory gy_user(plan.out_user, engine,
-                     static_cast<char*>(const_cast<void*>(grad_out.raw_data())) + first * gy_bytes);
+      memory gy_user(plan.out_user, engine, chunk_start(grad_out, chunks, i));
       memory gy(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
       memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
       memory dw_plain(plan.weights_user, engine, dw_user);

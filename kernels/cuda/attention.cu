@@ -8,6 +8,7 @@
 #include "framework/dispatch.h"
 #include "framework/ops/attention_kernels.h"
 #include "framework/ops/creation.h"
+#include "kernels/common/splitmix64.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/loops.cuh"
 #include "kernels/cuda/runtime.h"
@@ -16,13 +17,6 @@ namespace hg::cuda {
 namespace {
 
 constexpr int kWarp = 32, kRowsPerBlock = 4, kMaxChunks = 8;  // E, Ev <= 256
-
-__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 template <class C>
 __device__ __forceinline__ C warp_sum(C v) {

@@ -2,17 +2,11 @@
 // same seed gives the same mask bit for bit on either device.
 #include "framework/dispatch.h"
 #include "framework/ops/nn_misc_kernels.h"
+#include "kernels/common/splitmix64.h"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
 namespace {
-
-__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 template <class T>
 __global__ void dropout_mask_kernel(T* m, int64_t n, uint64_t threshold, T keep, uint64_t seed) {

@@ -37,4 +37,38 @@ inline void check_cuda_matches_cpu(const std::function<Tensor(const std::vector<
   check_close(actual, expected, tol);
 }
 
+// Results that sum rows (softmax, losses, norms, reductions): float32 on both sides but summed in
+// a different order, hence looser than the elementwise tolerances.
+inline Tolerance row_tolerance(Dtype d) {
+  switch (d) {
+    case kFloat64: return {1e-10, 1e-10};
+    case kFloat32: return {1e-5, 1e-4};
+    case kFloat16: return {2e-3, 2e-3};
+    case kBFloat16: return {1.6e-2, 1.6e-2};
+    default: return {0, 0};
+  }
+}
+
+// Forward and input gradients of f (its output summed) on the CPU and on CUDA, compared.
+inline void check_with_grad(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                            const std::vector<Tensor>& inputs, Tolerance tol) {
+  auto run = [&](Device dev) {
+    std::vector<Tensor> xs;
+    for (const Tensor& t : inputs) {
+      Tensor x = t.to(dev);
+      if (t.is_floating_point()) x.requires_grad_();
+      xs.push_back(x);
+    }
+    Tensor y = f(xs);
+    y.to(kFloat32).sum().backward();
+    std::vector<Tensor> out{y.detach().to(kCPU)};
+    for (const Tensor& x : xs)
+      if (x.requires_grad()) out.push_back(x.grad().to(kCPU));
+    return out;
+  };
+  const auto cpu = run(kCPU), gpu = run(kCUDA);
+  REQUIRE(cpu.size() == gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) check_close(gpu[i].to(kFloat64), cpu[i].to(kFloat64), tol);
+}
+
 }  // namespace hg::test

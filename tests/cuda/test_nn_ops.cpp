@@ -6,39 +6,11 @@
 using namespace hg;
 using hg::test::check_close;
 using hg::test::check_cuda_matches_cpu;
+using hg::test::check_with_grad;
+using hg::test::row_tolerance;
 using hg::test::Tolerance;
 
 namespace {
-Tolerance row_tolerance(Dtype d) {
-  switch (d) {
-    case kFloat64: return {1e-10, 1e-10};
-    case kFloat32: return {1e-5, 1e-4};
-    case kFloat16: return {2e-3, 2e-3};
-    case kBFloat16: return {1.6e-2, 1.6e-2};
-    default: return {0, 0};
-  }
-}
-// Forward and input gradient of f on CPU and CUDA.
-void check_with_grad(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
-                     Tolerance tol) {
-  auto run = [&](Device dev) {
-    std::vector<Tensor> xs;
-    for (const Tensor& t : inputs) {
-      Tensor x = t.to(dev);
-      if (t.is_floating_point()) x.requires_grad_();
-      xs.push_back(x);
-    }
-    Tensor y = f(xs);
-    y.to(kFloat32).sum().backward();
-    std::vector<Tensor> out{y.detach().to(kCPU)};
-    for (const Tensor& x : xs)
-      if (x.requires_grad()) out.push_back(x.grad().to(kCPU));
-    return out;
-  };
-  const auto cpu = run(kCPU), gpu = run(kCUDA);
-  REQUIRE(cpu.size() == gpu.size());
-  for (size_t i = 0; i < cpu.size(); ++i) check_close(gpu[i].to(kFloat64), cpu[i].to(kFloat64), tol);
-}
 const Dtype kFloats[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
 }  // namespace
 
