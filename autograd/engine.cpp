@@ -41,6 +41,7 @@ class AutocastReplay {
 
 struct GraphTask {
   bool retain_graph = false;
+  bool create_graph = false;
   bool accumulate_into_leaves = true;
   // For grad(): where each requested input's gradient is captured.
   std::unordered_map<const AutogradMeta*, size_t> leaf_targets;
@@ -56,26 +57,50 @@ bool engine_owns(const Tensor& g) {
          g.offset() == 0 && g.storage()->nbytes == static_cast<size_t>(g.numel()) * element_size(g.dtype());
 }
 
-// `g` is taken by value: callers move their handle in, so that a gradient the engine alone holds
-// becomes the leaf's .grad without a copy.
-void deliver_to_leaf(GraphTask& task, const Edge& e, Tensor g) {
-  if (auto it = task.leaf_targets.find(e.leaf.get()); it != task.leaf_targets.end()) {
+// A leaf's gradients for this backward are summed first (PyTorch's AccumulateGrad): its hooks see
+// the total once, and its post-accumulate-grad hooks run once, after the last contribution.
+struct LeafState {
+  std::shared_ptr<AutogradMeta> meta;
+  int pending = 0;  // edges into the leaf not yet processed
+  Tensor sum;
+};
+
+// Runs once all of this backward's gradients for the leaf arrived: hooks, capture, accumulation
+// (a summed gradient the engine alone holds becomes .grad without a copy), post-accumulate hooks.
+void finish_leaf(GraphTask& task, LeafState& leaf) {
+  if (!leaf.sum.defined()) return;
+  AutogradMeta& meta = *leaf.meta;
+  Tensor g = std::move(leaf.sum);
+  if (!meta.grad_hooks.empty()) g = run_grad_hooks(std::vector(meta.grad_hooks), std::move(g), "a leaf");
+  if (auto it = task.leaf_targets.find(&meta); it != task.leaf_targets.end()) {
     task.captured[it->second] = accumulate(task.captured[it->second], g);
   }
-  if (task.accumulate_into_leaves) {
-    // The stored grad never aliases another gradient, a view or a tensor the user holds: it is
-    // either g when nobody else can see it, or a fresh tensor (clone and + both allocate).
-    if (e.leaf->grad.defined()) {
-      e.leaf->grad = e.leaf->grad + g;
-    } else {
-      e.leaf->grad = engine_owns(g) ? std::move(g) : clone(g);
-    }
+  if (!task.accumulate_into_leaves) return;
+  // The stored grad never aliases another gradient, a view or a tensor the user holds: it is
+  // either g when nobody else can see it, or a fresh tensor (clone and + both allocate). Under
+  // create_graph both are recorded, so .grad has a history (never an in-place add).
+  if (meta.grad.defined()) {
+    meta.grad = meta.grad + g;
+  } else {
+    meta.grad = engine_owns(g) ? std::move(g) : clone(g);
   }
+  for (const auto& entry : std::vector(meta.post_accumulate_grad_hooks)) entry.second();
+}
+
+// create_graph needs the formulas to be differentiable: an op whose backward runs a raw kernel
+// refuses here rather than hand back gradients without history.
+void check_double_backward(const Node& node) {
+  const OpDef* op = find_op(node.name());
+  HG_CHECK(op == nullptr || op->double_differentiable, node.name(),
+           "double backward is not supported (create_graph=true needs its backward formula to be differentiable; "
+           "docs/GUIDE.md lists the ops that refuse)");
 }
 
 void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads) {
   HG_CHECK(root_grads.empty() || root_grads.size() == roots.size(), "backward", "got {} gradients for {} tensors",
            root_grads.size(), roots.size());
+  // Everything the engine computes (sums, casts, hooks, formulas) is recorded only under create_graph.
+  GradModeGuard grad_mode(task.create_graph);
   std::vector<Edge> root_edges;
   TensorList initial;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -99,21 +124,37 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     initial.push_back(g);
   }
 
-  // Count, for each node reachable from the roots, how many edges lead into it.
+  // Count, for each node reachable from the roots, how many edges lead into it, and for each
+  // leaf how many gradients it will receive. `nodes` also keeps them alive while the task runs,
+  // even if the user drops the outputs.
   std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::shared_ptr<Node>> nodes;
+  std::unordered_map<const AutogradMeta*, LeafState> leaves;
   std::vector<Node*> stack;
-  std::unordered_set<Node*> seen;
-  for (const Edge& e : root_edges)
-    if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  auto count = [&](const Edge& e) {
+    if (e.node) {
+      if (nodes.emplace(e.node.get(), e.node).second) stack.push_back(e.node.get());
+    } else if (e.leaf) {
+      LeafState& l = leaves[e.leaf.get()];
+      l.meta = e.leaf;
+      ++l.pending;
+    }
+  };
+  for (const Edge& e : root_edges) count(e);
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges()) {
-      if (!e.node) continue;
-      ++deps[e.node.get()];
-      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+      if (e.node) ++deps[e.node.get()];
+      count(e);
     }
   }
+  auto leaf_arrives = [&](const Edge& e, Tensor g) {
+    BackwardPassGuard in_backward;
+    LeafState& l = leaves.at(e.leaf.get());
+    if (g.defined()) l.sum = l.sum.defined() ? l.sum + g : std::move(g);
+    if (--l.pending == 0) finish_leaf(task, l);
+  };
 
   std::unordered_map<Node*, TensorList> buffers;
   auto add_to_buffer = [&](const Edge& e, const Tensor& g) {
@@ -126,17 +167,13 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     if (e.node) {
       add_to_buffer(e, initial[i]);
     } else if (e.leaf) {
-      deliver_to_leaf(task, e, conform(std::move(initial[i]), e));
+      leaf_arrives(e, conform(std::move(initial[i]), e));
     }
   }
 
   std::vector<Node*> ready;
-  for (Node* n : seen)
-    if (deps[n] == 0) ready.push_back(n);
-  // Keep nodes alive while the task runs, even if the user drops the outputs.
-  std::vector<std::shared_ptr<Node>> keep_alive;
-  for (const Edge& e : root_edges)
-    if (e.node) keep_alive.push_back(e.node);
+  for (const auto& entry : nodes)
+    if (deps[entry.first] == 0) ready.push_back(entry.first);
 
   while (!ready.empty()) {
     Node* node = ready.back();
@@ -144,11 +181,14 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     TensorList grads_in = std::move(buffers[node]);
     buffers.erase(node);
     grads_in.resize(node->num_outputs());
-    const bool any = std::any_of(grads_in.begin(), grads_in.end(), [](const Tensor& t) { return t.defined(); });
 
+    // The gradient of each output is final here: its hooks, then retain_grad, then grad()'s capture.
     const auto& metas = node->output_metas();
-    for (size_t slot = 0; slot < metas.size(); ++slot) {
-      if (auto meta = metas[slot].lock(); meta && meta->retains_grad && grads_in[slot].defined()) {
+    for (size_t slot = 0; slot < grads_in.size(); ++slot) {
+      if (!grads_in[slot].defined()) continue;
+      grads_in[slot] = node->run_tensor_hooks(static_cast<uint32_t>(slot), std::move(grads_in[slot]));
+      if (slot >= metas.size()) continue;
+      if (auto meta = metas[slot].lock(); meta && meta->retains_grad) {
         // A copy (as PyTorch's retain_grad): the incoming gradient goes on to the node's backward,
         // which may pass it, or a view of it, to another retained or leaf gradient.
         meta->grad = meta->grad.defined() ? meta->grad + grads_in[slot] : clone(grads_in[slot]);
@@ -157,6 +197,7 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     if (auto it = task.node_targets.find(node); it != task.node_targets.end()) {
       for (auto [slot, index] : it->second) task.captured[index] = accumulate(task.captured[index], grads_in[slot]);
     }
+    const bool any = std::any_of(grads_in.begin(), grads_in.end(), [](const Tensor& t) { return t.defined(); });
 
     TensorList grads_out;
     if (any) {
@@ -166,9 +207,10 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
           grads_in[i] = zeros(m.shape, TensorOptions(m.dtype).device(m.device));
         }
       }
+      if (task.create_graph) check_double_backward(*node);
       AutocastReplay replay(node->autocast_state());
-      GradModeGuard no_grad(false);
       BackwardPassGuard in_backward;
+      CurrentBackwardNodeGuard current(nodes.at(node));
       grads_out = node->apply(grads_in, task.retain_graph);
     }
 
@@ -176,37 +218,37 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
       if (!e.active()) continue;
+      Tensor g;
       if (any && grads_out[i].defined()) {
         BackwardPassGuard in_backward;
         // Moved out of grads_out: a gradient the node returned once and nobody else holds can
         // then be stored into a leaf as it is.
-        Tensor g = conform(std::move(grads_out[i]), e);
-        if (e.node) {
-          add_to_buffer(e, g);
-        } else {
-          deliver_to_leaf(task, e, std::move(g));
-        }
+        g = conform(std::move(grads_out[i]), e);
       }
-      if (e.node && --deps[e.node.get()] == 0) {
-        keep_alive.push_back(e.node);
-        ready.push_back(e.node.get());
+      if (!e.node) {
+        leaf_arrives(e, std::move(g));
+        continue;
       }
+      if (g.defined()) add_to_buffer(e, g);
+      if (--deps[e.node.get()] == 0) ready.push_back(e.node.get());
     }
   }
 }
 
 }  // namespace
 
-void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) {
+void backward(const TensorList& roots, const TensorList& grads, std::optional<bool> retain_graph, bool create_graph) {
   GraphTask task;
-  task.retain_graph = retain_graph;
+  task.retain_graph = retain_graph.value_or(create_graph);
+  task.create_graph = create_graph;
   run(task, roots, grads);
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
-                bool allow_unused) {
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                std::optional<bool> retain_graph, bool create_graph, bool allow_unused) {
   GraphTask task;
-  task.retain_graph = retain_graph;
+  task.retain_graph = retain_graph.value_or(create_graph);
+  task.create_graph = create_graph;
   task.accumulate_into_leaves = false;
   task.captured.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -219,6 +261,7 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     }
   }
   run(task, outputs, grad_outputs);
+  GradModeGuard grad_mode(create_graph);
   for (size_t i = 0; i < inputs.size(); ++i) {
     HG_CHECK(allow_unused || task.captured[i].defined(), "grad",
              "input {} was not used to compute the outputs; pass allow_unused=true to get an undefined "

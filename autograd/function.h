@@ -20,8 +20,13 @@
 // Inside an autocast region, apply() then casts each eligible hg::Tensor argument (floating,
 // not float64, on a device type whose region is enabled) to that dtype, recording the casts so
 // gradients flow back in the original dtypes, and runs forward with autocast off. Outside a
-// region it changes nothing. backward still runs under the region's recorded state. (Only the
+// region it changes nothing. backward runs under the state forward's body ran under (autocast
+// off, as PyTorch's custom_bwd), so its ops run in the dtype the inputs were cast to. (Only the
 // framework's autocast state is read here: autograd does not depend on amp/.)
+//
+// Under create_graph, backward runs with grad mode on and its ops are recorded: written with
+// public ops, it can be differentiated again (saved() gives the tensors with their history,
+// outputs of forward included).
 #pragma once
 
 #include <any>
@@ -44,7 +49,9 @@ class AutogradContext {
   std::map<std::string, std::any> data;  // anything else backward needs
 
  private:
+  friend void detail_seal_saved(AutogradContext&, const std::vector<Tensor*>&);
   std::vector<SavedTensor> saved_;
+  TensorList to_save_;  // the handles given, until forward's outputs are known
 };
 
 namespace detail {
@@ -135,6 +142,8 @@ struct Function {
       } else {
         for (Tensor& t : result) outputs.push_back(&t);
       }
+      // Recorded under the state forward's body ran under (custom_bwd): autocast off for cast_inputs.
+      detail::AutocastOffGuard autocast_off_guard(autocast_off);
       detail::attach_function(typeid(Derived).name(), inputs, outputs, ctx,
                               [](AutogradContext* c, const TensorList& g) { return Derived::backward(c, g); });
     }

@@ -1,4 +1,5 @@
-// Checks analytic gradients against float64 central differences.
+// Checks analytic gradients (gradcheck) and second derivatives (gradgradcheck) against float64
+// central differences.
 #pragma once
 
 #include <functional>
@@ -24,5 +25,17 @@ std::set<std::string> gradchecked_ops();
 // element. Returns true, or throws hg::Error naming the input, element and both values.
 bool gradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
                GradcheckOptions options = {});
+
+// The names of the ops whose backward nodes some gradgradcheck so far in this process reached
+// (their formulas were recorded and differentiated again).
+std::set<std::string> gradgradchecked_ops();
+
+// Second derivatives, as PyTorch's gradgradcheck: with float64 copies x of the inputs and a fixed
+// pseudo-random v of the output's shape, the vector-Jacobian product G(x, v) = d(sum(fn(x) * v))/dx
+// is computed with create_graph; the gradient of sum(G * u), for a fixed u, with respect to x and
+// v is compared with central differences of G. Returns true or throws hg::Error naming the
+// variable (input k, or the output gradient), element and both values.
+bool gradgradcheck(const std::function<Tensor(const TensorList&)>& fn, const TensorList& inputs,
+                   GradcheckOptions options = {});
 
 }  // namespace hg::autograd

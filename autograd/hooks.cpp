@@ -29,8 +29,16 @@ class EngineHooks final : public AutogradHooks {
     }
   }
 
-  void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) override {
-    autograd::backward(roots, grads, retain_graph);
+  void backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph) override {
+    autograd::backward(roots, grads, retain_graph, create_graph);
+  }
+
+  RemovableHandle register_node_hook(const Tensor& t, GradHook fn) override {
+    const std::shared_ptr<Node>& node = t.grad_fn();
+    const uint64_t id = node->add_tensor_hook(t.autograd_meta()->output_nr, std::move(fn));
+    return RemovableHandle([weak = std::weak_ptr<Node>(node), id] {
+      if (auto n = weak.lock()) n->remove_tensor_hook(id);
+    });
   }
 };
 

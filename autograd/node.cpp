@@ -21,6 +21,34 @@ TensorList Node::apply(const TensorList& grad_outputs, bool retain_graph) {
   return grads;
 }
 
+uint64_t Node::add_tensor_hook(uint32_t slot, GradHook fn) {
+  static uint64_t next_id = 0;
+  tensor_hooks_.push_back({++next_id, slot, std::move(fn)});
+  return next_id;
+}
+
+void Node::remove_tensor_hook(uint64_t id) {
+  std::erase_if(tensor_hooks_, [id](const TensorHook& h) { return h.id == id; });
+}
+
+Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) const {
+  std::vector<std::pair<uint64_t, GradHook>> hooks;  // a copy: a hook may remove itself
+  for (const TensorHook& h : tensor_hooks_)
+    if (h.slot == slot) hooks.emplace_back(h.id, h.fn);
+  return hooks.empty() ? grad : run_grad_hooks(hooks, std::move(grad), "an output of " + name_);
+}
+
+Tensor run_grad_hooks(const std::vector<std::pair<uint64_t, GradHook>>& hooks, Tensor grad, const std::string& where) {
+  for (const auto& entry : hooks) {
+    Tensor r = entry.second(grad);
+    if (!r.defined()) continue;
+    HG_CHECK(r.shape() == grad.shape(), "hook", "a gradient hook on {} returned shape {} for a gradient of shape {}",
+             where, r.shape(), grad.shape());
+    grad = std::move(r);
+  }
+  return grad;
+}
+
 Edge edge_for(const Tensor& t) {
   Edge e;
   if (!t.defined()) return e;

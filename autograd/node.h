@@ -52,6 +52,12 @@ class Node {
   void add_output_meta(std::weak_ptr<AutogradMeta> meta) { output_metas_.push_back(std::move(meta)); }
   const std::vector<std::weak_ptr<AutogradMeta>>& output_metas() const { return output_metas_; }
 
+  // Gradient hooks on output `slot` (Tensor::register_hook on a non-leaf): run in registration
+  // order on the gradient that reached the slot, each may replace it.
+  uint64_t add_tensor_hook(uint32_t slot, GradHook fn);
+  void remove_tensor_hook(uint64_t id);
+  Tensor run_tensor_hooks(uint32_t slot, Tensor grad) const;
+
  private:
   std::string name_;
   std::vector<Edge> edges_;
@@ -59,7 +65,16 @@ class Node {
   std::vector<OutputMeta> outputs_;
   AutocastState autocast_;
   std::vector<std::weak_ptr<AutogradMeta>> output_metas_;
+  struct TensorHook {
+    uint64_t id;
+    uint32_t slot;
+    GradHook fn;
+  };
+  std::vector<TensorHook> tensor_hooks_;
 };
+
+// Runs hooks (id, fn) on a gradient in order; a defined result replaces it (same shape).
+Tensor run_grad_hooks(const std::vector<std::pair<uint64_t, GradHook>>& hooks, Tensor grad, const std::string& where);
 
 // The edge for a tensor used as an input of a new node.
 Edge edge_for(const Tensor& t);

@@ -20,13 +20,17 @@ thread_local int t_op_depth = 0;
 thread_local bool t_grad_mode = true;
 thread_local AutocastState t_autocast;
 thread_local const OpDef* t_current_op = nullptr;  // the outermost OpCall running on this thread
+thread_local std::shared_ptr<autograd::Node> t_backward_node;
 }  // namespace
 
 bool GradMode::is_enabled() { return t_grad_mode; }
 void GradMode::set_enabled(bool enabled) { t_grad_mode = enabled; }
 AutocastState& autocast_state() { return t_autocast; }
 
-OpDef::OpDef(const char* n, bool diff) : name(n), differentiable(diff) { registry().push_back(this); }
+OpDef::OpDef(const char* n, bool diff, bool double_diff)
+    : name(n), differentiable(diff), double_differentiable(double_diff) {
+  registry().push_back(this);
+}
 
 const std::vector<const OpDef*>& op_registry() { return registry(); }
 
@@ -95,20 +99,59 @@ void OpCall::finish(const std::vector<Tensor*>& outputs, BackwardFn backward) {
   if (backward && needs_grad()) autograd_hooks().attach(op_.name, inputs_, outputs, std::move(backward));
 }
 
+const std::shared_ptr<autograd::Node>& current_backward_node() { return t_backward_node; }
+CurrentBackwardNodeGuard::CurrentBackwardNodeGuard(std::shared_ptr<autograd::Node> node)
+    : prev_(std::exchange(t_backward_node, std::move(node))) {}
+CurrentBackwardNodeGuard::~CurrentBackwardNodeGuard() { t_backward_node = std::move(prev_); }
+
 SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
   if (!t.defined()) return;
   tensor_ = t.detach();
   version_ = t.version();
+  if (t.requires_grad()) {
+    requires_grad_ = true;
+    const AutogradMeta* meta = t.autograd_meta();
+    if (meta->grad_fn) {
+      grad_fn_ = meta->grad_fn;
+      output_nr_ = meta->output_nr;
+    } else {
+      leaf_ = t.impl()->autograd;
+    }
+  }
 }
 
-const Tensor& SavedTensor::get() const {
+SavedTensor SavedTensor::output(const Tensor& t, const char* op, uint32_t output_nr) {
+  SavedTensor s(t, op);
+  s.requires_grad_ = s.tensor_.defined() && is_floating(s.tensor_.dtype());
+  s.is_output_ = true;
+  s.output_nr_ = output_nr;
+  s.grad_fn_ = nullptr;
+  s.leaf_ = nullptr;
+  return s;
+}
+
+Tensor SavedTensor::get() const {
   if (tensor_.defined() && tensor_.version() != version_) {
     fail(op_,
          "a tensor saved for backward (shape {}, {}) was modified in place after it was saved "
          "(version {} now, {} when saved); use an out-of-place op or clone() it first",
          tensor_.shape(), tensor_.dtype(), tensor_.version(), version_);
   }
-  return tensor_;
+  if (!requires_grad_ || !GradMode::is_enabled()) return tensor_;
+  // Recording a formula: a fresh alias carrying the saved identity (never the caller's handle,
+  // whose history may have moved on).
+  const std::shared_ptr<autograd::Node>& node = is_output_ ? t_backward_node : grad_fn_;
+  if (is_output_ && !node) return tensor_;  // unpacked outside the engine: no node to link to
+  auto impl = std::make_shared<TensorImpl>(*tensor_.impl());
+  if (leaf_) {
+    impl->autograd = leaf_;
+  } else {
+    impl->autograd = std::make_shared<AutogradMeta>();
+    impl->autograd->requires_grad = true;
+    impl->autograd->grad_fn = node;
+    impl->autograd->output_nr = output_nr_;
+  }
+  return Tensor(std::move(impl));
 }
 
 }  // namespace hg

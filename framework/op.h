@@ -17,11 +17,15 @@ namespace hg {
 struct OpDef {
   const char* name;
   bool differentiable = true;
+  // Whether the backward formula is itself differentiable (written in public ops), so that
+  // create_graph can record it. false: the backward calls a raw kernel, and the engine refuses
+  // create_graph through the op ("[op] double backward is not supported").
+  bool double_differentiable = true;
   // The op's autocast policy row, bound by the autocast layer the first time the op runs inside a
   // region (amp/policy_table.cpp), so no call looks the name up again. Opaque to the core.
   mutable std::atomic<const void*> autocast_row{nullptr};
 
-  explicit OpDef(const char* name, bool differentiable = true);
+  explicit OpDef(const char* name, bool differentiable = true, bool double_differentiable = true);
   OpDef(const OpDef&) = delete;
   OpDef& operator=(const OpDef&) = delete;
 };
@@ -46,7 +50,9 @@ struct AutogradHooks {
   virtual ~AutogradHooks() = default;
   virtual void attach(std::string_view name, const TensorList& inputs, const std::vector<Tensor*>& outputs,
                       BackwardFn backward) = 0;
-  virtual void backward(const TensorList& roots, const TensorList& grads, bool retain_graph) = 0;
+  virtual void backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph) = 0;
+  // A gradient hook on a non-leaf tensor (kept on its grad_fn; leaves keep theirs in AutogradMeta).
+  virtual RemovableHandle register_node_hook(const Tensor& t, GradHook fn) = 0;
 };
 void set_autograd_hooks(AutogradHooks* hooks);
 AutogradHooks& autograd_hooks();  // throws when the autograd layer is not linked
@@ -125,18 +131,44 @@ class OpCall {
 // errors raised deep inside an op, such as a failed allocation, to say which call failed.
 std::string_view current_op_name();
 
-// A tensor kept for backward: a detached alias plus the storage version at save time.
-// get() throws, naming the op, when the tensor was modified in place since.
+// The autograd node whose backward formula runs on this thread (the engine sets it around each
+// formula), so that a saved output can be linked to it when the formula is recorded.
+const std::shared_ptr<autograd::Node>& current_backward_node();
+class CurrentBackwardNodeGuard {
+ public:
+  explicit CurrentBackwardNodeGuard(std::shared_ptr<autograd::Node> node);
+  ~CurrentBackwardNodeGuard();
+  CurrentBackwardNodeGuard(const CurrentBackwardNodeGuard&) = delete;
+  CurrentBackwardNodeGuard& operator=(const CurrentBackwardNodeGuard&) = delete;
+
+ private:
+  std::shared_ptr<autograd::Node> prev_;
+};
+
+// A tensor kept for backward: its data (a detached alias), the storage version at save time and
+// its autograd identity. get() throws, naming the op, when the tensor was modified in place since.
+// With grad mode off (a plain backward) get() is the detached alias; with grad mode on (the
+// engine under create_graph) it is an alias that keeps the saved tensor's history, so the
+// recorded formula differentiates through it. An op's own output is saved with output(): it
+// keeps no link to its node (node -> saved output -> node would be a cycle, as in PyTorch) and
+// is linked to the node running the formula when unpacked.
 class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, const char* op);
-  const Tensor& get() const;
+  // For output `output_nr` of the op that saves it (saved before call.finish()).
+  static SavedTensor output(const Tensor& t, const char* op, uint32_t output_nr = 0);
+  Tensor get() const;
 
  private:
   Tensor tensor_;
   uint32_t version_ = 0;
   const char* op_ = "";
+  bool requires_grad_ = false;
+  bool is_output_ = false;
+  uint32_t output_nr_ = 0;
+  std::shared_ptr<autograd::Node> grad_fn_;  // a non-leaf input's producer
+  std::shared_ptr<AutogradMeta> leaf_;       // a leaf input's slot (shared with every handle of it)
 };
 
 }  // namespace hg

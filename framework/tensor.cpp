@@ -147,8 +147,48 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   return m ? m->grad_fn : kNone;
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd_hooks().backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+  autograd_hooks().backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph);
+}
+
+namespace {
+uint64_t next_hook_id() {
+  static std::atomic<uint64_t> id{0};
+  return ++id;
+}
+
+// A handle that erases hook `id` from the list `member` of `meta` (if the meta still exists).
+template <class List>
+RemovableHandle erase_from(const std::shared_ptr<AutogradMeta>& meta, List AutogradMeta::*member, uint64_t id) {
+  return RemovableHandle([weak = std::weak_ptr<AutogradMeta>(meta), member, id] {
+    if (auto m = weak.lock()) std::erase_if((*m).*member, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+}  // namespace
+
+RemovableHandle Tensor::register_hook(GradHook fn) const {
+  HG_CHECK(requires_grad(), "register_hook", "cannot register a hook on a tensor that does not require grad");
+  HG_CHECK(fn != nullptr, "register_hook", "the hook is empty");
+  if (!is_leaf()) return autograd_hooks().register_node_hook(*this, std::move(fn));
+  const uint64_t id = next_hook_id();
+  const auto& meta = impl_->autograd;
+  meta->grad_hooks.emplace_back(id, std::move(fn));
+  return erase_from(meta, &AutogradMeta::grad_hooks, id);
+}
+
+RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const {
+  HG_CHECK(requires_grad(), "register_post_accumulate_grad_hook",
+           "cannot register a hook on a tensor that does not require grad");
+  HG_CHECK(is_leaf(), "register_post_accumulate_grad_hook",
+           "post-accumulate-grad hooks can only be registered on leaf tensors (this one has a grad_fn)");
+  HG_CHECK(fn != nullptr, "register_post_accumulate_grad_hook", "the hook is empty");
+  const uint64_t id = next_hook_id();
+  const auto& meta = impl_->autograd;
+  // The meta cannot name its tensor: the hook keeps a weak link to it (no cycle impl -> meta -> impl).
+  meta->post_accumulate_grad_hooks.emplace_back(id, [weak = std::weak_ptr<TensorImpl>(impl_), fn = std::move(fn)] {
+    if (auto impl = weak.lock()) fn(Tensor(std::move(impl)));
+  });
+  return erase_from(meta, &AutogradMeta::post_accumulate_grad_hooks, id);
 }
 
 void Tensor::retain_grad() const {

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -70,6 +72,25 @@ struct TensorImpl;
 class Tensor;
 using TensorList = std::vector<Tensor>;
 
+// A gradient hook (Tensor::register_hook): gets the gradient, returns a replacement or an
+// undefined Tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+
+// What the register_*hook functions return: remove() unregisters the hook. Copies share one
+// registration; remove() is idempotent, and destroying the handle does not remove (as PyTorch).
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  explicit RemovableHandle(std::function<void()> remove)
+      : remove_(std::make_shared<std::function<void()>>(std::move(remove))) {}
+  void remove() {
+    if (remove_ && *remove_) std::exchange(*remove_, nullptr)();
+  }
+
+ private:
+  std::shared_ptr<std::function<void()>> remove_;
+};
+
 class Tensor {
  public:
   Tensor() = default;  // undefined tensor: defined() is false
@@ -118,7 +139,24 @@ class Tensor {
   void set_grad(Tensor grad) const;
   bool is_leaf() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // libtorch's order; retain_graph defaults to create_graph. create_graph records the backward
+  // formulas, so the gradients themselves have a grad_fn (higher-order gradients).
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
+  // fn runs on this tensor's gradient when backward computes it (for a leaf: before it is
+  // accumulated into .grad; for a non-leaf: when it reaches its grad_fn) and may replace it.
+  RemovableHandle register_hook(GradHook fn) const;
+  template <class F>
+  requires std::is_void_v<std::invoke_result_t<F, const Tensor&>> RemovableHandle register_hook(F fn)
+  const {  // a hook that only looks
+    return register_hook(GradHook([fn = std::move(fn)](const Tensor& g) {
+      fn(g);
+      return Tensor();
+    }));
+  }
+  // Leaves only: fn(tensor) runs once per backward, after this backward's gradient was
+  // accumulated into .grad.
+  RemovableHandle register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const;
   void retain_grad() const;
   bool retains_grad() const;
   Tensor detach() const;                // shares storage, no autograd history
@@ -244,6 +282,9 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::shared_ptr<WarmCast> warm_cast;      // leaves used under autocast only
+  // A leaf's hooks, by id (a non-leaf's gradient hooks live on its grad_fn, which outlives it).
+  std::vector<std::pair<uint64_t, GradHook>> grad_hooks;
+  std::vector<std::pair<uint64_t, std::function<void()>>> post_accumulate_grad_hooks;
 };
 
 struct TensorImpl {

@@ -13,7 +13,7 @@ HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 
 namespace {
-const OpDef kConv2d{"conv2d", true};
+const OpDef kConv2d{"conv2d", true, /*double_differentiable=*/false};
 // The backward runs as its own (recorded, non-differentiable) op, so an OpRecorder shows which
 // dtypes the gradient kernels ran in.
 const OpDef kConv2dBackward{"conv2d_backward", false};

@@ -46,8 +46,8 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, const Tensor& coun
 }  // namespace detail
 
 namespace {
-const OpDef kCrossEntropy{"cross_entropy", true};
-const OpDef kNllLoss{"nll_loss", true};
+const OpDef kCrossEntropy{"cross_entropy", true, /*double_differentiable=*/false};
+const OpDef kNllLoss{"nll_loss", true, /*double_differentiable=*/false};
 const OpDef kCrossEntropyBackward{"cross_entropy_backward", false};
 const OpDef kNllLossBackward{"nll_loss_backward", false};
 

@@ -1,6 +1,7 @@
 // Elementwise losses: mse_loss, binary_cross_entropy, binary_cross_entropy_with_logits. The
 // forward is one kernel pass plus the reduction; backward formulas are composed from ops.
 #include "framework/dispatch.h"
+#include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
@@ -73,6 +74,24 @@ Tensor scaled_grad(const Tensor& g, Reduction reduction, int64_t numel, Dtype co
   return reduction == Reduction::Mean ? w * (1.0 / static_cast<double>(numel)) : w;
 }
 
+// The operands a formula uses: the forward's converted copies, or, when the formula is recorded
+// (create_graph), the saved inputs converted again by a recorded cast, so it differentiates
+// through them.
+TensorList formula_operands(const TensorList& converted, const std::vector<SavedTensor>& saved, Dtype compute) {
+  if (!GradMode::is_enabled()) return converted;
+  TensorList out;
+  for (const SavedTensor& s : saved) {
+    Tensor t = s.get();
+    out.push_back(!t.defined() || t.dtype() == compute ? t : to(t, t.device(), compute));
+  }
+  return out;
+}
+std::vector<SavedTensor> save_inputs(const TensorList& inputs, const char* op) {
+  std::vector<SavedTensor> saved;
+  for (const Tensor& t : inputs) saved.emplace_back(t, op);
+  return saved;
+}
+
 Tensor clamp_log(const Tensor& t) { return maximum(log(t), full_like(t, -100.0)); }
 }  // namespace
 
@@ -82,8 +101,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   Tensor out = run_forward(PointwiseLoss::SquaredError, p, reduction);
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [a = p.operands[0], b = p.operands[1], reduction, numel = numel_of(p.shape),
+    bw = [ops = p.operands, saved = save_inputs(call.inputs(), "mse_loss"), reduction, numel = numel_of(p.shape),
           compute = p.compute](const TensorList& g) -> TensorList {
+      const TensorList in = formula_operands(ops, saved, compute);
+      const Tensor &a = in[0], &b = in[1];
       Tensor d = scaled_grad(g[0], reduction, numel, compute) * (a - b) * 2.0;
       return {d, -d};
     };
@@ -98,8 +119,10 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction
   Tensor out = run_forward(PointwiseLoss::BinaryCrossEntropy, p, reduction);
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [x = p.operands[0], y = p.operands[1], reduction, numel = numel_of(p.shape),
-          compute = p.compute](const TensorList& g) -> TensorList {
+    bw = [ops = p.operands, saved = save_inputs(call.inputs(), "binary_cross_entropy"), reduction,
+          numel = numel_of(p.shape), compute = p.compute](const TensorList& g) -> TensorList {
+      const TensorList in = formula_operands(ops, saved, compute);
+      const Tensor &x = in[0], &y = in[1];
       const Tensor w = scaled_grad(g[0], reduction, numel, compute);
       // PyTorch's formula: (p - y) / max(p (1 - p), 1e-12) keeps the gradient finite at 0 and 1.
       const Tensor one_minus = 1.0 - x;
@@ -119,8 +142,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   Tensor out = run_forward(PointwiseLoss::BinaryCrossEntropyWithLogits, p, reduction);
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [x = p.operands[0], y = p.operands[1], pw = p.operands[2], reduction, numel = numel_of(p.shape),
-          compute = p.compute](const TensorList& g) -> TensorList {
+    bw = [ops = p.operands, saved = save_inputs(call.inputs(), "binary_cross_entropy_with_logits"), reduction,
+          numel = numel_of(p.shape), compute = p.compute](const TensorList& g) -> TensorList {
+      const TensorList in = formula_operands(ops, saved, compute);
+      const Tensor &x = in[0], &y = in[1], &pw = in[2];
       // loss = (1 - y) x + l softplus(-x), with l = 1 + (pw - 1) y (l = 1 without pos_weight).
       const Tensor w = scaled_grad(g[0], reduction, numel, compute);
       const Tensor sp = softplus(-x);

@@ -49,7 +49,7 @@ Tensor full_reduce(const OpDef& def, ReduceOp op, const Tensor& t) {
   Tensor out = reduce_into(def.name, op, x, all_dims(x), false, x.dtype());
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(x, def.name), sy = SavedTensor(out, def.name)](const TensorList& g) -> TensorList {
+    bw = [sx = SavedTensor(x, def.name), sy = SavedTensor::output(out, def.name)](const TensorList& g) -> TensorList {
       // Every element equal to the result shares the gradient (PyTorch's evenly-distributed rule).
       const Tensor mask = eq(sx.get(), sy.get()).to(g[0].dtype());
       return {mask * (g[0] / sum(mask))};

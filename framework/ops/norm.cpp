@@ -15,9 +15,9 @@ HG_DEFINE_STUB(batch_norm_stub, BatchNormFn);
 HG_DEFINE_STUB(batch_norm_backward_stub, BatchNormBackwardFn);
 
 namespace {
-const OpDef kLayerNorm{"layer_norm", true};
+const OpDef kLayerNorm{"layer_norm", true, /*double_differentiable=*/false};
 const OpDef kLayerNormBackward{"layer_norm_backward", false};
-const OpDef kBatchNorm{"batch_norm", true};
+const OpDef kBatchNorm{"batch_norm", true, /*double_differentiable=*/false};
 const OpDef kBatchNormBackward{"batch_norm_backward", false};
 
 Tensor contiguous_detached(const Tensor& t) { return t.defined() ? internal::contiguous(t) : t; }

@@ -14,9 +14,9 @@ HG_DEFINE_STUB(avg_pool2d_stub, AvgPool2dFn);
 HG_DEFINE_STUB(avg_pool2d_backward_stub, AvgPool2dBackwardFn);
 
 namespace {
-const OpDef kMaxPool2d{"max_pool2d", true};
+const OpDef kMaxPool2d{"max_pool2d", true, /*double_differentiable=*/false};
 const OpDef kMaxPool2dBackward{"max_pool2d_backward", false};
-const OpDef kAvgPool2d{"avg_pool2d", true};
+const OpDef kAvgPool2d{"avg_pool2d", true, /*double_differentiable=*/false};
 const OpDef kAvgPool2dBackward{"avg_pool2d_backward", false};
 
 void pair_arg(const char* op, const std::vector<int64_t>& v, const char* what, int64_t out[2]) {

@@ -1,9 +1,13 @@
 // softmax / log_softmax: one fused kernel pass forward, one backward, reusing the output.
 #include "framework/ops/softmax_kernels.h"
 
+#include "framework/grad_mode.h"
+#include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/unary.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -32,8 +36,14 @@ Tensor run(const OpDef& def, bool log, const Tensor& t, int64_t dim_in, std::opt
   if (out.numel()) softmax_stub(x.device().type, internal::as_3d(out, dim), internal::as_3d(in, dim), log);
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [log, dim, sy = SavedTensor(out, def.name)](const TensorList& g) -> TensorList {
-      const Tensor& y = sy.get();
+    bw = [log, dim, sy = SavedTensor::output(out, def.name)](const TensorList& g) -> TensorList {
+      const Tensor y = sy.get();
+      if (GradMode::is_enabled()) {
+        // Recorded (create_graph): the same formula in public ops, so it can be differentiated again.
+        const Tensor go = g[0].dtype() == y.dtype() ? g[0] : to(g[0], y.device(), y.dtype());
+        if (log) return {go - exp(y) * sum(go, {dim}, true)};
+        return {y * (go - sum(go * y, {dim}, true))};
+      }
       OpCall bcall(log ? kLogSoftmaxBackward : kSoftmaxBackward, {g[0], y});
       const Tensor go = internal::contiguous(internal::cast(bcall.input(0), y.dtype()));
       Tensor gx = empty(y.shape(), TensorOptions(y.dtype()).device(y.device()));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 
@@ -44,7 +45,9 @@ Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
     case UnaryOp::Tanh: return g * (1.0 - y * y);
     case UnaryOp::Relu: {
       const DeviceType dev = g.device().type;
-      if (relu_backward_stub.has(dev) && g.dtype() == y.dtype() && g.shape() == y.shape() && g.device() == y.device()) {
+      // The fused kernel is not recorded: create_graph (grad mode on) takes the public-op formula.
+      if (!GradMode::is_enabled() && relu_backward_stub.has(dev) && g.dtype() == y.dtype() && g.shape() == y.shape() &&
+          g.device() == y.device()) {
         Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
         if (out.numel()) relu_backward_stub(dev, out, g, y);
         return out;
@@ -87,7 +90,7 @@ Tensor run(const OpDef& def, UnaryOp op, const Tensor& t, double p0 = 0, double 
   if (out.numel()) unary_stub(x.device().type, op, out, in, p0, p1);
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [op, p0, p1, sx = SavedTensor(x, def.name), sy = SavedTensor(out, def.name)](
+    bw = [op, p0, p1, sx = SavedTensor(x, def.name), sy = SavedTensor::output(out, def.name)](
              const TensorList& g) -> TensorList { return {derivative(op, g[0], sx.get(), sy.get(), p0, p1)}; };
   }
   call.finish({&out}, std::move(bw));
