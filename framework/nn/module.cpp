@@ -8,6 +8,38 @@ namespace hg::nn {
 
 Tensor Module::forward(const Tensor&) { fail(type_name_, "this module has no one-tensor forward"); }
 
+Tensor Module::operator()(const Tensor& input) {
+  if (hooks_->pre.empty() && hooks_->post.empty()) return forward(input);
+  // Copies: a hook may remove itself (or register another) while they run.
+  Tensor x = input;
+  for (const auto& [id, fn] : std::vector(hooks_->pre))
+    if (std::optional<Tensor> r = fn(*this, x)) x = std::move(*r);
+  Tensor y = forward(x);
+  for (const auto& [id, fn] : std::vector(hooks_->post))
+    if (std::optional<Tensor> r = fn(*this, x, y)) y = std::move(*r);
+  return y;
+}
+
+namespace {
+template <class List>
+RemovableHandle add_hook(const std::shared_ptr<void>& owner, List& list, uint64_t id,
+                         typename List::value_type::second_type fn, const char* what) {
+  HG_CHECK(fn != nullptr, what, "the hook is empty");
+  list.emplace_back(id, std::move(fn));
+  return RemovableHandle([weak = std::weak_ptr<void>(owner), &list, id] {
+    if (auto alive = weak.lock()) std::erase_if(list, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+}  // namespace
+
+RemovableHandle Module::register_forward_pre_hook(ForwardPreHook fn) {
+  return add_hook(hooks_, hooks_->pre, ++hooks_->next_id, std::move(fn), "register_forward_pre_hook");
+}
+
+RemovableHandle Module::register_forward_hook(ForwardHook fn) {
+  return add_hook(hooks_, hooks_->post, ++hooks_->next_id, std::move(fn), "register_forward_hook");
+}
+
 void Module::check_new_name(const std::string& name) const {
   HG_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
            "invalid name '{}' (must be non-empty without '.')", name);

@@ -3,10 +3,14 @@
 //
 //   struct Net : hg::nn::Module {
 //     std::shared_ptr<hg::nn::Linear> fc = register_module("fc", std::make_shared<hg::nn::Linear>(4, 2));
-//     hg::Tensor forward(const hg::Tensor& x) override { return fc->forward(x); }
+//     hg::Tensor forward(const hg::Tensor& x) override { return (*fc)(x); }
 //   };
+//
+// Call a module as module(x): that runs its forward pre-hooks, forward, then its forward hooks
+// (as PyTorch's __call__); calling forward() directly skips the hooks.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +23,12 @@
 
 namespace hg::nn {
 
+class Module;
+// fn(module, input) runs before forward and may return a replacement input.
+using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
+// fn(module, input, output) runs after forward and may return a replacement output.
+using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
+
 class Module {
  public:
   explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
@@ -29,7 +39,11 @@ class Module {
 
   // The computation. Modules that take one tensor override this; the default throws.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  // forward wrapped in the forward hooks.
+  Tensor operator()(const Tensor& input);
+  // Each returns a handle whose remove() unregisters the hook (the handle may outlive the module).
+  RemovableHandle register_forward_pre_hook(ForwardPreHook fn);
+  RemovableHandle register_forward_hook(ForwardHook fn);
   const std::string& type_name() const { return type_name_; }
 
   // ---- walking the tree (names are dotted paths: "0.weight", "fc1.bias") ----
@@ -81,6 +95,12 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> params_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  struct Hooks {
+    uint64_t next_id = 0;
+    std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+    std::vector<std::pair<uint64_t, ForwardHook>> post;
+  };
+  std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();  // handles hold it weakly
 };
 
 }  // namespace hg::nn

@@ -14,7 +14,7 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& layer : layers_) y = layer->forward(y);
+  for (const auto& layer : layers_) y = (*layer)(y);  // with each layer's hooks
   return y;
 }
 

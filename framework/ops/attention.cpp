@@ -13,7 +13,7 @@ HG_DEFINE_STUB(attention_backward_stub, AttentionBackwardFn);
 
 namespace {
 constexpr const char* kName = "scaled_dot_product_attention";
-const OpDef kAttention{"scaled_dot_product_attention", true};
+const OpDef kAttention{"scaled_dot_product_attention", true, /*double_differentiable=*/false};
 const OpDef kAttentionBackward{"scaled_dot_product_attention_backward", false};
 
 void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {

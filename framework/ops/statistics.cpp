@@ -102,7 +102,7 @@ Tensor norm(const Tensor& t, double p, const std::vector<int64_t>& dims_in, bool
   }
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(x, "norm"), sy = SavedTensor(out, "norm"), p, dims,
+    bw = [sx = SavedTensor(x, "norm"), sy = SavedTensor::output(out, "norm"), p, dims,
           kept = layout.kept_shape](const TensorList& g) -> TensorList {
       const Tensor& x = sx.get();
       const Tensor n = reshape(sy.get(), kept);

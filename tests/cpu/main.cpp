@@ -1,5 +1,6 @@
 // The cpu suite's main: runs doctest, then, when the whole suite ran (no filter on the command
-// line), fails unless every differentiable op's backward was reached by some gradcheck.
+// line), fails unless every differentiable op's backward was reached by some gradcheck, and
+// every op whose backward is differentiable (OpDef::double_differentiable) by some gradgradcheck.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -15,6 +16,15 @@ std::vector<std::string> ops_without_gradcheck() {
   std::vector<std::string> missing;
   for (const hg::OpDef* op : hg::op_registry())
     if (op->differentiable && !checked.count(op->name)) missing.push_back(op->name);
+  return missing;
+}
+// The same for second derivatives; the ops that refuse double backward are listed (and tested)
+// in test_higher_order.cpp.
+std::vector<std::string> ops_without_gradgradcheck() {
+  const auto checked = hg::autograd::gradgradchecked_ops();
+  std::vector<std::string> missing;
+  for (const hg::OpDef* op : hg::op_registry())
+    if (op->differentiable && op->double_differentiable && !checked.count(op->name)) missing.push_back(op->name);
   return missing;
 }
 }  // namespace
@@ -34,5 +44,13 @@ int main(int argc, char** argv) {
   }
   fmt::print("gradcheck coverage: every differentiable op ({} checked) was reached by a gradcheck\n",
              hg::autograd::gradchecked_ops().size());
+  const std::vector<std::string> missing2 = ops_without_gradgradcheck();
+  if (!missing2.empty()) {
+    fmt::print("gradgradcheck coverage: FAILED, ops with a differentiable backward no gradgradcheck reached: {}\n",
+               fmt::join(missing2, ", "));
+    return 1;
+  }
+  fmt::print("gradgradcheck coverage: every op with a differentiable backward ({} checked) was reached\n",
+             hg::autograd::gradgradchecked_ops().size());
   return status;
 }
