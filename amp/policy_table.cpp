@@ -41,6 +41,9 @@ constexpr PolicyRow kTable[] = {
   {"sub_",                               Pass,    Pass,    "in-place"},
   {"mul_",                               Pass,    Pass,    "in-place"},
   {"div_",                               Pass,    Pass,    "in-place"},
+  {"relu_",                              Pass,    Pass,    "in-place"},
+  {"clamp_",                             Pass,    Pass,    "in-place"},
+  {"masked_fill_",                       Pass,    Pass,    "in-place"},
   {"amp_unscale_",                       Pass,    Pass,    "GradScaler kernel, in-place on fp32 grads"},
   {"amp_update_scale_",                  Pass,    Pass,    "GradScaler kernel, in-place on its state"},
   // -- views --

@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include "framework/view_history.h"
+
 namespace hg::autograd {
 
 Node::Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::vector<OutputMeta> outputs,
@@ -56,6 +58,7 @@ Edge edge_for(const Tensor& t) {
   e.dtype = t.dtype();
   e.device = t.device();
   if (!t.requires_grad()) return e;
+  refresh_view_history(t);
   AutogradMeta& meta = t.ensure_autograd_meta();
   if (meta.grad_fn) {
     e.node = meta.grad_fn;

@@ -4,6 +4,7 @@
 
 #include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -60,6 +61,10 @@ BackwardPassGuard::BackwardPassGuard() : prev_(t_in_backward) { t_in_backward = 
 BackwardPassGuard::~BackwardPassGuard() { t_in_backward = prev_; }
 
 OpCall::OpCall(const OpDef& op, TensorList inputs) : op_(op), inputs_(std::move(inputs)) {
+  // A view whose storage was written since its history was set gets its history remade first,
+  // so the node this op records (and what it saves) sees the writes.
+  for (const Tensor& t : inputs_)
+    if (t.defined() && t.impl()->view) refresh_view_history(t);
   if (g_autocast_hook && t_op_depth == 0 && t_autocast.any_enabled()) {
     AutocastResult r = g_autocast_hook(op_, std::move(inputs_));
     inputs_ = std::move(r.inputs);
@@ -106,6 +111,7 @@ CurrentBackwardNodeGuard::~CurrentBackwardNodeGuard() { t_backward_node = std::m
 
 SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
   if (!t.defined()) return;
+  refresh_view_history(t);
   tensor_ = t.detach();
   version_ = t.version();
   if (t.requires_grad()) {

@@ -8,6 +8,7 @@
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/copy.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -110,7 +111,7 @@ AutogradMeta& Tensor::ensure_autograd_meta() const {
 
 bool Tensor::requires_grad() const {
   const AutogradMeta* m = autograd_meta();
-  return m && (m->requires_grad || m->grad_fn);
+  return (m && (m->requires_grad || m->grad_fn)) || view_of_tensor_requiring_grad(*this);
 }
 
 Tensor& Tensor::requires_grad_(bool on) {
@@ -137,12 +138,14 @@ void Tensor::set_grad(Tensor grad) const {
 }
 
 bool Tensor::is_leaf() const {
+  refresh_view_history(*this);
   const AutogradMeta* m = autograd_meta();
   return !m || !m->grad_fn;
 }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> kNone;
+  refresh_view_history(*this);
   const AutogradMeta* m = autograd_meta();
   return m ? m->grad_fn : kNone;
 }

@@ -120,6 +120,8 @@ class Tensor {
   }
   // Identity of the underlying TensorImpl (two Tensor handles can share it).
   const TensorImpl* impl() const { return impl_.get(); }
+  // The shared implementation (for the autograd and view machinery).
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
   // How many Tensor handles share this TensorImpl (0 when undefined). With storage().use_count()
   // (how many TensorImpls view the storage) it tells a tensor that no one else can see.
@@ -248,6 +250,9 @@ class Tensor {
   Tensor log_softmax(int64_t dim) const;
 
   // ---- in place (bump the version counter) ----
+  // Recorded by autograd as in PyTorch: the tensor's history moves on to the in-place op, and
+  // one on a view rewrites its base's history (docs/GUIDE.md, "In-place operations"). On a
+  // leaf that requires grad (or a view of one) they throw unless grad mode is off.
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   Tensor& add_(double value);
   Tensor& sub_(const Tensor& other, double alpha = 1.0);
@@ -258,6 +263,9 @@ class Tensor {
   Tensor& zero_();
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);
+  Tensor& relu_();
+  Tensor& clamp_(std::optional<double> min, std::optional<double> max);
+  Tensor& masked_fill_(const Tensor& mask, double value);
 
  private:
   void check_dtype_for_access(Dtype wanted, const char* what) const;
@@ -282,9 +290,20 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::shared_ptr<WarmCast> warm_cast;      // leaves used under autocast only
+  uint32_t view_version = 0;                // a view's grad_fn matches its base's history as of this version
   // A leaf's hooks, by id (a non-leaf's gradient hooks live on its grad_fn, which outlives it).
   std::vector<std::pair<uint64_t, GradHook>> grad_hooks;
   std::vector<std::pair<uint64_t, std::function<void()>>> post_accumulate_grad_hooks;
+};
+
+// What a tensor made by a view op (slice, select, view, transpose, ...) with grad mode on knows
+// of its base: the tensor that owns the history, and how to make the same view of another
+// tensor of the base's shape (the view ops replayed). An in-place op on the view rewrites the
+// base's history through it, and the view's own history is remade from the base's when the
+// storage was written since (framework/view_history.h).
+struct ViewInfo {
+  std::shared_ptr<TensorImpl> base;
+  std::function<Tensor(const Tensor&)> replay;
 };
 
 struct TensorImpl {
@@ -294,6 +313,7 @@ struct TensorImpl {
   int64_t offset = 0;
   Dtype dtype = kFloat32;
   std::shared_ptr<AutogradMeta> autograd;
+  std::shared_ptr<const ViewInfo> view;  // set for views made with grad mode on
 };
 
 // ---- operators ----
@@ -310,6 +330,15 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// In place (add_, sub_, mul_, div_), recorded by autograd like them.
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, double b);
+Tensor& operator-=(Tensor& a, double b);
+Tensor& operator*=(Tensor& a, double b);
+Tensor& operator/=(Tensor& a, double b);
 Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);

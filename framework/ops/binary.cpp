@@ -7,6 +7,7 @@
 #include "framework/ops/internal.h"
 #include "framework/ops/unary.h"
 #include "framework/ops/views.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -25,10 +26,10 @@ const OpDef kLt{"lt", false};
 const OpDef kLe{"le", false};
 const OpDef kGt{"gt", false};
 const OpDef kGe{"ge", false};
-const OpDef kAddInPlace{"add_", false};
-const OpDef kSubInPlace{"sub_", false};
-const OpDef kMulInPlace{"mul_", false};
-const OpDef kDivInPlace{"div_", false};
+const OpDef kAddInPlace{"add_", true};
+const OpDef kSubInPlace{"sub_", true};
+const OpDef kMulInPlace{"mul_", true};
+const OpDef kDivInPlace{"div_", true};
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
@@ -89,10 +90,31 @@ Tensor run(const OpDef& def, BinaryOp op, const Tensor& a_in, const Tensor& b_in
   return p.out;
 }
 
+// The gradients of an in-place binary op: self's old value first, then `other` (summed back to
+// its shape by the engine). `old_self` is kept only when other's gradient needs it.
+BackwardFn in_place_backward(BinaryOp op, const Tensor& other, const Tensor& old_self, double alpha, const char* name) {
+  switch (op) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub: {
+      const double k = op == BinaryOp::Add ? alpha : -alpha;
+      return [k](const TensorList& g) -> TensorList { return {g[0], k == 1.0 ? g[0] : g[0] * k}; };
+    }
+    case BinaryOp::Mul:
+      return [so = SavedTensor(other, name), sx = SavedTensor(old_self, name)](const TensorList& g) -> TensorList {
+        const Tensor x = sx.get();
+        return {g[0] * so.get(), x.defined() ? g[0] * x : Tensor()};
+      };
+    case BinaryOp::Div:
+      return [so = SavedTensor(other, name), sx = SavedTensor(old_self, name)](const TensorList& g) -> TensorList {
+        const Tensor o = so.get(), x = sx.get();
+        return {g[0] / o, x.defined() ? -(g[0] * x) / (o * o) : Tensor()};
+      };
+    default: return nullptr;
+  }
+}
+
 Tensor& run_in_place(const OpDef& def, BinaryOp op, Tensor& self, const Tensor& other, double alpha) {
-  HG_CHECK(!GradMode::is_enabled() || (!self.requires_grad() && !other.requires_grad()), def.name,
-           "in-place ops on tensors that require grad are not recorded by autograd; use the out-of-place op, "
-           "or run it under hg::NoGradGuard");
+  check_in_place(self, def.name);
   OpCall call(def, {self, other});
   HG_CHECK(self.device() == other.device(), def.name, "tensors are on different devices: {} and {}", self.device(),
            other.device());
@@ -101,11 +123,17 @@ Tensor& run_in_place(const OpDef& def, BinaryOp op, Tensor& self, const Tensor& 
            "result type {} cannot be stored in a {} tensor", result, self.dtype());
   HG_CHECK(broadcast_shapes(self.shape(), other.shape(), def.name) == self.shape(), def.name,
            "shape {} cannot be broadcast to the output shape {}", other.shape(), self.shape());
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    // Mul and div need self's old value for other's gradient: copied before it is overwritten.
+    const bool keep_self = (op == BinaryOp::Mul || op == BinaryOp::Div) && other.requires_grad();
+    bw = in_place_backward(op, other, keep_self ? self.clone() : Tensor(), alpha, def.name);
+  }
   // Kernels take operands of one dtype: compute in self's dtype (float16 += float32 rounds once).
   const Tensor b = internal::expanded(internal::cast(other, self.dtype()), self.shape());
   if (self.numel()) binary_stub(self.device().type, op, self, self, b, alpha);
   self.bump_version();
-  call.finish({&self});
+  finish_in_place(call, self, std::move(bw));
   return self;
 }
 }  // namespace
@@ -172,5 +200,14 @@ Tensor& Tensor::mul_(const Tensor& o) { return run_in_place(kMulInPlace, BinaryO
 Tensor& Tensor::mul_(double v) { return run_in_place(kMulInPlace, BinaryOp::Mul, *this, wrap_scalar(v, *this), 1.0); }
 Tensor& Tensor::div_(const Tensor& o) { return run_in_place(kDivInPlace, BinaryOp::Div, *this, o, 1.0); }
 Tensor& Tensor::div_(double v) { return run_in_place(kDivInPlace, BinaryOp::Div, *this, wrap_scalar(v, *this), 1.0); }
+
+Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+Tensor& operator+=(Tensor& a, double b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, double b) { return a.add_(-b); }
+Tensor& operator*=(Tensor& a, double b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, double b) { return a.div_(b); }
 
 }  // namespace hg

@@ -4,6 +4,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/views.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -15,9 +16,9 @@ namespace {
 const OpDef kTo{"to", true};
 const OpDef kContiguous{"contiguous", true};
 const OpDef kClone{"clone", true};
-const OpDef kCopyInPlace{"copy_", false};
-const OpDef kFillInPlace{"fill_", false};
-const OpDef kZeroInPlace{"zero_", false};
+const OpDef kCopyInPlace{"copy_", true};
+const OpDef kFillInPlace{"fill_", true};
+const OpDef kZeroInPlace{"zero_", true};
 
 // Same-device copy into a fresh contiguous tensor of `dtype`.
 Tensor convert(const Tensor& t, Dtype dtype) {
@@ -26,14 +27,6 @@ Tensor convert(const Tensor& t, Dtype dtype) {
   return out;
 }
 
-// Tensors written in place must not be part of a graph being recorded: halfgrad does not
-// rewrite history, so it refuses rather than compute wrong gradients.
-void check_in_place(const Tensor& self, std::string_view op, const Tensor& other = Tensor()) {
-  if (!GradMode::is_enabled()) return;
-  HG_CHECK(!self.requires_grad() && !(other.defined() && other.requires_grad()), op,
-           "in-place ops on tensors that require grad are not recorded by autograd; use the out-of-place "
-           "op, or run it under hg::NoGradGuard");
-}
 }  // namespace
 
 Tensor to(const Tensor& t, Device device, Dtype dtype) {
@@ -102,31 +95,38 @@ Tensor Tensor::contiguous() const { return hg::contiguous(*this); }
 Tensor Tensor::clone() const { return hg::clone(*this); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_in_place(*this, "copy_", src);
-  OpCall call(kCopyInPlace, {src});
+  check_in_place(*this, "copy_");
+  OpCall call(kCopyInPlace, {*this, src});
   HG_CHECK(src.defined(), "copy_", "source tensor is undefined");
   const Tensor s = internal::expanded(internal::moved_to(src, device()), shape());
   if (numel()) copy_stub(device().type, *this, s);
   bump_version();
-  call.finish({this});
+  // The old value is overwritten (no gradient); src's arrives in its shape, dtype and device.
+  BackwardFn bw;
+  if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {Tensor(), g[0]}; };
+  finish_in_place(call, *this, std::move(bw));
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
   check_in_place(*this, "fill_");
-  OpCall call(kFillInPlace, {});
+  OpCall call(kFillInPlace, {*this});
   if (numel()) fill_stub(device().type, *this, value);
   bump_version();
-  call.finish({this});
+  BackwardFn bw;
+  if (call.needs_grad()) bw = [](const TensorList&) -> TensorList { return {Tensor()}; };
+  finish_in_place(call, *this, std::move(bw));
   return *this;
 }
 
 Tensor& Tensor::zero_() {
   check_in_place(*this, "zero_");
-  OpCall call(kZeroInPlace, {});
+  OpCall call(kZeroInPlace, {*this});
   if (numel()) fill_stub(device().type, *this, 0.0);
   bump_version();
-  call.finish({this});
+  BackwardFn bw;
+  if (call.needs_grad()) bw = [](const TensorList&) -> TensorList { return {Tensor()}; };
+  finish_in_place(call, *this, std::move(bw));
   return *this;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
@@ -10,6 +11,7 @@
 #include "framework/ops/reduce.h"
 #include "framework/ops/reduce_kernels.h"
 #include "framework/ops/views.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -21,6 +23,7 @@ const OpDef kMin{"min", true};
 const OpDef kArgmax{"argmax", false};
 const OpDef kArgmin{"argmin", false};
 const OpDef kClamp{"clamp", true};
+const OpDef kClampInPlace{"clamp_", true};
 
 std::vector<int64_t> all_dims(const Tensor& t) {
   std::vector<int64_t> d(static_cast<size_t>(t.dim()));
@@ -129,6 +132,36 @@ Tensor clamp(const Tensor& t, std::optional<double> lo, std::optional<double> hi
   }
   call.finish({&out}, std::move(bw));
   return out;
+}
+
+Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
+  check_in_place(*this, "clamp_");
+  OpCall call(kClampInPlace, {*this});
+  HG_CHECK(defined(), "clamp_", "got an undefined tensor");
+  HG_CHECK(lo.has_value() || hi.has_value(), "clamp_", "at least one of min and max must be given");
+  HG_CHECK(dtype() != kBool, "clamp_", "not supported on bool tensors");
+  auto fractional = [](std::optional<double> v) { return v && std::floor(*v) != *v; };
+  HG_CHECK(is_floating(dtype()) || !(fractional(lo) || fractional(hi)), "clamp_",
+           "a fractional bound cannot be stored in a {} tensor", dtype());
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    // The gradient passes where the old value was within the bounds (inclusive, as clamp).
+    Tensor inside;
+    {
+      NoGradGuard no_grad;
+      const Tensor x = detach();
+      if (lo) inside = ge(x, full_like(x, *lo)).to(x.dtype());
+      if (hi) {
+        const Tensor below = le(x, full_like(x, *hi)).to(x.dtype());
+        inside = inside.defined() ? inside * below : below;
+      }
+    }
+    bw = [inside](const TensorList& g) -> TensorList { return {g[0] * inside.to(g[0].dtype())}; };
+  }
+  if (numel()) clamp_stub(device().type, *this, *this, lo, hi);
+  bump_version();
+  finish_in_place(call, *this, std::move(bw));
+  return *this;
 }
 
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {

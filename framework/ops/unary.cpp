@@ -5,6 +5,7 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -23,6 +24,7 @@ const OpDef kAbs{"abs", true};
 const OpDef kSigmoid{"sigmoid", true};
 const OpDef kTanh{"tanh", true};
 const OpDef kRelu{"relu", true};
+const OpDef kReluInPlace{"relu_", true};
 const OpDef kGelu{"gelu", true};
 const OpDef kSoftplus{"softplus", true};
 const OpDef kPowScalar{"pow", true};
@@ -116,6 +118,24 @@ Tensor softplus(const Tensor& t, double beta, double threshold) {
 }
 Tensor erf(const Tensor& t) { return run(kErf, UnaryOp::Erf, t); }
 Tensor pow(const Tensor& t, double exponent) { return run(kPowScalar, UnaryOp::PowScalar, t, exponent); }
+
+Tensor& Tensor::relu_() {
+  check_in_place(*this, "relu_");
+  OpCall call(kReluInPlace, {*this});
+  HG_CHECK(dtype() != kBool, "relu_", "not supported on bool tensors");
+  if (numel()) unary_stub(device().type, UnaryOp::Relu, *this, *this, 0.0, 0.0);
+  bump_version();
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    // The mask comes from the result: positive exactly where the input was.
+    bw = [sy = SavedTensor::output(*this, "relu_")](const TensorList& g) -> TensorList {
+      const Tensor y = sy.get().detach();
+      return {g[0] * gt(y, zeros_like(y)).to(g[0].dtype())};
+    };
+  }
+  finish_in_place(call, *this, std::move(bw));
+  return *this;
+}
 
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor Tensor::neg() const { return hg::neg(*this); }

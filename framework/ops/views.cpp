@@ -7,6 +7,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -60,6 +61,7 @@ Tensor view(const Tensor& t, const Shape& shape) {
            x.strides());
   Tensor out = alias(x, s, *strides, x.offset());
   call.finish({&out}, call.needs_grad() ? reshape_back(x) : nullptr);
+  mark_view(out, x, [s](const Tensor& b) { return view(b, s); });
   return out;
 }
 
@@ -75,6 +77,7 @@ Tensor reshape(const Tensor& t, const Shape& shape) {
     out = internal::alias_contiguous(internal::contiguous(x), s);
   }
   call.finish({&out}, call.needs_grad() ? reshape_back(x) : nullptr);
+  mark_view(out, x, [s](const Tensor& b) { return view(b, s); });
   return out;
 }
 
@@ -97,6 +100,7 @@ Tensor permute(const Tensor& t, const std::vector<int64_t>& dims) {
   BackwardFn bw;
   if (call.needs_grad()) bw = [inverse](const TensorList& g) -> TensorList { return {permute(g[0], inverse)}; };
   call.finish({&out}, std::move(bw));
+  mark_view(out, x, [dims](const Tensor& b) { return permute(b, dims); });
   return out;
 }
 
@@ -114,6 +118,7 @@ Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   BackwardFn bw;
   if (call.needs_grad()) bw = [a, b](const TensorList& g) -> TensorList { return {transpose(g[0], a, b)}; };
   call.finish({&out}, std::move(bw));
+  mark_view(out, x, [a, b](const Tensor& base) { return transpose(base, a, b); });
   return out;
 }
 
@@ -143,6 +148,7 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
     };
   }
   call.finish({&out}, std::move(bw));
+  mark_view(out, x, [d, start, end, step](const Tensor& b) { return slice(b, d, start, end, step); });
   return out;
 }
 
@@ -178,6 +184,7 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
     };
   }
   call.finish({&out}, std::move(bw));
+  mark_view(out, x, [d, index](const Tensor& b) { return select(b, d, index); });
   return out;
 }
 
@@ -205,6 +212,7 @@ Tensor expand(const Tensor& t, const Shape& shape) {
   BackwardFn bw;  // the engine sums the gradient back to the input's shape
   if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
   call.finish({&out}, std::move(bw));
+  mark_view(out, x, [s](const Tensor& b) { return expand(b, s); });
   return out;
 }
 
@@ -220,6 +228,7 @@ Tensor squeeze(const Tensor& t) {
     if (x.shape()[i] != 1) st.push_back(x.strides()[i]);
   Tensor out = alias(x, s, st, x.offset());
   call.finish({&out}, call.needs_grad() ? reshape_back(x) : nullptr);
+  mark_view(out, x, [](const Tensor& b) { return squeeze(b); });
   return out;
 }
 
@@ -235,6 +244,7 @@ Tensor squeeze(const Tensor& t, int64_t dim) {
   st.erase(st.begin() + d);
   Tensor out = alias(x, s, st, x.offset());
   call.finish({&out}, call.needs_grad() ? reshape_back(x) : nullptr);
+  mark_view(out, x, [d](const Tensor& b) { return squeeze(b, d); });
   return out;
 }
 
@@ -249,6 +259,7 @@ Tensor unsqueeze(const Tensor& t, int64_t dim) {
   st.insert(st.begin() + d, stride);
   Tensor out = alias(x, s, st, x.offset());
   call.finish({&out}, call.needs_grad() ? reshape_back(x) : nullptr);
+  mark_view(out, x, [d](const Tensor& b) { return unsqueeze(b, d); });
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "framework/ops/indexing_kernels.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/views.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -15,6 +16,7 @@ HG_DEFINE_STUB(where_stub, WhereFn);
 namespace {
 const OpDef kWhere{"where", true};
 const OpDef kMaskedFill{"masked_fill", true};
+const OpDef kMaskedFillInPlace{"masked_fill_", true};
 
 void check_mask(std::string_view op, const char* what, const Tensor& mask, const Tensor& x) {
   HG_CHECK(mask.defined() && x.defined(), op, "got an undefined tensor");
@@ -68,6 +70,29 @@ Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, double value) {
   }
   call.finish({&out}, std::move(bw));
   return out;
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask_in, double value) {
+  check_in_place(*this, "masked_fill_");
+  OpCall call(kMaskedFillInPlace, {*this, mask_in});
+  const Tensor& mask = call.input(1);
+  check_mask("masked_fill_", "mask", mask, *this);
+  HG_CHECK(broadcast_shapes(shape(), mask.shape(), "masked_fill_") == shape(), "masked_fill_",
+           "mask of shape {} cannot be broadcast to the tensor's shape {}", mask.shape(), shape());
+  if (numel()) {
+    const Tensor fill = scalar_tensor(value, TensorOptions(dtype()).device(device()));
+    where_stub(device().type, *this, internal::expanded(mask, shape()), internal::expanded(fill, shape()), *this);
+  }
+  bump_version();
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [mask = mask.detach()](const TensorList& g) -> TensorList {
+      const Tensor zero = zeros({}, TensorOptions(g[0].dtype()).device(g[0].device()));
+      return {where(mask, zero, g[0]), Tensor()};
+    };
+  }
+  finish_in_place(call, *this, std::move(bw));
+  return *this;
 }
 
 }  // namespace hg
