@@ -81,3 +81,23 @@ TEST_CASE("cuda composites: chunk, split, repeat, flip, clamp with tensor bounds
                   {0, 0});
   check_cuda_matches_cpu([](const auto& v) { return one_hot(v[0], 7); }, {randint(0, 7, {3, 4})}, {0, 0});
 }
+
+TEST_CASE("cuda in-place ops under autograd (on tensors and views) match the CPU, forward and gradients") {
+  for (Dtype d : kFloats) {
+    CAPTURE(d);
+    const Tensor a = randn({4, 6}).to(d), b = randn({4, 6}).to(d), row = randn({6}).to(d);
+    const Tensor mask = randn({4, 6}) > 0.0;
+    check_with_grad(
+        [&](const auto& v) {
+          Tensor y = v[0] * 1.0;
+          y.narrow(1, 0, 3).mul_(v[1].narrow(1, 0, 3));
+          y += v[2];
+          y.select(0, 2).relu_();
+          y.clamp_(-1.0, 1.5);
+          y.masked_fill_(mask.to(y.device()), 0.5);
+          y.t().narrow(0, 4, 2).div_(2.0);
+          return y;
+        },
+        {a, b, row}, row_tolerance(d));
+  }
+}
