@@ -8,7 +8,7 @@ using hg::test::check_close;
 using hg::test::check_error;
 
 namespace {
-Tensor f64(std::vector<double> v, const Shape& shape) { return tensor(v, shape); }
+Tensor doubles(std::vector<double> v, const Shape& shape) { return tensor(v, shape); }
 
 // fn applied to a fresh non-leaf copy of x[0] (an in-place op cannot write a leaf).
 using InPlace = std::function<void(Tensor&, const TensorList&)>;
@@ -106,21 +106,21 @@ TEST_CASE("in-place ops on views rewrite the base's history") {
   }
 
   // The issue's example: the view's write shows in the base and in the base's gradient.
-  Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+  Tensor x = doubles({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
   Tensor y = x * 1.0;
   y.narrow(1, 0, 2).mul_(2);
-  check_close(y, f64({2, 4, 3, 8, 10, 6}, {2, 3}), {0, 0});
+  check_close(y, doubles({2, 4, 3, 8, 10, 6}, {2, 3}), {0, 0});
   REQUIRE(y.grad_fn() != nullptr);
   CHECK(y.grad_fn()->name() == "mul_");
   y.sum().backward();
-  check_close(x.grad(), f64({2, 2, 1, 2, 2, 1}, {2, 3}), {0, 0});
+  check_close(x.grad(), doubles({2, 2, 1, 2, 2, 1}, {2, 3}), {0, 0});
 }
 
 TEST_CASE("a chain of in-place ops and views matches PyTorch") {
   // Computed with PyTorch 1.13 (float64): y = x * 2; y.narrow(1, 0, 2).mul_(w); y += x;
   // y.clamp_(-3, 4); y /= (w.sum() + 1); y.select(0, 1).relu_(); loss = (y * y).sum().
-  Tensor x = f64({0.5, -1.25, 2.0, 1.5, -0.75, 0.25}, {2, 3}).requires_grad_();
-  Tensor w = f64({1.5, -2.0, 0.5, 3.0}, {2, 2}).requires_grad_();
+  Tensor x = doubles({0.5, -1.25, 2.0, 1.5, -0.75, 0.25}, {2, 3}).requires_grad_();
+  Tensor w = doubles({1.5, -2.0, 0.5, 3.0}, {2, 2}).requires_grad_();
   Tensor y = x * 2.0;
   y.narrow(1, 0, 2).mul_(w);
   y += x;
@@ -129,33 +129,33 @@ TEST_CASE("a chain of in-place ops and views matches PyTorch") {
   y.select(0, 1).relu_();
   const Tensor loss = (y * y).sum();
   loss.backward();
-  check_close(loss, f64({2.7265625}, {}), {1e-12, 1e-12});
-  check_close(x.grad(), f64({1.0, -1.40625, 0.0, 0.75, 0.0, 0.28125}, {2, 3}), {1e-12, 1e-12});
-  check_close(w.grad(), f64({-1.11328125, -2.53515625, -0.23828125, -1.36328125}, {2, 2}), {1e-12, 1e-12});
+  check_close(loss, doubles({2.7265625}, {}), {1e-12, 1e-12});
+  check_close(x.grad(), doubles({1.0, -1.40625, 0.0, 0.75, 0.0, 0.28125}, {2, 3}), {1e-12, 1e-12});
+  check_close(w.grad(), doubles({-1.11328125, -2.53515625, -0.23828125, -1.36328125}, {2, 2}), {1e-12, 1e-12});
 
   // A gradient penalty through in-place ops (create_graph), PyTorch: [8.172, -29.148, 74.316].
-  Tensor x2 = f64({0.3, -0.7, 1.1}, {3}).requires_grad_();
+  Tensor x2 = doubles({0.3, -0.7, 1.1}, {3}).requires_grad_();
   Tensor h = x2 * x2;
   h.mul_(x2);
   h.add_(x2, 2.0);
   const Tensor g = autograd::grad({h.sum()}, {x2}, {}, std::nullopt, /*create_graph=*/true)[0];
   (g * g).sum().backward();
-  check_close(x2.grad(), f64({8.172, -29.148, 74.316}, {3}), {1e-12, 1e-12});
+  check_close(x2.grad(), doubles({8.172, -29.148, 74.316}, {3}), {1e-12, 1e-12});
 }
 
 TEST_CASE("in-place ops refuse leaves that require grad, and saved tensors catch later writes") {
-  Tensor x = f64({1, -2, 3}, {3}).requires_grad_();
+  Tensor x = doubles({1, -2, 3}, {3}).requires_grad_();
   check_error([&] { x.add_(1.0); }, {"[add_]", "a leaf tensor that requires grad", "in-place"});
   check_error([&] { x += x; }, {"[add_]", "leaf"});
   check_error([&] { x.relu_(); }, {"[relu_]", "leaf"});
   check_error([&] { x.narrow(0, 0, 2).mul_(2.0); }, {"[mul_]", "a view of a leaf tensor that requires grad"});
-  check_error([&] { x.select(0, 1).copy_(f64({5}, {})); }, {"[copy_]", "view of a leaf"});
+  check_error([&] { x.select(0, 1).copy_(doubles({5}, {})); }, {"[copy_]", "view of a leaf"});
   {
     NoGradGuard no_grad;  // as an optimizer writes its parameters
     x.mul_(2.0);
     x.narrow(0, 0, 1).zero_();
   }
-  check_close(x.detach(), f64({0, -4, 6}, {3}), {0, 0});
+  check_close(x.detach(), doubles({0, -4, 6}, {3}), {0, 0});
   CHECK(x.is_leaf());
 
   // A tensor saved for backward and then written is caught when backward needs it (as PyTorch).
@@ -170,27 +170,27 @@ TEST_CASE("in-place ops refuse leaves that require grad, and saved tensors catch
   r.mul_(2.0);
   check_error([&] { s.backward(); }, {"[relu_]", "modified in place"});
   // A tensor that does not require grad written with one that does joins the graph.
-  Tensor w = f64({0.5, 0.25}, {2}).requires_grad_();
+  Tensor w = doubles({0.5, 0.25}, {2}).requires_grad_();
   Tensor buf = zeros({3}, TensorOptions(kFloat64));
   const Tensor tail = buf.narrow(0, 1, 2);  // a view made before the write
   buf.narrow(0, 0, 2).copy_(w * 3.0);
   CHECK(buf.requires_grad());
   CHECK(tail.requires_grad());
   (buf.sum() + tail.sum() * 10.0).backward();
-  check_close(w.grad(), f64({3, 33}, {2}), {0, 0});
+  check_close(w.grad(), doubles({3, 33}, {2}), {0, 0});
 }
 
 TEST_CASE("views made before an in-place op see it in their gradients") {
-  Tensor x = f64({1, 2, 3, 4}, {4}).requires_grad_();
+  Tensor x = doubles({1, 2, 3, 4}, {4}).requires_grad_();
   Tensor y = x * 1.0;
   const Tensor head = y.narrow(0, 0, 2);
   Tensor same = y.narrow(0, 0, 2);
   y.mul_(3.0);                   // the base written: head's values and gradient change
   same.mul_(x.narrow(0, 0, 2));  // a sibling view written: head sees it too
-  check_close(head, f64({3, 12}, {2}), {0, 0});
+  check_close(head, doubles({3, 12}, {2}), {0, 0});
   head.sum().backward();
   // head = 3 x[0:2] * x[0:2], so d/dx = 6 x on the first two, 0 elsewhere.
-  check_close(x.grad(), f64({6, 12, 0, 0}, {4}), {0, 0});
+  check_close(x.grad(), doubles({6, 12, 0, 0}, {4}), {0, 0});
   // backward() straight from a view made before the write also sees it.
   x.set_grad(Tensor());
   Tensor y2 = x * 1.0;
@@ -198,7 +198,7 @@ TEST_CASE("views made before an in-place op see it in their gradients") {
   y2.add_(y2.detach());  // the values double: a constant shift for v's gradient, x * 1 + c
   y2.mul_(2.0);
   v.backward(ones({2}, TensorOptions(kFloat64)));
-  check_close(x.grad(), f64({0, 2, 2, 0}, {4}), {0, 0});
+  check_close(x.grad(), doubles({0, 2, 2, 0}, {4}), {0, 0});
 }
 
 TEST_CASE("an in-place op on a float16 tensor with a float32 operand gives each its own dtype's gradient") {
