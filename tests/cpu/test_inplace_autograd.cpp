@@ -91,6 +91,20 @@ TEST_CASE("in-place ops on views rewrite the base's history") {
       {"unsqueeze/squeeze clamp_",
        [](Tensor& y, const TensorList&) { y.unsqueeze(0).squeeze(0).select(0, 2).clamp_(-0.3, 0.3); },
        {a}},
+      {"index_put_ with slices",
+       [](Tensor& y, const TensorList& x) {
+         using indexing::Slice;
+         y.index_put_({Slice(0, 2), Slice(1, 3)}, x[1].narrow(0, 0, 2).narrow(1, 0, 2));
+       },
+       {a, w}},
+      {"index_put_ with an int64 index",
+       [](Tensor& y, const TensorList& x) {
+         y.index_put_({indexing::Slice(), tensor(std::vector<int64_t>{3, 0})}, x[1]);
+       },
+       {a, w}},
+      {"index_put_ with a bool mask",
+       [](Tensor& y, const TensorList& x) { y.index_put_({x[0] > 0.0}, x[1].sum() * 0.5); },
+       {a, w}},
       {"two writes through two views",
        [](Tensor& y, const TensorList& x) {
          y.narrow(0, 0, 2).mul_(x[1].narrow(0, 0, 2));
