@@ -53,7 +53,14 @@ void refresh_view_history(const Tensor& t) {
 }
 
 void check_in_place(const Tensor& self, std::string_view op) {
-  if (!GradMode::is_enabled() || !self.defined()) return;
+  if (!self.defined()) return;
+  for (size_t d = 0; d < self.shape().size(); ++d) {
+    HG_CHECK(self.strides()[d] != 0 || self.shape()[d] <= 1, op,
+             "more than one element of the written tensor refers to the same memory (an expanded view of shape "
+             "{}); clone() it first",
+             self.shape());
+  }
+  if (!GradMode::is_enabled()) return;
   if (const auto& view = self.impl()->view) {
     HG_CHECK(!is_leaf_requiring_grad(*view->base), op,
              "a view of a leaf tensor that requires grad is being used in an in-place operation; write the leaf "
@@ -67,6 +74,10 @@ void check_in_place(const Tensor& self, std::string_view op) {
 void finish_in_place(OpCall& call, Tensor& self, BackwardFn backward) {
   call.finish({&self});  // the recorder's event
   if (!backward || !call.needs_grad()) return;
+  // The new value gets an autograd slot of its own (a copy: .grad, retain_grad and hooks stay),
+  // so the node of the old value no longer reaches it: retain_grad keeps the new value's
+  // gradient only, as in PyTorch.
+  if (auto& meta = self.impl_ptr()->autograd; meta && meta->grad_fn) meta = std::make_shared<AutogradMeta>(*meta);
   const std::shared_ptr<const ViewInfo> view = self.impl()->view;
   if (!view) {
     // Input 0 (self's old value) is linked to self's old history before self moves on to the node.

@@ -23,8 +23,9 @@ bool view_of_tensor_requiring_grad(const Tensor& t);
 // through the view see the writes. Does nothing for a tensor that is not such a view.
 void refresh_view_history(const Tensor& t);
 
-// Run by every in-place op before it writes: with grad mode on, a leaf that requires grad (or
-// a view of one) cannot be written in place ("[op] a leaf tensor that requires grad ...").
+// Run by every in-place op before it writes: an expanded view (elements sharing memory) is never
+// written, and with grad mode on neither is a leaf that requires grad, or a view of one
+// ("[op] a leaf tensor that requires grad ...").
 void check_in_place(const Tensor& self, std::string_view op);
 
 // Ends an in-place op on `self` (the call's input 0; the other inputs follow): records the event

@@ -194,6 +194,24 @@ TEST_CASE("in-place ops refuse leaves that require grad, and saved tensors catch
   check_close(w.grad(), doubles({3, 33}, {2}), {0, 0});
 }
 
+TEST_CASE("retain_grad keeps the gradient of the newest value; expanded views are never written") {
+  // PyTorch 1.13: y = x * 2; y.retain_grad(); y.mul_(3); (y * y).sum().backward()
+  // gives y.grad = [12, 24, 36] and x.grad = [72, 144, 216].
+  Tensor x = doubles({1, 2, 3}, {3}).requires_grad_();
+  Tensor y = x * 2.0;
+  y.retain_grad();
+  y.mul_(3.0);
+  (y * y).sum().backward();
+  check_close(y.grad(), doubles({12, 24, 36}, {3}), {0, 0});
+  check_close(x.grad(), doubles({72, 144, 216}, {3}), {0, 0});
+
+  Tensor wide = (x * 1.0).expand({2, 3});
+  check_error([&] { wide.mul_(2.0); }, {"[mul_]", "more than one element", "clone()"});
+  NoGradGuard no_grad;
+  Tensor plain = zeros({3}).expand({4, 3});
+  check_error([&] { plain.fill_(1.0); }, {"[fill_]", "same memory"});
+}
+
 TEST_CASE("views made before an in-place op see it in their gradients") {
   Tensor x = doubles({1, 2, 3, 4}, {4}).requires_grad_();
   Tensor y = x * 1.0;
