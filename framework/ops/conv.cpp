@@ -2,6 +2,7 @@
 // the three stubs (kernels/cpu/conv.cpp on the CPU).
 #include "framework/ops/conv_kernels.h"
 
+#include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/views.h"
@@ -13,16 +14,68 @@ HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 
 namespace {
-const OpDef kConv2d{"conv2d", true, /*double_differentiable=*/false};
+const OpDef kConv2d{"conv2d", true};
 // The backward runs as its own (recorded, non-differentiable) op, so an OpRecorder shows which
 // dtypes the gradient kernels ran in.
 const OpDef kConv2dBackward{"conv2d_backward", false};
+// Under create_graph the two gradients run as differentiable ops instead (PyTorch's
+// convolution_backward): both are bilinear, so their own gradients are convolutions again.
+const OpDef kConv2dInputGrad{"conv2d_input_grad", true};
+const OpDef kConv2dWeightGrad{"conv2d_weight_grad", true};
 
 // Expands a 1- or 2-element argument to {h, w}.
 void pair_arg(const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
   HG_CHECK(v.size() == 1 || v.size() == 2, "conv2d", "{} must have 1 or 2 values, got {}", what, v.size());
   out[0] = v[0];
   out[1] = v.size() == 2 ? v[1] : v[0];
+}
+
+Tensor conv2d_plain(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  return conv2d(x, w, Tensor(), {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                {p.dilation[0], p.dilation[1]}, p.groups);
+}
+
+Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& w_shape, const Conv2dParams& p);
+
+// The gradient of conv2d's 4-d input x (of shape x_shape) for grad_out, with weight w. Since
+// <gg, input_grad(go, w)> = <go, conv2d(gg, w)> = <w, weight_grad(go, gg)>, its gradients are
+// those two.
+Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& w, const Shape& x_shape, const Conv2dParams& p) {
+  OpCall call(kConv2dInputGrad, {grad_out, w});
+  const Tensor wc = internal::contiguous(call.input(1));
+  const Tensor go = internal::contiguous(internal::cast(call.input(0), wc.dtype()));
+  Tensor gx = empty(x_shape, TensorOptions(wc.dtype()).device(wc.device()));
+  if (gx.numel()) conv2d_backward_data_stub(wc.device().type, gx, go, wc, p);
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [sg = SavedTensor(call.input(0), "conv2d_input_grad"), sw = SavedTensor(call.input(1), "conv2d_input_grad"),
+          p](const TensorList& g) -> TensorList {
+      const Tensor go = sg.get(), w = sw.get();
+      return {conv2d_plain(g[0].to(w.dtype()), w, p), conv2d_weight_grad(go, g[0].to(w.dtype()), w.shape(), p)};
+    };
+  }
+  call.finish({&gx}, std::move(bw));
+  return gx;
+}
+
+// The gradient of conv2d's weight (of shape w_shape) for grad_out and input x: <gg,
+// weight_grad(go, x)> = <go, conv2d(x, gg)> = <x, input_grad(go, gg)>.
+Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& w_shape, const Conv2dParams& p) {
+  OpCall call(kConv2dWeightGrad, {grad_out, x});
+  const Tensor xc = internal::contiguous(call.input(1));
+  const Tensor go = internal::contiguous(internal::cast(call.input(0), xc.dtype()));
+  Tensor gw = empty(w_shape, TensorOptions(xc.dtype()).device(xc.device()));
+  conv2d_backward_filter_stub(xc.device().type, gw, Tensor(), go, xc, p);
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [sg = SavedTensor(call.input(0), "conv2d_weight_grad"), sx = SavedTensor(call.input(1), "conv2d_weight_grad"),
+          p](const TensorList& g) -> TensorList {
+      const Tensor go = sg.get(), x = sx.get();
+      return {conv2d_plain(x, g[0].to(x.dtype()), p), conv2d_input_grad(go, g[0].to(x.dtype()), x.shape(), p)};
+    };
+  }
+  call.finish({&gw}, std::move(bw));
+  return gw;
 }
 
 }  // namespace
@@ -81,11 +134,20 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
 
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(xc, "conv2d"), sw = SavedTensor(wc, "conv2d"), p, has_bias = bias.defined(),
-          need_x = input.requires_grad(), need_w = weight.requires_grad(),
-          need_b = bias.defined() && bias.requires_grad(),
+    bw = [sx = SavedTensor(xc, "conv2d"), sw = SavedTensor(wc, "conv2d"), si = SavedTensor(input, "conv2d"),
+          swi = SavedTensor(weight, "conv2d"), p, has_bias = bias.defined(), need_x = input.requires_grad(),
+          need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(), unbatched,
           in_shape = input.shape()](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      if (GradMode::is_enabled()) {
+        // create_graph: the gradients as differentiable ops of the saved input and weight.
+        const Tensor x4 = unbatched ? si.get().unsqueeze(0) : si.get();
+        const Tensor w = swi.get();
+        const Tensor go = unbatched ? g[0].unsqueeze(0) : g[0];
+        return {need_x ? conv2d_input_grad(go, w, x4.shape(), p).reshape(in_shape) : Tensor(),
+                need_w ? conv2d_weight_grad(go, x4, w.shape(), p) : Tensor(),
+                need_b ? go.to(w.dtype()).sum({0, 2, 3}) : Tensor()};
+      }
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
       OpCall bcall(kConv2dBackward, {g[0], x, w});

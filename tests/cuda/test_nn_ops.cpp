@@ -122,3 +122,17 @@ TEST_CASE("cuda dropout draws the CPU's mask for the same seed") {
     check_close(gpu.to(kCPU), cpu, {0, 0});
   }
 }
+
+TEST_CASE("cuda conv2d double backward (a gradient penalty) matches the CPU") {
+  manual_seed(21);
+  const Tensor x0 = randn({2, 4, 6, 6}), w0 = randn({6, 2, 3, 3}), b0 = randn({6});
+  auto run = [&](Device dev) {
+    Tensor x = x0.to(dev).requires_grad_(), w = w0.to(dev).requires_grad_(), b = b0.to(dev).requires_grad_();
+    const Tensor y = conv2d(x, w, b, {2}, {1}, {1}, 2);
+    const Tensor g = autograd::grad({tanh(y).sum()}, {x}, {}, std::nullopt, true)[0];
+    pow(norm(g.flatten(1), 2.0, {1}) - 1.0, 2.0).mean().backward();
+    return std::vector<Tensor>{x.grad().to(kCPU), w.grad().to(kCPU), b.grad().to(kCPU)};
+  };
+  const auto cpu = run(kCPU), gpu = run(kCUDA);
+  for (size_t i = 0; i < cpu.size(); ++i) check_close(gpu[i], cpu[i], {1e-4, 1e-3});
+}
