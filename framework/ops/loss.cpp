@@ -2,14 +2,19 @@
 // reduction every loss shares.
 #include "framework/ops/loss_kernels.h"
 
+#include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
+#include "framework/ops/categorical.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/reduce_kernels.h"
+#include "framework/ops/softmax.h"
+#include "framework/ops/views.h"
 
 namespace hg {
 
@@ -46,8 +51,8 @@ Tensor reduce_loss(const Tensor& losses, Reduction reduction, const Tensor& coun
 }  // namespace detail
 
 namespace {
-const OpDef kCrossEntropy{"cross_entropy", true, /*double_differentiable=*/false};
-const OpDef kNllLoss{"nll_loss", true, /*double_differentiable=*/false};
+const OpDef kCrossEntropy{"cross_entropy", true};
+const OpDef kNllLoss{"nll_loss", true};
 const OpDef kCrossEntropyBackward{"cross_entropy_backward", false};
 const OpDef kNllLossBackward{"nll_loss_backward", false};
 
@@ -99,6 +104,27 @@ Tensor grad_weight(const Tensor& g, Reduction reduction, const Tensor& count, Dt
   if (reduction == Reduction::Mean) w = w / count;
   return w;
 }
+// Under create_graph (grad mode on in the formula): the input gradient of cross_entropy
+// (`softmax_term`, x the logits) or nll_loss written in public ops, so it can be differentiated
+// again: (softmax(x) - q) * w or -q * w, with q the target's one-hot row (smoothed by
+// label_smoothing) and w the upstream gradient per kept target (0 where ignored, divided by the
+// kept count for Mean).
+Tensor class_loss_grad_recorded(const Tensor& x, const Tensor& target, const Tensor& g, Reduction reduction,
+                                const Tensor& count, int64_t ignore_index, double label_smoothing, bool softmax_term,
+                                Dtype compute) {
+  const int64_t n = target.shape()[0], s = target.shape()[1];
+  const int64_t c = x.dim() == 1 ? x.shape()[0] : x.shape()[1];
+  const Tensor keep = ne(target, full_like(target, static_cast<double>(ignore_index)));
+  const Tensor safe_target = where(keep, target, zeros_like(target));
+  Tensor q = one_hot(safe_target, c).to(compute).permute({0, 2, 1});  // [N, C, S]
+  if (label_smoothing > 0) q = q * (1.0 - label_smoothing) + label_smoothing / static_cast<double>(c);
+  Tensor w = g.to(compute);
+  w = reduction == Reduction::None ? w.reshape({n, 1, s}) : w;
+  if (reduction == Reduction::Mean) w = w / count;
+  w = w * keep.to(compute).unsqueeze(1);
+  const Tensor gx = softmax_term ? (softmax(x.to(compute).reshape({n, c, s}), 1) - q) * w : -(q * w);
+  return gx.reshape(x.shape()).to(x.dtype());
+}
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
@@ -123,6 +149,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
     bw = [l, sx = SavedTensor(x, "cross_entropy"), lse, reduction, count, ignore_index, label_smoothing, compute, n,
           s](const TensorList& g) -> TensorList {
       const Tensor& x = sx.get();  // checks x was not modified in place since the forward
+      if (GradMode::is_enabled()) {
+        return {
+            class_loss_grad_recorded(x, l.target, g[0], reduction, count, ignore_index, label_smoothing, true, compute),
+            Tensor()};
+      }
       OpCall bcall(kCrossEntropyBackward, {g[0], x});
       Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
       if (gx.numel()) {
@@ -154,6 +185,11 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   if (call.needs_grad()) {
     bw = [target = l.target, shape = x.shape(), dtype = x.dtype(), c = l.input.shape()[1], reduction, count,
           ignore_index, compute, n, s](const TensorList& g) -> TensorList {
+      if (GradMode::is_enabled()) {
+        const Tensor like_x = zeros(shape, TensorOptions(dtype).device(g[0].device()));  // only its shape is read
+        return {class_loss_grad_recorded(like_x, target, g[0], reduction, count, ignore_index, 0.0, false, compute),
+                Tensor()};
+      }
       OpCall bcall(kNllLossBackward, {g[0]});
       Tensor gx = zeros(shape, TensorOptions(dtype).device(g[0].device()));
       if (gx.numel()) {
