@@ -5,6 +5,8 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/unary.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -15,9 +17,9 @@ HG_DEFINE_STUB(batch_norm_stub, BatchNormFn);
 HG_DEFINE_STUB(batch_norm_backward_stub, BatchNormBackwardFn);
 
 namespace {
-const OpDef kLayerNorm{"layer_norm", true, /*double_differentiable=*/false};
+const OpDef kLayerNorm{"layer_norm", true};
 const OpDef kLayerNormBackward{"layer_norm_backward", false};
-const OpDef kBatchNorm{"batch_norm", true, /*double_differentiable=*/false};
+const OpDef kBatchNorm{"batch_norm", true};
 const OpDef kBatchNormBackward{"batch_norm_backward", false};
 
 Tensor contiguous_detached(const Tensor& t) { return t.defined() ? internal::contiguous(t) : t; }
@@ -41,6 +43,43 @@ Tensor grad_like(const Tensor& g, const Tensor& x) {
 }
 
 Tensor empty_as(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+
+// Under create_graph (grad mode on in the formula): a normalization's gradients written in public
+// ops, so they can be differentiated again. x is normalized over `dims`, with statistics recomputed
+// from x, or fixed (batch_norm in eval mode: `fixed_mean`/`fixed_invstd` are constants); the
+// affine weight is viewed as `param_view` to broadcast, and its gradients sum over `param_dims`.
+struct NormGrads {
+  Tensor gx, gw, gb;
+};
+NormGrads norm_grads_recorded(const Tensor& x, const Tensor& w, const Tensor& g, const std::vector<int64_t>& dims,
+                              const Shape& param_view, const std::vector<int64_t>& param_dims, double eps,
+                              const Tensor& fixed_mean, const Tensor& fixed_invstd, bool need_x, bool need_w,
+                              bool need_b, Dtype bias_dtype) {
+  const Dtype compute = stats_dtype(x.dtype());
+  const Tensor xc = x.to(compute), gc = g.reshape(x.shape()).to(compute);
+  const bool fixed = fixed_mean.defined();
+  Tensor mu, rstd;
+  if (fixed) {
+    mu = fixed_mean.reshape(param_view);
+    rstd = fixed_invstd.reshape(param_view);
+  } else {
+    mu = mean(xc, dims, true);
+    const Tensor centered = xc - mu;
+    rstd = rsqrt(mean(centered * centered, dims, true) + eps);
+  }
+  const Tensor xhat = (xc - mu) * rstd;
+  const Tensor gxhat = w.defined() ? gc * w.to(compute).reshape(param_view) : gc;
+  auto param_sum = [&](const Tensor& t) { return param_dims.empty() ? t : sum(t, param_dims); };
+  NormGrads r;
+  if (need_x) {
+    const Tensor gx =
+        fixed ? gxhat * rstd : rstd * (gxhat - mean(gxhat, dims, true) - xhat * mean(gxhat * xhat, dims, true));
+    r.gx = gx.to(x.dtype());
+  }
+  if (need_w) r.gw = param_sum(gc * xhat).reshape(w.shape()).to(w.dtype());
+  if (need_b) r.gb = param_sum(gc).reshape(w.defined() ? w.shape() : Shape{param_sum(gc).numel()}).to(bias_dtype);
+  return r;
+}
 }  // namespace
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& w_in, const Tensor& b_in,
@@ -64,11 +103,22 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   if (out.numel()) layer_norm_stub(x.device().type, out, mean, rstd, x, w, b, eps);
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(x, "layer_norm"), sw = SavedTensor(w, "layer_norm"), mean, rstd,
-          need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
-          need_b = bias.defined() && bias.requires_grad(), bias_dtype = bias.defined() ? bias.dtype() : kFloat32,
-          normalized_shape](const TensorList& g) -> TensorList {
+    bw = [sx = SavedTensor(x, "layer_norm"), sw = SavedTensor(w, "layer_norm"), si = SavedTensor(input, "layer_norm"),
+          swi = SavedTensor(weight, "layer_norm"), mean, rstd, need_x = input.requires_grad(),
+          need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(),
+          bias_dtype = bias.defined() ? bias.dtype() : kFloat32, normalized_shape,
+          eps](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      if (GradMode::is_enabled()) {
+        const Tensor x = si.get();
+        const auto k = static_cast<int64_t>(normalized_shape.size());
+        std::vector<int64_t> dims, lead;
+        for (int64_t d = 0; d < x.dim(); ++d) (d < x.dim() - k ? lead : dims).push_back(d);
+        NormGrads r = norm_grads_recorded(x, swi.get(), g[0], dims, normalized_shape, lead, eps, Tensor(), Tensor(),
+                                          need_x, need_w, need_b, bias_dtype);
+        if (r.gb.defined()) r.gb = r.gb.reshape(normalized_shape);
+        return {r.gx, r.gw, r.gb};
+      }
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
       OpCall bcall(kLayerNormBackward, {g[0], x, w});
@@ -129,11 +179,22 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(w, "batch_norm"), save_mean, save_invstd, training,
+    bw = [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(w, "batch_norm"), si = SavedTensor(input, "batch_norm"),
+          swi = SavedTensor(weight, "batch_norm"), save_mean, save_invstd, training, eps,
           need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
           need_b = bias.defined() && bias.requires_grad(),
           bias_dtype = bias.defined() ? bias.dtype() : kFloat32](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      if (GradMode::is_enabled()) {
+        const Tensor x = si.get();
+        std::vector<int64_t> dims{0};
+        Shape view(static_cast<size_t>(x.dim()), 1);
+        view[1] = x.size(1);
+        for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+        NormGrads r = norm_grads_recorded(x, swi.get(), g[0], dims, view, dims, eps, training ? Tensor() : save_mean,
+                                          training ? Tensor() : save_invstd, need_x, need_w, need_b, bias_dtype);
+        return {r.gx, r.gw, r.gb};
+      }
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
       OpCall bcall(kBatchNormBackward, {g[0], x, w});
