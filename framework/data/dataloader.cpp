@@ -23,7 +23,9 @@ bool pinning(bool asked) {
   if (cuda::is_available()) return true;
   static std::once_flag warned;
   std::call_once(warned, [] {
-    fmt::print(stderr, "warning: [DataLoader] pin_memory is set but no CUDA device is available; ignored\n");
+    fmt::print(stderr,
+               "halfgrad warning: DataLoader pin_memory was asked for, but no CUDA device is available; it is "
+               "ignored (this warning is shown once)\n");
   });
   return false;
 }
@@ -78,17 +80,15 @@ class DataLoader::Epoch {
         order_(std::move(order)),
         batches_(batches),
         capacity_(static_cast<int64_t>(options.num_workers) * options.prefetch_factor) {
-    for (int w = 0; w < options_.num_workers && w < batches_; ++w) workers_.emplace_back([this] { work(); });
+    try {
+      for (int w = 0; w < options_.num_workers && w < batches_; ++w) workers_.emplace_back([this] { work(); });
+    } catch (...) {  // no thread to be had: stop those started, since no destructor will run
+      stop_workers();
+      throw;
+    }
   }
 
-  ~Epoch() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_workers_.notify_all();
-    for (std::thread& t : workers_) t.join();  // a worker inside get() finishes that batch first
-  }
+  ~Epoch() { stop_workers(); }
 
   Epoch(const Epoch&) = delete;
   Epoch& operator=(const Epoch&) = delete;
@@ -140,6 +140,15 @@ class DataLoader::Epoch {
     TensorList batch;
     std::exception_ptr error;
   };
+
+  void stop_workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_workers_.notify_all();
+    for (std::thread& t : workers_) t.join();  // a worker inside get() finishes that batch first
+  }
 
   std::string where(int64_t index) const { return fmt::format("batch {} of epoch {}", index, epoch_); }
 

@@ -28,7 +28,9 @@ struct DataLoaderOptions {
   // Batches are copied into page-locked host memory, from which copies to a GPU run
   // asynchronously. Without a usable CUDA device it warns once and is ignored, as in PyTorch.
   bool pin_memory = false;
-  Collate collate = {};  // used with Dataset::get instead of Dataset::get_batch when set
+  // Used with Dataset::get instead of Dataset::get_batch when set; like get(), it runs on the
+  // worker threads, several at once.
+  Collate collate = {};
 };
 
 class DataLoader {
