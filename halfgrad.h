@@ -11,6 +11,7 @@
 #include "framework/data/dataloader.h"
 #include "framework/data/dataset.h"
 #include "framework/data/mnist.h"
+#include "framework/data/transforms.h"
 #include "framework/device.h"
 #include "framework/dtype.h"
 #include "framework/error.h"

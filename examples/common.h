@@ -32,6 +32,7 @@ struct Args {
   std::string device;  // empty: cuda where a GPU is, else cpu
   std::string amp = "off";
   uint64_t seed = 0;
+  int64_t workers = 0;  // DataLoader worker threads (0: batches are read on the training thread)
   std::string save, resume;
 };
 
@@ -89,6 +90,7 @@ constexpr int64_t kMaxEpochs = 1'000'000;
 constexpr int64_t kMaxBatch = 1 << 24;
 constexpr double kMaxLr = 1e3;
 constexpr int64_t kMaxSeed = INT64_MAX;
+constexpr int64_t kMaxWorkers = 64;
 
 // The common flags; returns false (after printing help or the error) when the program should stop.
 inline bool parse_args(int argc, char** argv, const std::string& description, Args& args, int& exit_code) {
@@ -112,6 +114,9 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--seed", args.seed, "seed for initialisation and shuffling")
       ->capture_default_str()
       ->check(whole_number(0, kMaxSeed));
+  app.add_option("--workers", args.workers, "background threads that prepare batches ahead (0: none)")
+      ->capture_default_str()
+      ->check(whole_number(0, kMaxWorkers));
   app.add_option("--save", args.save, "write a checkpoint (safetensors) after every epoch");
   app.add_option("--resume", args.resume, "continue from a checkpoint written by --save");
   return parse_cli(app, argc, argv, exit_code);

@@ -17,7 +17,13 @@ int main(int argc, char** argv) {
     model->to(device);
     const auto train = hg::data::mnist(args.data, hg::data::Split::Train);
     const auto test = hg::data::mnist(args.data, hg::data::Split::Test);
-    hg::data::DataLoader loader(train, {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
+    // With --workers N, N threads gather and shuffle batches ahead of the training loop (the same
+    // batches as without); on a GPU they also stage them in pinned memory for asynchronous copies.
+    hg::data::DataLoader loader(train, {.batch_size = args.batch_size,
+                                        .shuffle = true,
+                                        .seed = args.seed,
+                                        .num_workers = static_cast<int>(args.workers),
+                                        .pin_memory = device.is_cuda() && args.workers > 0});
     hg::optim::SGD opt(model->parameters(), {.lr = args.lr, .momentum = args.momentum});
     // Mixed precision: autocast picks each op's dtype inside the guard; fp16 also needs loss
     // scaling. For --amp off and bf16 the scaler is disabled and passes everything through.

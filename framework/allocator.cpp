@@ -1,8 +1,10 @@
 #include "framework/allocator.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/cuda_backend.h"
@@ -106,6 +108,45 @@ Allocator* get_allocator(DeviceType type) {
 }
 
 void set_allocator(DeviceType type, Allocator* allocator) { g_allocators[static_cast<int>(type)] = allocator; }
+
+namespace {
+struct Adopted {
+  std::mutex mutex;
+  std::unordered_map<const void*, Allocator*> owners;
+};
+Adopted& adopted() {
+  static auto* a = new Adopted();  // never destroyed: storages may be freed at exit
+  return *a;
+}
+// Lets every Storage free skip the lock while no block is adopted (no pinned memory in use).
+constinit std::atomic<int64_t> g_adopted_count{0};
+}  // namespace
+
+void adopt_cpu_block(void* ptr, Allocator* owner) {
+  Adopted& a = adopted();
+  std::lock_guard lock(a.mutex);
+  if (a.owners.emplace(ptr, owner).second) g_adopted_count.fetch_add(1);
+}
+
+Allocator* release_adopted_cpu_block(void* ptr) {
+  if (g_adopted_count.load() == 0) return nullptr;
+  Adopted& a = adopted();
+  std::lock_guard lock(a.mutex);
+  auto it = a.owners.find(ptr);
+  if (it == a.owners.end()) return nullptr;
+  Allocator* owner = it->second;
+  a.owners.erase(it);
+  g_adopted_count.fetch_sub(1);
+  return owner;
+}
+
+Allocator* adopted_cpu_block_owner(const void* ptr) {
+  if (g_adopted_count.load() == 0) return nullptr;
+  Adopted& a = adopted();
+  std::lock_guard lock(a.mutex);
+  auto it = a.owners.find(ptr);
+  return it == a.owners.end() ? nullptr : it->second;
+}
 
 MemoryStats cpu_memory_stats() { return cpu_allocator().stats(); }
 void cpu_empty_cache() { cpu_allocator().empty_cache(); }

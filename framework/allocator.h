@@ -26,6 +26,13 @@ struct MemoryStats {
 Allocator* get_allocator(DeviceType type);  // throws when no allocator is installed for it
 void set_allocator(DeviceType type, Allocator* allocator);
 
+// CPU blocks that another allocator owns (page-locked memory from the CUDA backend): a CPU Storage
+// whose data is such a block frees it through that owner, not through the CPU allocator.
+void adopt_cpu_block(void* ptr, Allocator* owner);
+// The owner of an adopted block, which is forgotten; nullptr for the CPU allocator's own blocks.
+Allocator* release_adopted_cpu_block(void* ptr);
+Allocator* adopted_cpu_block_owner(const void* ptr);
+
 MemoryStats cpu_memory_stats();
 void cpu_empty_cache();
 

@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "framework/cuda_backend.h"
 #include "framework/error.h"
+#include "framework/tensor.h"
 
 namespace hg {
 
@@ -86,6 +88,29 @@ void synchronize() { hooks("cuda::synchronize").synchronize(); }
 MemoryStats memory_stats(int device) { return hooks("cuda::memory_stats").memory_stats(device); }
 void empty_cache() { hooks("cuda::empty_cache").empty_cache(); }
 int64_t host_sync_count() { return load_backend() ? g_hooks->host_sync_count() : 0; }
+
+Tensor pin_memory(const Tensor& t) {
+  HG_CHECK(t.defined() && t.device().is_cpu(), "pin_memory", "needs a CPU tensor, got {}",
+           t.defined() ? fmt::format("one on {}", t.device()) : std::string("an undefined one"));
+  Allocator* pinned = hooks("pin_memory").pinned_allocator();
+  if (is_pinned(t)) return t;
+  const Tensor src = t.contiguous();
+  const size_t nbytes = static_cast<size_t>(src.numel()) * element_size(src.dtype());
+  if (nbytes == 0) return src;
+  // A CPU storage over a block of the pinned allocator: freeing it hands the block back there.
+  auto storage = std::make_shared<Storage>(0, Device(kCPU));
+  storage->data = pinned->allocate(nbytes, Device(kCPU));
+  storage->nbytes = nbytes;
+  adopt_cpu_block(storage->data, pinned);
+  std::memcpy(storage->data, src.raw_data(), nbytes);
+  return Tensor(std::move(storage), src.shape(), contiguous_strides(src.shape()), 0, src.dtype());
+}
+
+bool is_pinned(const Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || t.storage()->data == nullptr || !load_backend()) return false;
+  Allocator* pinned = g_hooks->pinned_allocator();
+  return pinned != nullptr && adopted_cpu_block_owner(t.storage()->data) == pinned;
+}
 
 }  // namespace cuda
 }  // namespace hg

@@ -10,6 +10,8 @@
 
 namespace hg {
 
+class Tensor;
+
 // Whether float32 matmuls on CUDA may use TF32 tensor cores (10-bit mantissa inputs, float32
 // accumulation). Off by default, as in PyTorch >= 1.12.
 void set_allow_tf32(bool allow);
@@ -30,6 +32,12 @@ void empty_cache();
 // copies). A training step that should run ahead of the host checks this stays unchanged.
 int64_t host_sync_count();
 
+// A copy of the CPU tensor `t` in page-locked (pinned) host memory, from which copies to a GPU run
+// asynchronously (PyTorch's Tensor::pin_memory); `t` itself when it is pinned already. Throws
+// "[pin_memory] ..." without a CUDA backend.
+Tensor pin_memory(const Tensor& t);
+bool is_pinned(const Tensor& t);  // false without a CUDA backend
+
 // What the backend installs (framework code never calls the CUDA runtime directly).
 struct CudaHooks {
   virtual ~CudaHooks() = default;
@@ -38,6 +46,8 @@ struct CudaHooks {
   virtual MemoryStats memory_stats(int device) const = 0;
   virtual void empty_cache() const = 0;
   virtual int64_t host_sync_count() const = 0;
+  // Page-locked host memory; its blocks must stay valid until copies queued from them finish.
+  virtual Allocator* pinned_allocator() const = 0;
 };
 void set_cuda_hooks(CudaHooks* hooks);
 

@@ -20,7 +20,14 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
 }
 
 Storage::~Storage() {
-  if (data) get_allocator(device.type)->deallocate(data, nbytes, device);
+  if (!data) return;
+  if (device.type == kCPU) {
+    if (Allocator* owner = release_adopted_cpu_block(data)) {
+      owner->deallocate(data, nbytes, device);
+      return;
+    }
+  }
+  get_allocator(device.type)->deallocate(data, nbytes, device);
 }
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, Dtype dtype) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -43,6 +44,72 @@ DeviceState& state(int device) {
   return s;
 }
 
+// Page-locked host blocks (DataLoader pin_memory, cuda::pin_memory), cached by exact size since a
+// loader's batches repeat their sizes. A host-to-device copy from pinned memory returns before it
+// has read the block, so a freed block is reused only once an event recorded on every device's
+// stream when it was freed has completed (PyTorch's caching host allocator does the same).
+class PinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes, Device) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& blocks = free_[nbytes];
+      for (auto it = blocks.begin(); it != blocks.end(); ++it) {
+        if (!finished(*it)) continue;
+        void* p = it->ptr;
+        for (cudaEvent_t e : it->events) (void)cudaEventDestroy(e);
+        blocks.erase(it);
+        return p;
+      }
+    }
+    void* p = nullptr;
+    HG_CUDA_CHECK(cudaHostAlloc(&p, nbytes, cudaHostAllocPortable));
+    return p;
+  }
+
+  // Called from Storage's destructor: must not throw. Without its events the block is not cached
+  // but freed (cudaFreeHost waits for the device).
+  void deallocate(void* ptr, size_t nbytes, Device) override {
+    if (ptr == nullptr) return;
+    Block block{ptr, {}};
+    try {
+      for (int d = 0; d < device_count_cached(); ++d) {
+        DeviceGuard guard(d);
+        cudaEvent_t e = nullptr;
+        HG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        block.events.push_back(e);
+        HG_CUDA_CHECK(cudaEventRecord(e, current_stream(d)));
+      }
+    } catch (...) {
+      (void)cudaGetLastError();
+      for (cudaEvent_t e : block.events) (void)cudaEventDestroy(e);
+      (void)cudaFreeHost(ptr);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[nbytes].push_back(std::move(block));
+  }
+
+ private:
+  struct Block {
+    void* ptr;
+    std::vector<cudaEvent_t> events;
+  };
+  static bool finished(const Block& b) {
+    for (cudaEvent_t e : b.events) {
+      const cudaError_t r = cudaEventQuery(e);
+      if (r == cudaErrorNotReady) return false;
+      if (r != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;  // never reuse a block whose copies cannot be shown finished
+      }
+    }
+    return true;
+  }
+  std::mutex mutex_;
+  std::map<size_t, std::vector<Block>> free_;
+};
+
 class Hooks final : public CudaHooks {
  public:
   int device_count() const override { return device_count_cached(); }
@@ -52,6 +119,10 @@ class Hooks final : public CudaHooks {
   MemoryStats memory_stats(int device) const override { return caching_allocator().stats(device); }
   void empty_cache() const override { caching_allocator().empty_cache(); }
   int64_t host_sync_count() const override { return g_host_syncs.load(std::memory_order_relaxed); }
+  Allocator* pinned_allocator() const override {
+    static auto* a = new PinnedAllocator();  // never destroyed: pinned tensors may be freed at exit
+    return a;
+  }
 };
 
 [[maybe_unused]] const bool g_hooks_installed = [] {

@@ -1,5 +1,5 @@
 // The CUDA runtime: device queries, the caching allocator (reuse, statistics, out-of-memory),
-// and the host-synchronisation counter.
+// the host-synchronisation counter, and pinned host memory (cuda::pin_memory, DataLoader).
 #include "framework/dispatch.h"
 #include "helpers.h"
 
@@ -73,5 +73,41 @@ TEST_CASE("every kernel stub with a CPU kernel has a CUDA kernel unless it is op
   for (const DispatchStubBase* stub : stub_registry()) {
     CAPTURE(stub->name);
     if (stub->has(kCPU) && !stub->optional) CHECK_MESSAGE(stub->has(kCUDA), stub->name << " has no CUDA kernel");
+  }
+}
+
+TEST_CASE("pinned host memory: pin_memory copies, copies to the device match, freed blocks come back") {
+  const Tensor x = arange(1000.0, kFloat32).reshape({10, 100});
+  CHECK_FALSE(cuda::is_pinned(x));
+  const Tensor p = cuda::pin_memory(x.t());  // non-contiguous input: a contiguous pinned copy
+  CHECK(cuda::is_pinned(p));
+  CHECK(p.device().is_cpu());
+  CHECK(p.is_contiguous());
+  CHECK(p.to_vector<float>() == x.t().contiguous().to_vector<float>());
+  CHECK(cuda::pin_memory(p).storage() == p.storage());  // already pinned: itself
+  // The copy to the device returns before reading the host block; the block is freed at once and
+  // must not be handed out again until that copy has finished.
+  Tensor d;
+  {
+    const Tensor q = cuda::pin_memory(x);
+    d = q.to(kCUDA);
+  }
+  const Tensor reuse = cuda::pin_memory(zeros({10, 100}));  // same size: may take the freed block
+  CHECK(d.to(kCPU).to_vector<float>() == x.to_vector<float>());
+  CHECK(reuse.sum().item<float>() == 0.0f);
+  check_error([] { cuda::pin_memory(ones({2}, kCUDA)); }, {"[pin_memory]", "CPU tensor"});
+
+  // A DataLoader with pin_memory hands out pinned batches, the same as without.
+  auto ds = std::make_shared<data::TensorDataset>(TensorList{x, arange(int64_t{10})});
+  data::DataLoader plain(ds, {.batch_size = 4, .shuffle = true, .seed = 2});
+  data::DataLoader pinned(ds, {.batch_size = 4, .shuffle = true, .seed = 2, .num_workers = 2, .pin_memory = true});
+  auto it = plain.begin();
+  for (TensorList b : pinned) {
+    const TensorList ref = *it;
+    ++it;
+    CHECK(cuda::is_pinned(b[0]));
+    CHECK(cuda::is_pinned(b[1]));
+    CHECK(b[0].to(kCUDA).to(kCPU).to_vector<float>() == ref[0].to_vector<float>());
+    CHECK(b[1].to_vector<int64_t>() == ref[1].to_vector<int64_t>());
   }
 }

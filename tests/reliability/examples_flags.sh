@@ -31,6 +31,9 @@ expect_error mnist_mlp --batch-size 0
 expect_error mnist_mlp --batch-size 9223372036854775807
 expect_error mnist_mlp --batch-size abc
 expect_error mnist_mlp --amp foo
+expect_error mnist_mlp --workers -1
+expect_error mnist_mlp --workers 65
+expect_error mnist_mlp --workers abc
 expect_error mnist_mlp --device tpu
 # --save is checked before any data is read or training starts.
 expect_error mnist_mlp --data /nonexistent --save /nonexistent-dir/ckpt.st
