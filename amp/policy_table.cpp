@@ -144,6 +144,7 @@ constexpr PolicyRow kTable[] = {
   {"softmax_backward",                   Pass,    Pass,    "backward of softmax"},
   {"log_softmax_backward",               Pass,    Pass,    "backward of log_softmax"},
   {"cross_entropy_backward",             Pass,    Pass,    "backward of cross_entropy"},
+  {"avg_pool2d_input_grad",              Pass,    Pass,    "backward of avg_pool2d (create_graph)"},
   {"conv2d_input_grad",                  Pass,    Pass,    "backward of conv2d (create_graph)"},
   {"conv2d_weight_grad",                 Pass,    Pass,    "backward of conv2d (create_graph)"},
   {"nll_loss_backward",                  Pass,    Pass,    "backward of nll_loss"},

@@ -2,7 +2,9 @@
 // live in kernels/cpu/pool.cpp.
 #include "framework/ops/pool_kernels.h"
 
+#include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
@@ -14,10 +16,13 @@ HG_DEFINE_STUB(avg_pool2d_stub, AvgPool2dFn);
 HG_DEFINE_STUB(avg_pool2d_backward_stub, AvgPool2dBackwardFn);
 
 namespace {
-const OpDef kMaxPool2d{"max_pool2d", true, /*double_differentiable=*/false};
+const OpDef kMaxPool2d{"max_pool2d", true};
 const OpDef kMaxPool2dBackward{"max_pool2d_backward", false};
-const OpDef kAvgPool2d{"avg_pool2d", true, /*double_differentiable=*/false};
+const OpDef kAvgPool2d{"avg_pool2d", true};
 const OpDef kAvgPool2dBackward{"avg_pool2d_backward", false};
+// Under create_graph avg_pool2d's gradient runs as this differentiable op: it is the adjoint of
+// avg_pool2d (linear), so its own gradient is avg_pool2d again.
+const OpDef kAvgPool2dInputGrad{"avg_pool2d_input_grad", true};
 
 void pair_arg(const char* op, const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
   HG_CHECK(v.size() == 1 || v.size() == 2, op, "{} must have 1 or 2 values, got {}", what, v.size());
@@ -84,6 +89,23 @@ Tensor output_for(const Prepared& r) {
 Tensor grad_4d(const Tensor& g, const Tensor& x, int64_t oh, int64_t ow) {
   return internal::contiguous(internal::reshaped(internal::cast(g, x.dtype()), {x.size(0), x.size(1), oh, ow}));
 }
+
+// avg_pool2d's input gradient for a 4-d grad_out, as a differentiable op (create_graph).
+Tensor avg_pool2d_input_grad(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p, bool ceil_mode) {
+  OpCall call(kAvgPool2dInputGrad, {grad_out});
+  const Tensor go = internal::contiguous(call.input(0));
+  Tensor gx = empty(x_shape, TensorOptions(go.dtype()).device(go.device()));
+  if (gx.numel()) avg_pool2d_backward_stub(go.device().type, gx, go, p);
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [p, ceil_mode](const TensorList& g) -> TensorList {
+      return {avg_pool2d(g[0], {p.kernel[0], p.kernel[1]}, {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
+                         ceil_mode, p.count_include_pad)};
+    };
+  }
+  call.finish({&gx}, std::move(bw));
+  return gx;
+}
 }  // namespace
 
 Tensor max_pool2d(const Tensor& input_in, std::vector<int64_t> kernel, std::vector<int64_t> stride,
@@ -100,6 +122,12 @@ Tensor max_pool2d(const Tensor& input_in, std::vector<int64_t> kernel, std::vect
     bw = [si = SavedTensor(idx, "max_pool2d"), xshape = r.x.shape(), in_shape = input.shape(), dtype = r.x.dtype(),
           device = r.x.device(), oh = r.oh, ow = r.ow](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor()};
+      if (GradMode::is_enabled()) {  // create_graph: each gradient added at its max, in public ops
+        const int64_t n = xshape[0], c = xshape[1];
+        const Tensor go = g[0].reshape({n, c, oh * ow}).to(dtype);
+        const Tensor gx = zeros({n, c, xshape[2] * xshape[3]}, TensorOptions(dtype).device(device));
+        return {scatter_add(gx, 2, si.get().reshape({n, c, oh * ow}), go).reshape(in_shape)};
+      }
       OpCall bcall(kMaxPool2dBackward, {g[0]});
       Tensor gx = empty(xshape, TensorOptions(dtype).device(device));
       const Tensor go = grad_4d(bcall.input(0), gx, oh, ow);
@@ -125,8 +153,12 @@ Tensor avg_pool2d(const Tensor& input_in, std::vector<int64_t> kernel, std::vect
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [p = r.p, xshape = r.x.shape(), in_shape = input.shape(), dtype = r.x.dtype(), device = r.x.device(),
-          oh = r.oh, ow = r.ow](const TensorList& g) -> TensorList {
+          oh = r.oh, ow = r.ow, ceil_mode](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor()};
+      if (GradMode::is_enabled()) {
+        const Tensor go = g[0].reshape({xshape[0], xshape[1], oh, ow}).to(dtype);
+        return {avg_pool2d_input_grad(go, xshape, p, ceil_mode).reshape(in_shape)};
+      }
       OpCall bcall(kAvgPool2dBackward, {g[0]});
       Tensor gx = empty(xshape, TensorOptions(dtype).device(device));
       const Tensor go = grad_4d(bcall.input(0), gx, oh, ow);

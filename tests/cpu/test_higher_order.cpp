@@ -11,7 +11,7 @@ using hg::test::check_error;
 namespace {
 // The ops whose backward runs a raw kernel: create_graph through them is refused. docs/GUIDE.md
 // (Autograd) lists the same ops; the test below fails when the registry's flags disagree.
-const std::set<std::string> kNoDoubleBackward = {"avg_pool2d", "max_pool2d", "scaled_dot_product_attention"};
+const std::set<std::string> kNoDoubleBackward = {"scaled_dot_product_attention"};
 
 Tensor f64(std::vector<double> v, const Shape& shape) { return tensor(v, shape); }
 }  // namespace
@@ -259,8 +259,6 @@ TEST_CASE("ops whose backward runs a raw kernel refuse create_graph, and the lis
     const char* name;
     std::function<Tensor()> fn;
   } cases[] = {
-      {"max_pool2d", [&] { return max_pool2d(x, {2}).sum(); }},
-      {"avg_pool2d", [&] { return avg_pool2d(x, {2}).sum(); }},
       {"scaled_dot_product_attention", [&] { return scaled_dot_product_attention(x, x, x).sum(); }},
   };
   for (const auto& c : cases) {
@@ -345,6 +343,26 @@ TEST_CASE("layer_norm and batch_norm double backward (statistics differentiated 
   CHECK(gradgradcheck(
       [&](const TensorList& v) { return batch_norm(v[0] * v[0], rm, rv, v[1], v[2], /*training=*/false); },
       {randn({3, 2, 2}), randn({2}), randn({2})}));
+}
+
+TEST_CASE("max_pool2d and avg_pool2d double backward") {
+  using autograd::gradcheck;
+  using autograd::gradgradcheck;
+  manual_seed(9);
+  CHECK(gradgradcheck([](const TensorList& v) { return max_pool2d(v[0] * v[0], {2}); }, {randn({2, 2, 4, 5})}));
+  CHECK(gradgradcheck([](const TensorList& v) { return max_pool2d(v[0] * v[0], {3}, {2}, {1}, {1}, true); },
+                      {randn({2, 5, 6})}));
+  CHECK(gradgradcheck([](const TensorList& v) { return avg_pool2d(v[0] * v[0], {2}); }, {randn({2, 2, 4, 5})}));
+  CHECK(gradgradcheck([](const TensorList& v) { return avg_pool2d(v[0] * v[0], {3}, {2}, {1}, true, false); },
+                      {randn({1, 2, 5, 6})}));
+  // avg_pool2d_input_grad on its own, in the output gradient.
+  auto input_grad = [](const TensorList& v) {
+    GradModeGuard grad_on(true);
+    Tensor x = v[0].detach().requires_grad_();
+    return autograd::grad({avg_pool2d(x, {3}, {2}, {1}, true, false)}, {x}, {v[1]}, std::nullopt, true)[0];
+  };
+  CHECK(gradcheck(input_grad, {randn({1, 2, 5, 6}), randn({1, 2, 3, 4})}));
+  CHECK(gradgradcheck(input_grad, {randn({1, 2, 5, 6}), randn({1, 2, 3, 4})}));
 }
 
 TEST_CASE("conv2d double backward: gradgradcheck, and a gradient penalty that matches PyTorch") {
