@@ -2,9 +2,16 @@
 // recomputes the weights from q, k and the saved log-sum-exp (as flash attention does).
 #include <cmath>
 
+#include "framework/grad_mode.h"
 #include "framework/ops/attention_kernels.h"
+#include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/matmul.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/softmax.h"
+#include "framework/ops/triangular.h"
 
 namespace hg {
 
@@ -13,7 +20,7 @@ HG_DEFINE_STUB(attention_backward_stub, AttentionBackwardFn);
 
 namespace {
 constexpr const char* kName = "scaled_dot_product_attention";
-const OpDef kAttention{"scaled_dot_product_attention", true, /*double_differentiable=*/false};
+const OpDef kAttention{"scaled_dot_product_attention", true};
 const OpDef kAttentionBackward{"scaled_dot_product_attention_backward", false};
 
 void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -35,6 +42,31 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
            k.size(3), q.shape(), k.shape());
   HG_CHECK(k.size(2) == v.size(2), kName, "key and value sequence lengths differ: {} vs {} (shapes {} and {})",
            k.size(2), v.size(2), k.shape(), v.shape());
+}
+// Under create_graph: the gradients of attention written in public ops (the scores recomputed),
+// so they can be differentiated again. P = softmax(q k^T scale + mask), o = P v:
+// dv = P^T do, dP = do v^T, dS = P (dP - rowsum(dP P)), dq = dS k scale, dk = dS^T q scale, and
+// dS itself for a floating mask.
+TensorList attention_grads_recorded(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, bool is_causal, double scale, bool mask_grad, Dtype cdt) {
+  const Tensor qc = q.to(cdt), kc = k.to(cdt), vc = v.to(cdt), go = g.to(cdt);
+  Tensor scores = matmul(qc, kc.transpose(-2, -1)) * scale;
+  const int64_t L = q.size(2), S = k.size(2);
+  const TensorOptions opt = TensorOptions(cdt).device(q.device());
+  const Tensor minus_inf = scalar_tensor(-INFINITY, opt);
+  if (is_causal) {
+    scores = where(tril(ones({L, S}, opt)) > 0.5, scores, minus_inf);
+  } else if (mask.defined() && mask.dtype() == kBool) {
+    scores = where(mask, scores, minus_inf);
+  } else if (mask.defined()) {
+    scores = scores + mask.to(cdt);
+  }
+  const Tensor p = softmax(scores, -1);
+  const Tensor dv = matmul(p.transpose(-2, -1), go);
+  const Tensor dp = matmul(go, vc.transpose(-2, -1));
+  const Tensor ds = p * (dp - sum(dp * p, {-1}, true));
+  const Tensor dq = matmul(ds, kc) * scale, dk = matmul(ds.transpose(-2, -1), qc) * scale;
+  return {dq.to(q.dtype()), dk.to(k.dtype()), dv.to(v.dtype()), mask_grad ? ds : Tensor()};
 }
 }  // namespace
 
@@ -79,9 +111,17 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   if (call.needs_grad()) {
     const bool mask_grad = mask.defined() && mask.dtype() != kBool && mask.requires_grad();
     bw = [sq = SavedTensor(args.q, kName), sk = SavedTensor(args.k, kName), sv = SavedTensor(args.v, kName),
-          so = SavedTensor(out, kName), lse, mask = args.mask, scale, is_causal, dropout_p, seed = args.seed, mask_grad,
-          cdt](const TensorList& g) -> TensorList {
+          so = SavedTensor(out, kName), sqi = SavedTensor(q, kName), ski = SavedTensor(k, kName),
+          svi = SavedTensor(v, kName), smi = SavedTensor(mask, kName), lse, mask = args.mask, scale, is_causal,
+          dropout_p, seed = args.seed, mask_grad, cdt](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
+      if (GradMode::is_enabled()) {  // create_graph
+        HG_CHECK(dropout_p == 0.0, kName,
+                 "double backward with dropout_p > 0 is not supported (the dropout mask lives in the fused kernel); "
+                 "use dropout_p = 0 or write the attention out with matmul, softmax and dropout");
+        return attention_grads_recorded(g[0], sqi.get(), ski.get(), svi.get(), smi.get(), is_causal, scale, mask_grad,
+                                        cdt);
+      }
       AttentionArgs a;
       a.q = sq.get();
       a.k = sk.get();

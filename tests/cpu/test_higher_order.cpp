@@ -9,9 +9,10 @@ using hg::test::check_close;
 using hg::test::check_error;
 
 namespace {
-// The ops whose backward runs a raw kernel: create_graph through them is refused. docs/GUIDE.md
-// (Autograd) lists the same ops; the test below fails when the registry's flags disagree.
-const std::set<std::string> kNoDoubleBackward = {"scaled_dot_product_attention"};
+// The ops whose second derivative is not defined (OpDef::double_differentiable = false; they
+// refuse create_graph with "[op] double backward is not supported"). docs/GUIDE.md (Autograd)
+// says which; the test below fails when the registry's flags disagree.
+const std::set<std::string> kNoDoubleBackward = {};
 
 Tensor f64(std::vector<double> v, const Shape& shape) { return tensor(v, shape); }
 }  // namespace
@@ -247,27 +248,11 @@ TEST_CASE("a custom Function's backward is differentiated again, through saved i
   CHECK(autograd::gradgradcheck([](const TensorList& in) { return Cube::apply(in[0]); }, {randn({3})}));
 }
 
-TEST_CASE("ops whose backward runs a raw kernel refuse create_graph, and the list is complete") {
+TEST_CASE("the ops flagged as refusing create_graph are exactly the listed ones (none today)") {
   std::set<std::string> flagged;
   for (const OpDef* op : op_registry())
     if (op->differentiable && !op->double_differentiable) flagged.insert(op->name);
   CHECK(flagged == kNoDoubleBackward);
-
-  manual_seed(2);
-  const Tensor x = randn({2, 3, 4, 4}).requires_grad_();
-  const struct {
-    const char* name;
-    std::function<Tensor()> fn;
-  } cases[] = {
-      {"scaled_dot_product_attention", [&] { return scaled_dot_product_attention(x, x, x).sum(); }},
-  };
-  for (const auto& c : cases) {
-    CAPTURE(c.name);
-    check_error([&] { autograd::grad({c.fn()}, {x}, {}, std::nullopt, /*create_graph=*/true); },
-                {fmt::format("[{}] double backward is not supported", c.name)});
-    // Without create_graph the same graph backpropagates.
-    CHECK(autograd::grad({c.fn()}, {x})[0].defined());
-  }
 }
 
 TEST_CASE("cross_entropy and nll_loss double backward: gradgradcheck, and a Hessian-vector product from PyTorch") {
@@ -363,6 +348,29 @@ TEST_CASE("max_pool2d and avg_pool2d double backward") {
   };
   CHECK(gradcheck(input_grad, {randn({1, 2, 5, 6}), randn({1, 2, 3, 4})}));
   CHECK(gradgradcheck(input_grad, {randn({1, 2, 5, 6}), randn({1, 2, 3, 4})}));
+}
+
+TEST_CASE("scaled_dot_product_attention double backward (no dropout), masks and causal") {
+  using autograd::gradgradcheck;
+  manual_seed(10);
+  const Tensor q = randn({1, 2, 3, 4}), k = randn({1, 2, 5, 4}), v = randn({1, 2, 5, 3});
+  CHECK(gradgradcheck([](const TensorList& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, {q, k, v}));
+  CHECK(gradgradcheck(
+      [](const TensorList& x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.3); },
+      {randn({1, 1, 4, 2}), randn({1, 1, 4, 2}), randn({1, 1, 4, 3})}));
+  const Tensor keep = tensor(std::vector<double>{1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1}, {3, 5}) > 0.5;
+  CHECK(gradgradcheck([&](const TensorList& x) { return scaled_dot_product_attention(x[0], x[1], x[2], keep); },
+                      {q, k, v}));
+  CHECK(gradgradcheck([](const TensorList& x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+                      {q, k, v, randn({3, 5})}));
+  // With dropout the mask lives in the fused kernel: create_graph refuses, plain backward works.
+  Tensor qd = randn({1, 1, 2, 2}).requires_grad_();
+  check_error(
+      [&] {
+        autograd::grad({scaled_dot_product_attention(qd, qd, qd, Tensor(), 0.5).sum()}, {qd}, {}, std::nullopt, true);
+      },
+      {"[scaled_dot_product_attention] double backward with dropout_p > 0 is not supported"});
+  CHECK(autograd::grad({scaled_dot_product_attention(qd, qd, qd, Tensor(), 0.5).sum()}, {qd})[0].defined());
 }
 
 TEST_CASE("conv2d double backward: gradgradcheck, and a gradient penalty that matches PyTorch") {
