@@ -28,7 +28,7 @@ struct GradScalerOptions {
   // Data-parallel training: unscale_ all-reduces found_inf with MAX over this group, so every
   // rank skips and backs off together even when only one rank's gradients overflowed (needed
   // when gradients are not all-reduced before unscaling; harmless, one float, when they are).
-  std::shared_ptr<distributed::ProcessGroup> process_group;
+  std::shared_ptr<distributed::ProcessGroup> process_group = nullptr;
 };
 
 class GradScaler {

@@ -6,6 +6,10 @@
 
 #include <halfgrad.h>
 
+#include "distributed/process_group.h"
+#include "framework/data/distributed_sampler.h"
+#include "framework/nn/distributed.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
