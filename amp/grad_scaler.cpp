@@ -109,6 +109,12 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // An optimizer without gradients still counts as checked (nothing was inf).
   if (st.found_inf_per_device.empty())
     st.found_inf_per_device[device_key(device_)] = zeros({1}, TensorOptions(kFloat32).device(device_));
+  if (options_.process_group && options_.process_group->world_size() > 1) {
+    // One collective per unscale_ on every rank (the per-device map may differ between ranks).
+    Tensor any = to(found_inf_of(st), kCPU, kFloat32).contiguous().clone();
+    options_.process_group->all_reduce(any, distributed::ReduceOp::Max).wait();
+    for (auto& [key, flag] : st.found_inf_per_device) flag.copy_(to(any, flag.device(), kFloat32));
+  }
   st.stage = Stage::Unscaled;
 }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 
+#include "distributed/process_group.h"
 #include "framework/optim/optimizer.h"
 #include "framework/tensor.h"
 
@@ -24,6 +25,10 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;     // must be in (0, 1)
   int64_t growth_interval = 2000;  // clean steps in a row before the scale grows; >= 1
   bool enabled = true;             // false: every method passes through
+  // Data-parallel training: unscale_ all-reduces found_inf with MAX over this group, so every
+  // rank skips and backs off together even when only one rank's gradients overflowed (needed
+  // when gradients are not all-reduced before unscaling; harmless, one float, when they are).
+  std::shared_ptr<distributed::ProcessGroup> process_group = nullptr;
 };
 
 class GradScaler {

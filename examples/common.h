@@ -34,6 +34,8 @@ struct Args {
   uint64_t seed = 0;
   int64_t workers = 0;  // DataLoader worker threads (0: batches are read on the training thread)
   std::string save, resume;
+  bool distributed = false;            // --distributed: data-parallel over mpirun's ranks
+  bool distributed_supported = false;  // set by the examples that offer --distributed
 };
 
 // Flag validators with short messages (CLI11's own ranges print 300-digit bounds). The text is
@@ -119,6 +121,9 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
       ->check(whole_number(0, kMaxWorkers));
   app.add_option("--save", args.save, "write a checkpoint (safetensors) after every epoch");
   app.add_option("--resume", args.resume, "continue from a checkpoint written by --save");
+  if (args.distributed_supported)
+    app.add_flag("--distributed", args.distributed,
+                 "data-parallel over mpirun's ranks: --batch-size is the global batch, split evenly across ranks");
   return parse_cli(app, argc, argv, exit_code);
 }
 

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 
+#include "framework/data/distributed_sampler.h"
 #include "helpers.h"
 
 using namespace hg;
@@ -144,4 +145,32 @@ TEST_CASE("DataLoader shuffles with a seed: each epoch a permutation, reproducib
   CHECK(epoch(b) == a1);
   data::DataLoader c(data::TensorDataset{x, y}, {.batch_size = 8, .shuffle = true, .seed = 8});
   CHECK(epoch(c) != a0);
+}
+
+TEST_CASE("DistributedSampler: disjoint shards that cover the data, one shuffle per epoch, padded to equal length") {
+  const int64_t n = 10;
+  for (int world : {1, 2, 3, 4}) {
+    CAPTURE(world);
+    std::vector<int64_t> count(n, 0);
+    for (int r = 0; r < world; ++r) {
+      hg::data::DistributedSampler s(n, world, r, {.shuffle = true, .seed = 3});
+      auto idx = s.indices(0);
+      CHECK(static_cast<int64_t>(idx.size()) == (n + world - 1) / world);
+      CHECK(idx == s.indices(0));  // the same epoch gives the same order
+      CHECK(idx != s.indices(1));  // another epoch reshuffles
+      for (int64_t i : idx) ++count[i];
+    }
+    int64_t total = 0;
+    for (int64_t c : count) {
+      CHECK(c >= 1);  // every sample is read; the padding repeats at most one per rank
+      total += c;
+    }
+    CHECK(total == ((n + world - 1) / world) * world);
+  }
+  hg::data::DistributedSampler plain(5, 2, 1, {.shuffle = false});
+  CHECK(plain.indices(0) == std::vector<int64_t>{1, 3, 0});  // strided, padded from the start
+  hg::data::DistributedSampler dropped(5, 2, 1, {.shuffle = false, .drop_last = true});
+  CHECK(dropped.indices(0) == std::vector<int64_t>{1, 3});
+  CHECK_THROWS_WITH_AS(hg::data::DistributedSampler(5, 2, 2), doctest::Contains("[DistributedSampler] rank 2"),
+                       hg::Error);
 }

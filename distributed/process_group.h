@@ -1,0 +1,83 @@
+// hg::distributed: a process group over MPI (started by mpirun) and its collectives on CPU
+// tensors, each returning a Work handle; docs/DISTRIBUTED.md explains timeouts and failures.
+//
+//   auto pg = hg::distributed::ProcessGroup::init();   // MPI_Init_thread on first use
+//   pg->all_reduce(grad, hg::distributed::ReduceOp::Avg).wait();
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace hg::distributed {
+
+enum class ReduceOp { Sum, Avg, Max };
+
+struct ProcessGroupOptions {
+  // wait() throws "[distributed] ... timed out" when a collective has not completed after this
+  // many seconds (a peer died, threw, or called a different collective), instead of hanging.
+  double timeout_s = 300.0;
+};
+
+// Whether this build has MPI; without it every call below throws "[distributed] built without MPI".
+bool is_available();
+
+// An asynchronous collective. wait() polls MPI_Test until completion or the group's timeout,
+// then writes the result into the tensors (16-bit results are converted back from float32).
+// Waiting twice is harmless; a Work dropped without wait() is waited for by the group's
+// destructor/finalize. Default-constructed: already complete.
+class Work {
+ public:
+  struct Impl;
+  Work() = default;
+  explicit Work(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  void wait();
+  bool is_completed();  // tests once, never blocks (does not finish the 16-bit copy back)
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+class ProcessGroup {
+ public:
+  // The world group of this process (MPI_COMM_WORLD), initialised once from mpirun's
+  // environment with MPI_THREAD_MULTIPLE when the MPI library offers it. Run without mpirun, it
+  // is a group of one. Later calls return the same group (options then only set the timeout).
+  static std::shared_ptr<ProcessGroup> init(ProcessGroupOptions options = {});
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  double timeout() const { return options_.timeout_s; }
+  void set_timeout(double seconds);
+  bool thread_multiple() const { return thread_multiple_; }
+
+  // Collectives on contiguous CPU tensors of float32/float64/float16/bfloat16 (16-bit ones are
+  // reduced in float32 and rounded once at the end). Every rank must call the same collectives
+  // in the same order, with the same shapes.
+  // In place: tensor <- op over ranks (Avg = Sum / world_size).
+  Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  // In place: tensor <- root's tensor.
+  Work broadcast(const Tensor& tensor, int root = 0);
+  // output [world_size, *input.shape] <- every rank's input, by rank.
+  Work all_gather(const Tensor& output, const Tensor& input);
+  // input [world_size * n, ...]: output [n, ...] <- op over ranks of this rank's n rows.
+  Work reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum);
+  Work barrier();
+
+  // Ends the job at once on every rank (MPI_Abort): what a failing rank calls so its peers stop
+  // instead of waiting for their timeout. Does not return.
+  [[noreturn]] void abort(int code = 1);
+
+ private:
+  explicit ProcessGroup(ProcessGroupOptions options);
+  ProcessGroupOptions options_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  bool thread_multiple_ = false;
+};
+
+}  // namespace hg::distributed

@@ -1,0 +1,268 @@
+// The distributed suite: run under mpirun (tests/distributed/run.sh) with 2 or 3 ranks. Every rank
+// runs every test case; collectives must match, so cases never branch around a collective
+// except where a test means to (the timeout cases). Exits 77 (skipped) in a build without MPI.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <halfgrad.h>
+
+#include "distributed/process_group.h"
+#include "framework/data/distributed_sampler.h"
+#include "framework/nn/distributed.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace dist = hg::distributed;
+using hg::Tensor;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> group() { return dist::ProcessGroup::init({.timeout_s = 60}); }
+
+// Every rank's copy of t, stacked: [world, *t.shape].
+Tensor gather(const Tensor& t) {
+  auto pg = group();
+  hg::Shape s{pg->world_size()};
+  for (int64_t d : t.shape()) s.push_back(d);
+  Tensor out = hg::zeros(s, hg::TensorOptions(t.dtype()));
+  pg->all_gather(out, t.contiguous()).wait();
+  return out;
+}
+
+// Whether every rank holds bit-identical values of t.
+bool identical_across_ranks(const Tensor& t) {
+  Tensor all = gather(t.to(hg::kFloat32));
+  auto v = all.to_vector<float>();
+  int64_t n = t.numel();
+  for (int64_t r = 1; r < group()->world_size(); ++r)
+    if (std::memcmp(v.data(), v.data() + r * n, sizeof(float) * n) != 0) return false;
+  return true;
+}
+
+std::shared_ptr<hg::nn::Sequential> make_mlp() {
+  auto m = std::make_shared<hg::nn::Sequential>();
+  m->push_back(std::make_shared<hg::nn::Linear>(6, 16));
+  m->push_back(std::make_shared<hg::nn::ReLU>());
+  m->push_back(std::make_shared<hg::nn::Linear>(16, 8));
+  m->push_back(std::make_shared<hg::nn::ReLU>());
+  m->push_back(std::make_shared<hg::nn::Linear>(8, 3));
+  return m;
+}
+
+// A reference copy of the DDP model's (rank 0's, after the broadcast) parameters.
+std::shared_ptr<hg::nn::Sequential> clone_of(hg::nn::Module& m) {
+  auto ref = make_mlp();
+  hg::StateDict sd;
+  for (const auto& [name, t] : m.named_parameters()) sd[name] = t.detach().clone();
+  ref->load_state_dict(sd);
+  return ref;
+}
+
+void check_close(const Tensor& a, const Tensor& b, double tol) {
+  auto x = a.to(hg::kFloat64).to_vector<double>();
+  auto y = b.to(hg::kFloat64).to_vector<double>();
+  REQUIRE(x.size() == y.size());
+  // Relative to the tensor's largest value: float32 sums in a different order (per rank, then
+  // across ranks) differ in the last bits, which near-zero elements would magnify.
+  double worst = 0, scale = 1e-12;
+  for (size_t i = 0; i < x.size(); ++i) scale = std::max(scale, std::abs(y[i]));
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]) / scale);
+  CHECK(worst < tol);
+}
+
+}  // namespace
+
+TEST_CASE("collectives: all_reduce sum/avg/max in every float dtype, broadcast, all_gather, reduce_scatter") {
+  auto pg = group();
+  const int r = pg->rank(), w = pg->world_size();
+  for (hg::Dtype d : {hg::kFloat32, hg::kFloat64, hg::kBFloat16, hg::kFloat16}) {
+    CAPTURE(hg::dtype_name(d));
+    Tensor t = hg::tensor<float>({1.0f * r, 2.0f, -1.0f * r}, hg::TensorOptions(d));
+    pg->all_reduce(t, dist::ReduceOp::Sum).wait();
+    auto v = t.to(hg::kFloat64).to_vector<double>();
+    CHECK(v[0] == w * (w - 1) / 2);
+    CHECK(v[1] == 2.0 * w);
+    Tensor a = hg::tensor<float>({2.0f * (r + 1)}, hg::TensorOptions(d));
+    pg->all_reduce(a, dist::ReduceOp::Avg).wait();
+    CHECK(a.to(hg::kFloat64).item<double>() == doctest::Approx(w + 1.0));
+    Tensor m = hg::tensor<float>({static_cast<float>(r), -static_cast<float>(r)}, hg::TensorOptions(d));
+    pg->all_reduce(m, dist::ReduceOp::Max).wait();
+    CHECK(m.to(hg::kFloat64).to_vector<double>() == std::vector<double>{w - 1.0, 0.0});
+    Tensor b = hg::full({4}, r == 0 ? 7.5 : -1.0, hg::TensorOptions(d));
+    pg->broadcast(b, 0).wait();
+    CHECK(b.to(hg::kFloat64).to_vector<double>() == std::vector<double>(4, 7.5));
+  }
+  Tensor g = gather(hg::full({2}, r, hg::TensorOptions(hg::kFloat32)));
+  for (int k = 0; k < w; ++k) CHECK(g.select(0, k).to_vector<float>() == std::vector<float>{1.0f * k, 1.0f * k});
+  Tensor in = hg::arange(0, 2 * w, 1, hg::TensorOptions(hg::kFloat32))
+                  .add(hg::full({2 * w}, r, hg::TensorOptions(hg::kFloat32)));
+  Tensor out = hg::zeros({2}, hg::TensorOptions(hg::kFloat32));
+  pg->reduce_scatter(out, in, dist::ReduceOp::Sum).wait();
+  const float ranks = w * (w - 1) / 2.0f;
+  CHECK(out.to_vector<float>() == std::vector<float>{2.0f * r * w + ranks, (2.0f * r + 1) * w + ranks});
+  pg->barrier().wait();
+  CHECK_THROWS_WITH_AS(pg->all_reduce(hg::zeros({2}, hg::TensorOptions(hg::kInt64))),
+                       doctest::Contains("[distributed] all_reduce: dtype int64"), hg::Error);
+  CHECK_THROWS_WITH_AS(pg->all_reduce(hg::zeros({2, 3}).t()), doctest::Contains("contiguous"), hg::Error);
+}
+
+TEST_CASE("DDP: averaged gradients equal one process's gradients on the concatenated batch") {
+  auto pg = group();
+  const int r = pg->rank(), w = pg->world_size();
+  hg::manual_seed(100 + r);  // different initial weights per rank: the broadcast must fix them
+  auto model = make_mlp();
+  // A small bucket cap: several buckets, launched during backward.
+  hg::nn::DistributedDataParallel ddp(model, pg, {.bucket_cap_bytes = 200});
+  CHECK(ddp.bucket_indices().size() > 2);
+  for (const auto& p : model->parameters()) CHECK(identical_across_ranks(p));
+  hg::manual_seed(7);  // the same global batch on every rank
+  const int64_t b = 5;
+  Tensor x = hg::randn({b * w, 6}), y = hg::randn({b * w, 3});
+  Tensor loss = hg::mse_loss(ddp(x.narrow(0, r * b, b)), y.narrow(0, r * b, b));
+  loss.backward();  // the last bucket waits: gradients are averaged when backward returns
+  auto ref = clone_of(*model);
+  hg::mse_loss((*ref)(x), y).backward();
+  auto p = model->parameters(), q = ref->parameters();
+  for (size_t i = 0; i < p.size(); ++i) check_close(p[i].grad(), q[i].grad(), 1e-5);
+  ddp.wait_for_gradients();  // a no-op now
+  for (size_t i = 0; i < p.size(); ++i) check_close(p[i].grad(), q[i].grad(), 1e-5);
+}
+
+TEST_CASE("DDP: no_sync accumulates locally, the next synced backward reduces the sum") {
+  auto pg = group();
+  const int r = pg->rank(), w = pg->world_size();
+  hg::manual_seed(3);
+  auto model = make_mlp();
+  hg::nn::DistributedDataParallel ddp(model, pg, {.bucket_cap_bytes = 300});
+  auto ref = clone_of(*model);
+  hg::manual_seed(11);
+  const int64_t b = 4;
+  Tensor x1 = hg::randn({b * w, 6}), y1 = hg::randn({b * w, 3});
+  Tensor x2 = hg::randn({b * w, 6}), y2 = hg::randn({b * w, 3});
+  {
+    auto guard = ddp.no_sync();
+    hg::mse_loss(ddp(x1.narrow(0, r * b, b)), y1.narrow(0, r * b, b)).backward();
+  }
+  // After the no_sync backward the gradients are still local: they differ across ranks.
+  CHECK_FALSE(identical_across_ranks(model->parameters()[0].grad()));
+  hg::mse_loss(ddp(x2.narrow(0, r * b, b)), y2.narrow(0, r * b, b)).backward();
+  ddp.wait_for_gradients();
+  (hg::mse_loss((*ref)(x1), y1) + hg::mse_loss((*ref)(x2), y2)).backward();
+  auto p = model->parameters(), q = ref->parameters();
+  for (size_t i = 0; i < p.size(); ++i) check_close(p[i].grad(), q[i].grad(), 1e-5);
+}
+
+TEST_CASE("DDP: an unused parameter is an error naming it, or reduced as zero with find_unused_parameters") {
+  auto pg = group();
+  auto model = make_mlp();
+  hg::nn::DistributedDataParallel strict(model, pg);
+  // Only the first layer takes part: the other parameters get no gradient.
+  Tensor h = (*model->named_children()[0].second)(hg::randn({2, 6}));
+  strict(hg::randn({1, 6}));  // arms the reduction
+  h.sum().backward();
+  CHECK_THROWS_WITH_AS(strict.wait_for_gradients(), doctest::Contains("module.2.weight"), hg::Error);
+
+  auto model2 = make_mlp();
+  hg::nn::DistributedDataParallel lenient(model2, pg, {.bucket_cap_bytes = 300, .find_unused_parameters = true});
+  auto ref = clone_of(*model2);
+  hg::manual_seed(9);
+  const int64_t b = 3, w = pg->world_size();
+  Tensor x = hg::randn({b * w, 6});
+  lenient(hg::randn({1, 6}));  // arms; its output is not used
+  (*model2->named_children()[0].second)(x.narrow(0, pg->rank() * b, b)).sum().backward();
+  lenient.wait_for_gradients();
+  (*ref->named_children()[0].second)(x).sum().backward();
+  auto p = model2->parameters(), q = ref->parameters();
+  check_close(p[0].grad(), q[0].grad().mul(hg::full({}, 1.0 / w)), 1e-5);  // sum loss: the mean of the ranks' sums
+  check_close(p[1].grad(), q[1].grad().mul(hg::full({}, 1.0 / w)), 1e-5);
+  for (size_t i = 2; i < p.size(); ++i) CHECK(p[i].grad().abs().sum().item<float>() == 0.0f);
+}
+
+TEST_CASE("GradScaler with a process group: an inf on one rank makes every rank skip and back off") {
+  auto pg = group();
+  const int r = pg->rank();
+  hg::manual_seed(5 + r);
+  auto model = make_mlp();
+  hg::nn::DistributedDataParallel ddp(model, pg, {.bucket_cap_bytes = 400});
+  hg::optim::SGD opt(model->parameters(), {.lr = 0.05});
+  hg::amp::GradScaler scaler(hg::kCPU, {.init_scale = 1024.0, .growth_interval = 3, .process_group = pg});
+  hg::manual_seed(21 + r);  // each rank's own data
+  for (int step = 0; step < 8; ++step) {
+    Tensor x = hg::randn({4, 6}), y = hg::randn({4, 3});
+    opt.zero_grad();
+    Tensor loss;
+    {
+      hg::amp::AutocastGuard autocast(hg::kCPU, hg::kBFloat16);
+      loss = hg::mse_loss(ddp(x), y);
+    }
+    scaler.scale(loss).backward();
+    // After the all-reduce (so DDP cannot spread it): an inf on the last rank only.
+    const bool inject = step == 4 && r == pg->world_size() - 1;
+    if (inject) {
+      hg::NoGradGuard no_grad;
+      Tensor g = model->parameters()[0].grad();
+      g.select(0, 0).select(0, 0).fill_(std::numeric_limits<double>::infinity());
+    }
+    Tensor before = model->parameters()[2].detach().clone();
+    double scale_before = scaler.get_scale();
+    scaler.step(opt);
+    scaler.update();
+    if (step == 4) {
+      CHECK(scaler.get_scale() == scale_before * 0.5);                                // every rank backed off
+      CHECK(before.to_vector<float>() == model->parameters()[2].to_vector<float>());  // and skipped
+    }
+    CHECK(identical_across_ranks(hg::full({1}, scaler.get_scale(), hg::TensorOptions(hg::kFloat32))));
+    for (const auto& p : model->parameters()) CHECK(identical_across_ranks(p));
+  }
+}
+
+TEST_CASE("a collective a peer never joins times out with an hg::Error instead of hanging") {
+  auto pg = group();
+  const double timeout = 1.0;
+  pg->set_timeout(timeout);
+  Tensor t = hg::ones({3});
+  if (pg->rank() == 0) {
+    auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH_AS(pg->all_reduce(t).wait(), doctest::Contains("rank 0 timed out after 1 s"), hg::Error);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(took < timeout + 2.0);
+  } else {
+    // This rank is "late": it joins after rank 0 gave up (so the job can still end cleanly;
+    // the timed-out request completes before MPI_Finalize).
+    std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 1.0));
+    pg->set_timeout(30);
+    pg->all_reduce(t).wait();
+  }
+  pg->set_timeout(60);
+}
+
+int main(int argc, char** argv) {
+  if (!dist::is_available()) {
+    std::printf("halfgrad was built without MPI: distributed suite skipped\n");
+    return 77;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--probe-only") == 0) return 0;  // run.sh: built with MPI?
+  // --throw-on-rank=k: rank k throws from user code before a collective; the others must fail
+  // (mpirun ends the job, or their wait times out), never hang. run.sh checks exit and time.
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--throw-on-rank=", 16) == 0) {
+      auto pg = dist::ProcessGroup::init({.timeout_s = 5});
+      if (pg->rank() == std::atoi(argv[i] + 16)) throw std::runtime_error("user code failed on this rank");
+      pg->all_reduce(hg::ones({4})).wait();
+      std::printf("rank %d: the collective completed although a peer threw\n", pg->rank());
+      return 0;
+    }
+  auto pg = group();
+  doctest::Context ctx(argc, argv);
+  if (pg->rank() != 0) ctx.setOption("out", "/dev/null");  // one rank's report; failures show in rc
+  int rc = ctx.run();
+  // Every rank's verdict: the job fails if any rank failed.
+  Tensor flag = hg::full({1}, rc != 0 ? 1.0 : 0.0, hg::TensorOptions(hg::kFloat32));
+  pg->all_reduce(flag, dist::ReduceOp::Max).wait();
+  if (flag.item<float>() != 0 && rc == 0) std::printf("rank %d passed, another rank failed\n", pg->rank());
+  return flag.item<float>() != 0 ? 1 : 0;
+}
