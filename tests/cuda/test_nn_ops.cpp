@@ -40,6 +40,16 @@ TEST_CASE("cuda losses (+backward) match the CPU") {
                     {randn({4, 5}).to(d), rand({4, 5}).to(d)}, row_tolerance(d));
     check_with_grad([&](const auto& v) { return binary_cross_entropy(v[0], v[1]); },
                     {rand({4, 5}).to(d) * 0.9 + 0.05, rand({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return l1_loss(v[0], v[1]); }, {randn({4, 5}).to(d), randn({4, 5}).to(d)},
+                    row_tolerance(d));
+    check_with_grad([&](const auto& v) { return smooth_l1_loss(v[0], v[1], Reduction::Sum, 0.5); },
+                    {randn({4, 5}).to(d), randn({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return huber_loss(v[0], v[1], Reduction::None, 0.7); },
+                    {randn({4, 5}).to(d), randn({5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return kl_div(log_softmax(v[0], 1), v[1], Reduction::BatchMean); },
+                    {randn({4, 5}).to(d), rand({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return kl_div(v[0], v[1], Reduction::Mean, true); },
+                    {randn({4, 5}).to(d), randn({4, 5}).to(d)}, row_tolerance(d));
   }
   // A bad target is found on the device and raised at the next synchronisation (here item()).
   const Tensor bad_loss = cross_entropy(randn({2, 3}).to(kCUDA), full({2}, 7.0, TensorOptions(kInt64)).to(kCUDA));
