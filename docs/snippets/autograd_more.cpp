@@ -11,9 +11,9 @@ int main() {
   hg::Tensor d2y = hg::autograd::grad({dy.sum()}, {x})[0];
   HG_CHECK(d2y.to_vector<double>() == std::vector<double>({6, 12, 18}), "guide", "d2(x^3)/dx2 = 6x");
   // gradgradcheck compares second derivatives with finite differences of the first (float64).
-  HG_CHECK(hg::autograd::gradgradcheck([](const hg::TensorList& in) { return hg::tanh(in[0]) * in[0]; },
-                                       {hg::randn({4})}),
-           "guide", "gradgradcheck");
+  HG_CHECK(
+      hg::autograd::gradgradcheck([](const hg::TensorList& in) { return hg::tanh(in[0]) * in[0]; }, {hg::randn({4})}),
+      "guide", "gradgradcheck");
 
   // Tensor hooks see (and may replace) a gradient; post-accumulate-grad hooks run once per
   // backward after a leaf's .grad is final. remove() unregisters either.
