@@ -19,6 +19,7 @@
 #include "framework/error.h"
 #include "framework/grad_mode.h"
 #include "framework/nn/attention.h"
+#include "framework/nn/containers.h"
 #include "framework/nn/conv.h"
 #include "framework/nn/distributed.h"
 #include "framework/nn/dropout.h"

@@ -116,6 +116,10 @@ constexpr PolicyRow kTable[] = {
   {"cross_entropy",                      F32,     F32,     "loss"},
   {"nll_loss",                           F32,     F32,     "loss"},
   {"mse_loss",                           F32,     F32,     "loss"},
+  {"l1_loss",                            F32,     F32,     "loss"},
+  {"smooth_l1_loss",                     F32,     F32,     "loss"},
+  {"huber_loss",                         F32,     F32,     "loss"},
+  {"kl_div",                             F32,     F32,     "loss"},
   {"binary_cross_entropy_with_logits",   F32,     F32,     "loss"},
   {"binary_cross_entropy",               F32,     Refuse,
    "binary_cross_entropy on probabilities is unsafe in float16 autocast; use binary_cross_entropy_with_logits "

@@ -23,6 +23,10 @@ class MultiheadAttention : public Module {
   Tensor in_proj_weight, in_proj_bias;
   std::shared_ptr<Linear> out_proj;
 
+  std::string extra_repr() const override {
+    return fmt::format("embed_dim={}, num_heads={}, dropout={}, batch_first={}", embed_dim_, num_heads_, dropout_,
+                       batch_first_);
+  }
   int64_t embed_dim() const { return embed_dim_; }
   int64_t num_heads() const { return num_heads_; }
 

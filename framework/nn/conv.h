@@ -1,4 +1,4 @@
-// Conv2d and the 2-d pooling modules.
+// Conv1d, Conv2d and the 2-d pooling modules.
 #pragma once
 
 #include <vector>
@@ -23,10 +23,31 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
       : Conv2d(in_channels, out_channels, std::vector<int64_t>{kernel_size, kernel_size}, std::move(options)) {}
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
   Tensor weight, bias;
 
  private:
   Conv2dOptions options_;
+};
+
+struct Conv1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  bool bias = true;
+};
+
+// x [N, C, L] (or [C, L]); weight [out, in/groups, k] and bias [out] initialised as Conv2d's.
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv1dOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+
+ private:
+  Conv1dOptions options_;
 };
 
 struct Pool2dOptions {

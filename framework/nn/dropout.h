@@ -11,6 +11,7 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override { return fmt::format("p={}", p_); }
 
  private:
   double p_;

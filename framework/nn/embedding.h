@@ -10,6 +10,7 @@ class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& indices) override;
+  std::string extra_repr() const override { return fmt::format("{}, {}", weight.size(0), weight.size(1)); }
   Tensor weight;
 };
 

@@ -3,8 +3,11 @@
 #include <cmath>
 
 #include "framework/nn/init.h"
+#include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/matmul.h"
+#include "framework/ops/softmax.h"
+#include "framework/ops/unary.h"
 
 namespace hg::nn {
 
@@ -25,5 +28,11 @@ Tensor Linear::forward(const Tensor& x) {
   HG_CHECK(x.dim() >= 1 && x.size(-1) == in_, "Linear", "expected input [..., {}], got shape {}", in_, x.shape());
   return linear(x, weight, bias);
 }
+
+// No fused silu op: the two ops give the same values and gradients (and pass through autocast).
+Tensor SiLU::forward(const Tensor& x) { return x * sigmoid(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim_); }
 
 }  // namespace hg::nn

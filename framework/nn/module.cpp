@@ -1,5 +1,6 @@
 #include "framework/nn/module.h"
 
+#include <ostream>
 #include <set>
 
 #include "framework/grad_mode.h"
@@ -112,6 +113,34 @@ int64_t Module::num_parameters() const {
   for (const Tensor& p : parameters()) n += p.numel();
   return n;
 }
+
+void Module::append_repr(std::string& out, int indent) const {
+  const std::string extra = extra_repr();
+  const int64_t count = num_parameters();
+  const std::string note = count ? fmt::format("  # {} parameter{}", count, count == 1 ? "" : "s") : "";
+  out += type_name_ + "(";
+  if (children_.empty()) {
+    out += extra + ")" + note;
+    return;
+  }
+  out += note + "\n";
+  const std::string pad(static_cast<size_t>(indent + 2), ' ');
+  if (!extra.empty()) out += pad + extra + "\n";  // as PyTorch: the config on a line of its own
+  for (const auto& [name, child] : children_) {
+    out += pad + "(" + name + "): ";
+    child->append_repr(out, indent + 2);
+    out += "\n";
+  }
+  out += std::string(static_cast<size_t>(indent), ' ') + ")";
+}
+
+std::string Module::to_string() const {
+  std::string out;
+  append_repr(out, 0);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) { return os << module.to_string(); }
 
 void Module::train(bool on) {
   training_ = on;

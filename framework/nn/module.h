@@ -7,14 +7,19 @@
 //   };
 //
 // Call a module as module(x): that runs its forward pre-hooks, forward, then its forward hooks
-// (as PyTorch's __call__); calling forward() directly skips the hooks.
+// (as PyTorch's __call__); calling forward() directly skips the hooks. fmt::print("{}", module)
+// (or std::cout << module) prints the tree as PyTorch's repr, with parameter counts.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -45,6 +50,12 @@ class Module {
   RemovableHandle register_forward_pre_hook(ForwardPreHook fn);
   RemovableHandle register_forward_hook(ForwardHook fn);
   const std::string& type_name() const { return type_name_; }
+  // The key configuration shown inside the parentheses when printed, as PyTorch's extra_repr:
+  // "in_features=4, out_features=2, bias=true". Layers override it; the default is empty.
+  virtual std::string extra_repr() const { return ""; }
+  // The tree as PyTorch prints it: "Type(extra)" for a leaf, children indented one per line as
+  // "(name): ...", and "  # N parameters" after each module that holds any (the root's is the total).
+  std::string to_string() const;
 
   // ---- walking the tree (names are dotted paths: "0.weight", "fc1.bias") ----
   TensorList parameters(bool recurse = true) const;
@@ -89,6 +100,7 @@ class Module {
   void convert(Device device, std::optional<Dtype> dtype);
   template <class F>
   void walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const;
+  void append_repr(std::string& out, int indent) const;
 
   std::string type_name_;
   bool training_ = true;
@@ -103,7 +115,18 @@ class Module {
   std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();  // handles hold it weakly
 };
 
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
 }  // namespace hg::nn
+
+// fmt::print("{}", model) for Module and every subclass.
+template <class M>
+struct fmt::formatter<M, char, std::enable_if_t<std::is_base_of_v<hg::nn::Module, M>>>
+    : fmt::formatter<std::string_view> {
+  auto format(const hg::nn::Module& m, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(m.to_string(), ctx);
+  }
+};
 
 namespace hg {
 

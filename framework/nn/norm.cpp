@@ -17,6 +17,18 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, shape_, weight, bias, eps_); }
 
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
+    : Module("GroupNorm"), groups_(num_groups), channels_(num_channels), eps_(eps) {
+  HG_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, "GroupNorm",
+           "num_channels {} must be a positive multiple of num_groups {}", num_channels, num_groups);
+  if (affine) {
+    register_parameter("weight", weight, ones({num_channels}));
+    register_parameter("bias", bias, zeros({num_channels}));
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, groups_, weight, bias, eps_); }
+
 BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats)
     : Module("BatchNorm2d"), features_(num_features), eps_(eps), momentum_(momentum) {
   HG_CHECK(num_features > 0, "BatchNorm2d", "num_features must be positive, got {}", num_features);

@@ -1,4 +1,4 @@
-// LayerNorm and BatchNorm2d (running statistics in buffers; batch statistics when training).
+// LayerNorm, GroupNorm and BatchNorm2d (running statistics in buffers; batch statistics when training).
 #pragma once
 
 #include "framework/nn/module.h"
@@ -10,10 +10,28 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, eps={}, elementwise_affine={}", shape_, eps_, weight.defined());
+  }
   Tensor weight, bias;
 
  private:
   Shape shape_;
+  double eps_;
+};
+
+// x [N, C, ...]: hg::group_norm over num_groups groups of channels; weight = 1, bias = 0 ([C]).
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, {}, eps={}, affine={}", groups_, channels_, eps_, weight.defined());
+  }
+  Tensor weight, bias;
+
+ private:
+  int64_t groups_, channels_;
   double eps_;
 };
 
@@ -24,6 +42,10 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
                        bool track_running_stats = true);
   Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", features_, eps_, momentum_,
+                       weight.defined(), running_mean.defined());
+  }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:

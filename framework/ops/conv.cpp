@@ -173,4 +173,26 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   return out;
 }
 
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
+              int64_t dilation, int64_t groups) {
+  HG_CHECK(input.defined() && weight.defined(), "conv1d", "got an undefined input or weight");
+  HG_CHECK(input.dim() == 2 || input.dim() == 3, "conv1d",
+           "expected a 2-d (unbatched) or 3-d input [N, C, L], got shape {}", input.shape());
+  HG_CHECK(weight.dim() == 3, "conv1d", "expected a 3-d weight [out, in/groups, k], got shape {}", weight.shape());
+  HG_CHECK(stride > 0 && dilation > 0 && padding >= 0, "conv1d",
+           "stride and dilation must be positive and padding non-negative, got stride {}, padding {}, dilation {}",
+           stride, padding, dilation);
+  HG_CHECK(groups > 0, "conv1d", "groups must be positive, got {}", groups);
+  const int64_t c = input.size(input.dim() - 2);
+  HG_CHECK(weight.size(1) * groups == c, "conv1d",
+           "input of shape {} has {} channels, but weight of shape {} with groups {} expects {}", input.shape(), c,
+           weight.shape(), groups, weight.size(1) * groups);
+  const int64_t len = input.size(-1), span = dilation * (weight.size(2) - 1) + 1;
+  HG_CHECK(len + 2 * padding >= span, "conv1d",
+           "input length {} (padded by {} each side) is shorter than the kernel span {}", len, padding, span);
+  const int64_t h = input.dim() - 1;  // the height-1 dim conv2d sees
+  return conv2d(input.unsqueeze(h), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups)
+      .squeeze(h);
+}
+
 }  // namespace hg

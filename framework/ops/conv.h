@@ -1,5 +1,5 @@
-// 2-d convolution (conv2d). Its three kernel stubs (forward, backward data, backward filter) are
-// in conv_kernels.h, shaped so a CUDA backend can plug cuDNN's matching calls into each one.
+// 2-d convolution (conv2d), and conv1d composed through it. Its three kernel stubs (forward, backward data, backward
+// filter) are in conv_kernels.h, shaped so a CUDA backend can plug cuDNN's matching calls into each one.
 #pragma once
 
 #include "framework/op.h"
@@ -11,5 +11,11 @@ namespace hg {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+
+// PyTorch's conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C/groups, k], optional
+// bias [O]. Runs as conv2d on a height-1 image, so every backend, dtype, autocast rule (lower
+// precision) and gradient of conv2d applies.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 
 }  // namespace hg

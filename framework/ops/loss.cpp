@@ -131,6 +131,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
                      double label_smoothing) {
   OpCall call(kCrossEntropy, {logits, target});
   const Tensor& x = call.input(0);
+  HG_CHECK(reduction != Reduction::BatchMean, "cross_entropy", "Reduction::BatchMean is for kl_div only");
   HG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy",
            "label_smoothing must be in [0, 1], got {}", label_smoothing);
   ClassLayout l = class_layout("cross_entropy", x, call.input(1));
@@ -172,6 +173,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   OpCall call(kNllLoss, {log_probs, target});
   const Tensor& x = call.input(0);
+  HG_CHECK(reduction != Reduction::BatchMean, "nll_loss", "Reduction::BatchMean is for kl_div only");
   ClassLayout l = class_layout("nll_loss", x, call.input(1));
   const int64_t n = l.input.shape()[0], s = l.input.shape()[2];
   const Dtype compute = detail::loss_compute_dtype(x.dtype());

@@ -36,9 +36,12 @@ HG_DECLARE_STUB(nll_backward_stub, NllBackwardFn);
 
 // out = loss(a, b[, c]) elementwise; all operands of out's shape and dtype (c, the pos_weight, may
 // be undefined). SquaredError: (a - b)^2; BinaryCrossEntropy: -(b log a + (1 - b) log(1 - a)) with
-// logs clamped at -100; BinaryCrossEntropyWithLogits: the stable form of the same on sigmoid(a).
+// logs clamped at -100; BinaryCrossEntropyWithLogits: the stable form of the same on sigmoid(a);
+// AbsoluteError: |a - b|; SmoothL1 (param = beta > 0): 0.5 d^2 / beta where |d| < beta, else
+// |d| - 0.5 beta; Huber (param = delta): 0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta);
+// KlDiv: b (log b - a), 0 where b = 0; KlDivLogTarget: exp(b) (b - a).
 using PointwiseLossFn = void (*)(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b,
-                                 const Tensor& c);
+                                 const Tensor& c, double param);
 HG_DECLARE_STUB(pointwise_loss_stub, PointwiseLossFn);
 
 }  // namespace hg

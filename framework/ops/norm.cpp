@@ -2,7 +2,9 @@
 // kernels/cpu/norm.cpp.
 #include "framework/ops/norm_kernels.h"
 
+#include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
+#include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
@@ -210,6 +212,36 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
   call.finish({&out}, std::move(bw));
   return out;
+}
+
+Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  HG_CHECK(x_in.defined(), "group_norm", "got an undefined input");
+  HG_CHECK(x_in.dim() >= 2, "group_norm", "expected an input [N, C, ...] with at least 2 dims, got shape {}",
+           x_in.shape());
+  HG_CHECK(is_floating(x_in.dtype()), "group_norm", "expected a floating-point input, got {}", x_in.dtype());
+  const int64_t n = x_in.size(0), c = x_in.size(1);
+  HG_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm",
+           "num_channels {} (dim 1 of shape {}) must be divisible by num_groups {}", c, x_in.shape(), num_groups);
+  for (const Tensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    const char* what = t == &weight ? "weight" : "bias";
+    HG_CHECK(t->shape() == Shape{c}, "group_norm", "{} must have shape [{}] (one per channel), got {}", what, c,
+             t->shape());
+    HG_CHECK(t->device() == x_in.device(), "group_norm", "{} is on {} but the input is on {}", what, t->device(),
+             x_in.device());
+  }
+  // PyTorch's autocast runs group_norm in float32 (the statistics need it): at the outermost op,
+  // cast here, since the composed ops below would otherwise each follow their own rows.
+  const bool autocast = OpCall::depth() == 0 && autocast_state()[x_in.device().type].enabled;
+  auto prep = [&](const Tensor& t) { return autocast && t.defined() && t.dtype() != kFloat32 ? t.to(kFloat32) : t; };
+  const Tensor x = prep(x_in);
+  const int64_t per_group = n * c == 0 ? 0 : x.numel() / (n * num_groups);
+  Tensor y = layer_norm(x.reshape({n, num_groups, per_group}), {per_group}, Tensor(), Tensor(), eps).reshape(x.shape());
+  Shape affine(static_cast<size_t>(x.dim()), 1);
+  affine[1] = c;
+  if (weight.defined()) y = y * prep(weight).reshape(affine);
+  if (bias.defined()) y = y + prep(bias).reshape(affine);
+  return y;
 }
 
 }  // namespace hg

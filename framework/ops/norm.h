@@ -1,6 +1,6 @@
-// Normalisation layers: layer_norm and batch_norm, each with a fused forward kernel and a fused
-// backward kernel (they sit on every training step's hot path). Statistics are computed in
-// float32 for 16-bit inputs (float64 for float64).
+// Normalisation layers: layer_norm and batch_norm (group_norm composes layer_norm), each with a fused forward kernel
+// and a fused backward kernel (they sit on every training step's hot path). Statistics are computed in float32 for
+// 16-bit inputs (float64 for float64).
 #pragma once
 
 #include "framework/op.h"
@@ -17,5 +17,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // momentum batch, with the unbiased variance, as PyTorch). eval: uses the running stats.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+
+// x [N, C, ...]: normalises each of num_groups groups of C / num_groups channels (with all their
+// positions) per sample, then scales and shifts per channel (weight and bias [C], optional).
+// Composed from reshape and layer_norm, so every backend, dtype and gradient of those applies;
+// under autocast it runs in float32 and returns float32, as PyTorch's.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 }  // namespace hg

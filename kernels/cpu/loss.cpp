@@ -154,7 +154,8 @@ C clamped_log(C v) {
   return std::max(std::log(v), C(-100));
 }
 
-void pointwise_loss_cpu(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c) {
+void pointwise_loss_cpu(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c,
+                        double param) {
   std::atomic<bool> out_of_range{false};
   dispatch_float(out.dtype(), [&]<class T>(TypeTag<T>) {
     using C = acc_t<T>;
@@ -163,6 +164,33 @@ void pointwise_loss_cpu(PointwiseLoss kind, const Tensor& out, const Tensor& a, 
         binary_loop<T, T, T>(out, a, b, [](T x, T y) {
           const C d = C(x) - C(y);
           return T(d * d);
+        });
+        break;
+      case PointwiseLoss::AbsoluteError:
+        binary_loop<T, T, T>(out, a, b, [](T x, T y) { return T(std::abs(C(x) - C(y))); });
+        break;
+      case PointwiseLoss::SmoothL1:
+        binary_loop<T, T, T>(out, a, b, [beta = C(param)](T x, T y) {
+          const C z = std::abs(C(x) - C(y));
+          return T(z < beta ? C(0.5) * z * z / beta : z - C(0.5) * beta);
+        });
+        break;
+      case PointwiseLoss::Huber:
+        binary_loop<T, T, T>(out, a, b, [delta = C(param)](T x, T y) {
+          const C z = std::abs(C(x) - C(y));
+          return T(z < delta ? C(0.5) * z * z : delta * (z - C(0.5) * delta));
+        });
+        break;
+      case PointwiseLoss::KlDiv:
+        binary_loop<T, T, T>(out, a, b, [](T x, T t_in) {
+          const C t = C(t_in);
+          return T((t == C(0) ? C(0) : t * std::log(t)) - t * C(x));  // xlogy(t, t) - t x, as PyTorch
+        });
+        break;
+      case PointwiseLoss::KlDivLogTarget:
+        binary_loop<T, T, T>(out, a, b, [](T x, T t_in) {
+          const C t = C(t_in);
+          return T(std::exp(t) * (t - C(x)));
         });
         break;
       case PointwiseLoss::BinaryCrossEntropy:

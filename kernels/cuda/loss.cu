@@ -202,6 +202,43 @@ struct SquaredErrorFn {
   }
 };
 template <class T>
+struct AbsErrorFn {
+  __device__ T operator()(T a, T b) const { return from_acc<T>(fabs(to_acc(a) - to_acc(b))); }
+};
+template <class T>
+struct SmoothL1Fn {
+  acc_t<T> beta;
+  __device__ T operator()(T a, T b) const {
+    using C = acc_t<T>;
+    const C z = fabs(to_acc(a) - to_acc(b));
+    return from_acc<T>(z < beta ? C(0.5) * z * z / beta : z - C(0.5) * beta);
+  }
+};
+template <class T>
+struct HuberFn {
+  acc_t<T> delta;
+  __device__ T operator()(T a, T b) const {
+    using C = acc_t<T>;
+    const C z = fabs(to_acc(a) - to_acc(b));
+    return from_acc<T>(z < delta ? C(0.5) * z * z : delta * (z - C(0.5) * delta));
+  }
+};
+template <class T>
+struct KlDivFn {
+  __device__ T operator()(T x, T tin) const {
+    using C = acc_t<T>;
+    const C t = to_acc(tin);
+    return from_acc<T>((t == C(0) ? C(0) : t * log(t)) - t * to_acc(x));  // xlogy(t, t) - t x
+  }
+};
+template <class T>
+struct KlDivLogTargetFn {
+  __device__ T operator()(T x, T tin) const {
+    const auto t = to_acc(tin);
+    return from_acc<T>(exp(t) * (t - to_acc(x)));
+  }
+};
+template <class T>
 struct BceFn {
   int* out_of_range;
   __device__ T operator()(T pin, T yin) const {
@@ -229,12 +266,22 @@ __global__ void bce_logits_weighted_kernel(Geometry<4> g, char* out, const char*
   }
 }
 
-void pointwise_loss_cuda(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c) {
+void pointwise_loss_cuda(PointwiseLoss kind, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c,
+                         double param) {
   const int dev = out.device().index;
   DeviceGuard guard(dev);
   dispatch_floating(out.dtype(), "loss", [&]<class T>(TypeTag<T>) {
     switch (kind) {
       case PointwiseLoss::SquaredError: launch_binary<T, T>(out, a, b, SquaredErrorFn<T>{}, "mse_loss"); break;
+      case PointwiseLoss::AbsoluteError: launch_binary<T, T>(out, a, b, AbsErrorFn<T>{}, "l1_loss"); break;
+      case PointwiseLoss::SmoothL1:
+        launch_binary<T, T>(out, a, b, SmoothL1Fn<T>{static_cast<acc_t<T>>(param)}, "smooth_l1_loss");
+        break;
+      case PointwiseLoss::Huber:
+        launch_binary<T, T>(out, a, b, HuberFn<T>{static_cast<acc_t<T>>(param)}, "huber_loss");
+        break;
+      case PointwiseLoss::KlDiv: launch_binary<T, T>(out, a, b, KlDivFn<T>{}, "kl_div"); break;
+      case PointwiseLoss::KlDivLogTarget: launch_binary<T, T>(out, a, b, KlDivLogTargetFn<T>{}, "kl_div"); break;
       case PointwiseLoss::BinaryCrossEntropy: {
         const Tensor flag = zeros({1}, TensorOptions(kInt32).device(out.device()));
         launch_binary<T, T>(out, a, b, BceFn<T>{static_cast<int*>(flag.raw_data())}, "binary_cross_entropy");

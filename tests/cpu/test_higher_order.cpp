@@ -164,6 +164,15 @@ TEST_CASE("gradgradcheck passes for every differentiable op whose second derivat
   CHECK(gradgradcheck([](const TensorList& x) { return log_softmax(x[0], 0); }, {r({3, 2})}));
   // Losses
   CHECK(gradgradcheck([](const TensorList& x) { return mse_loss(x[0], x[1]); }, {r({2, 3}), r({2, 3})}));
+  CHECK(gradgradcheck([](const TensorList& x) { return l1_loss(x[0] * x[0], x[1]); }, {r({2, 3}), r({2, 3})}));
+  CHECK(gradgradcheck([](const TensorList& x) { return smooth_l1_loss(x[0] * x[0], x[1], Reduction::Sum, 0.7); },
+                      {r({2, 3}), r({2, 3})}));
+  CHECK(gradgradcheck([](const TensorList& x) { return huber_loss(x[0] * x[0], x[1], Reduction::None, 0.7); },
+                      {r({2, 3}), r({2, 3})}));
+  CHECK(gradgradcheck([](const TensorList& x) { return kl_div(x[0], sigmoid(x[1]), Reduction::BatchMean); },
+                      {r({2, 3}), r({2, 3})}));
+  CHECK(gradgradcheck([](const TensorList& x) { return kl_div(x[0], x[1], Reduction::Sum, true); },
+                      {r({2, 3}), r({2, 3})}));
   CHECK(gradgradcheck([](const TensorList& x) { return binary_cross_entropy(sigmoid(x[0]), sigmoid(x[1])); },
                       {r({2, 3}), r({2, 3})}));
   CHECK(gradgradcheck(

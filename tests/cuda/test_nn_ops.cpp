@@ -40,6 +40,16 @@ TEST_CASE("cuda losses (+backward) match the CPU") {
                     {randn({4, 5}).to(d), rand({4, 5}).to(d)}, row_tolerance(d));
     check_with_grad([&](const auto& v) { return binary_cross_entropy(v[0], v[1]); },
                     {rand({4, 5}).to(d) * 0.9 + 0.05, rand({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return l1_loss(v[0], v[1]); }, {randn({4, 5}).to(d), randn({4, 5}).to(d)},
+                    row_tolerance(d));
+    check_with_grad([&](const auto& v) { return smooth_l1_loss(v[0], v[1], Reduction::Sum, 0.5); },
+                    {randn({4, 5}).to(d), randn({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return huber_loss(v[0], v[1], Reduction::None, 0.7); },
+                    {randn({4, 5}).to(d), randn({5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return kl_div(log_softmax(v[0], 1), v[1], Reduction::BatchMean); },
+                    {randn({4, 5}).to(d), rand({4, 5}).to(d)}, row_tolerance(d));
+    check_with_grad([&](const auto& v) { return kl_div(v[0], v[1], Reduction::Mean, true); },
+                    {randn({4, 5}).to(d), randn({4, 5}).to(d)}, row_tolerance(d));
   }
   // A bad target is found on the device and raised at the next synchronisation (here item()).
   const Tensor bad_loss = cross_entropy(randn({2, 3}).to(kCUDA), full({2}, 7.0, TensorOptions(kInt64)).to(kCUDA));
@@ -49,7 +59,7 @@ TEST_CASE("cuda losses (+backward) match the CPU") {
   CHECK_NOTHROW(cuda::synchronize());  // raised once, then cleared
 }
 
-TEST_CASE("cuda layer_norm and batch_norm (+backward) match the CPU") {
+TEST_CASE("cuda layer_norm, batch_norm and group_norm (+backward) match the CPU") {
   for (Dtype d : kFloats) {
     CAPTURE(d);
     const Tensor x = randn({4, 6, 3, 3}).to(d);
@@ -62,6 +72,7 @@ TEST_CASE("cuda layer_norm and batch_norm (+backward) match the CPU") {
     check_with_grad(
         [&](const auto& v) { return batch_norm(v[0], rm.to(v[0].device()), rv.to(v[0].device()), v[1], v[2], false); },
         {x, cw, cb}, row_tolerance(d));
+    check_with_grad([](const auto& v) { return group_norm(v[0], 3, v[1], v[2]); }, {x, cw, cb}, row_tolerance(d));
   }
 }
 
@@ -76,7 +87,7 @@ TEST_CASE("cuda max/avg pooling (+backward) match the CPU") {
   }
 }
 
-TEST_CASE("cuda conv2d through cuDNN (+backward) matches the CPU") {
+TEST_CASE("cuda conv2d (and conv1d through it) via cuDNN (+backward) match the CPU") {
   for (Dtype d : kFloats) {
     CAPTURE(d);
     const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : row_tolerance(d);
@@ -84,6 +95,8 @@ TEST_CASE("cuda conv2d through cuDNN (+backward) matches the CPU") {
                     {randn({2, 4, 7, 6}).to(d), randn({5, 4, 3, 3}).to(d), randn({5}).to(d)}, tol);
     check_with_grad([](const auto& v) { return conv2d(v[0], v[1], Tensor(), {2}, {0}, {2}, 2); },
                     {randn({1, 4, 9, 9}).to(d), randn({6, 2, 2, 2}).to(d)}, tol);
+    check_with_grad([](const auto& v) { return conv1d(v[0], v[1], v[2], 2, 1, 2, 2); },
+                    {randn({2, 4, 11}).to(d), randn({6, 2, 3}).to(d), randn({6}).to(d)}, tol);
   }
 }
 
