@@ -128,6 +128,16 @@ Tensor staging(const Tensor& t) {
   return to(t, t.device(), kFloat32);
 }
 
+// What wait() runs once a reduction finished: the staged result divided by the world size for
+// Avg and written back into the caller's tensor, or nothing when MPI wrote it in place as is.
+std::function<void()> finish_into(const Tensor& staged, const Tensor& target, bool avg, double world) {
+  if (!avg && staged.is_same(target)) return nullptr;
+  return [staged, target, avg, world] {
+    NoGradGuard no_grad;
+    Tensor(target).copy_(avg ? staged * (1.0 / world) : staged);
+  };
+}
+
 void check_mpi(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
@@ -222,17 +232,7 @@ Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(buf.numel()), mpi_type(buf.dtype()),
                            mpi_op(op), MPI_COMM_WORLD, &w->request),
             "MPI_Iallreduce");
-  bool avg = op == ReduceOp::Avg && world_size_ > 1;
-  bool copy_back = !buf.is_same(tensor);
-  if (avg || copy_back) {
-    double n = world_size_;
-    w->finish = [buf, tensor, avg, copy_back, n] {
-      NoGradGuard no_grad;
-      Tensor out = buf;
-      if (avg) out = buf * (1.0 / n);
-      if (copy_back || avg) const_cast<Tensor&>(tensor).copy_(out);
-    };
-  }
+  w->finish = finish_into(buf, tensor, op == ReduceOp::Avg && world_size_ > 1, world_size_);
   return Work(w);
 }
 
@@ -290,17 +290,7 @@ Work ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), static_cast<int>(out.numel()),
                                       mpi_type(out.dtype()), mpi_op(op), MPI_COMM_WORLD, &w->request),
             "MPI_Ireduce_scatter_block");
-  bool avg = op == ReduceOp::Avg && world_size_ > 1;
-  bool copy_back = !out.is_same(output);
-  if (avg || copy_back) {
-    double n = world_size_;
-    w->finish = [out, output, avg, copy_back, n] {
-      NoGradGuard no_grad;
-      Tensor r = out;
-      if (avg) r = out * (1.0 / n);
-      if (copy_back || avg) const_cast<Tensor&>(output).copy_(r);
-    };
-  }
+  w->finish = finish_into(out, output, op == ReduceOp::Avg && world_size_ > 1, world_size_);
   return Work(w);
 }
 

@@ -92,8 +92,8 @@ void finish_in_place(OpCall& call, Tensor& self, BackwardFn backward) {
   inputs[0] = base;
   BackwardFn through_base = [replay = view->replay, op = std::move(backward)](const TensorList& g) -> TensorList {
     Tensor grad_base = g[0].clone();
-    TensorList grads = op({replay(grad_base).clone()});
     Tensor region = replay(grad_base);
+    TensorList grads = op({region.clone()});
     if (grads[0].defined()) {
       region.copy_(grads[0]);
     } else {

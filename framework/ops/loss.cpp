@@ -104,16 +104,16 @@ Tensor grad_weight(const Tensor& g, Reduction reduction, const Tensor& count, Dt
   if (reduction == Reduction::Mean) w = w / count;
   return w;
 }
-// Under create_graph (grad mode on in the formula): the input gradient of cross_entropy
-// (`softmax_term`, x the logits) or nll_loss written in public ops, so it can be differentiated
+// Under create_graph (grad mode on in the formula): the input gradient, of x_shape, of
+// cross_entropy (given its logits) or nll_loss (logits undefined) written in public ops, so it can be differentiated
 // again: (softmax(x) - q) * w or -q * w, with q the target's one-hot row (smoothed by
 // label_smoothing) and w the upstream gradient per kept target (0 where ignored, divided by the
 // kept count for Mean).
-Tensor class_loss_grad_recorded(const Tensor& x, const Tensor& target, const Tensor& g, Reduction reduction,
-                                const Tensor& count, int64_t ignore_index, double label_smoothing, bool softmax_term,
-                                Dtype compute) {
+Tensor class_loss_grad_recorded(const Tensor& logits, const Shape& x_shape, Dtype x_dtype, const Tensor& target,
+                                const Tensor& g, Reduction reduction, const Tensor& count, int64_t ignore_index,
+                                double label_smoothing, Dtype compute) {
   const int64_t n = target.shape()[0], s = target.shape()[1];
-  const int64_t c = x.dim() == 1 ? x.shape()[0] : x.shape()[1];
+  const int64_t c = x_shape.size() == 1 ? x_shape[0] : x_shape[1];
   const Tensor keep = ne(target, full_like(target, static_cast<double>(ignore_index)));
   const Tensor safe_target = where(keep, target, zeros_like(target));
   Tensor q = one_hot(safe_target, c).to(compute).permute({0, 2, 1});  // [N, C, S]
@@ -122,8 +122,8 @@ Tensor class_loss_grad_recorded(const Tensor& x, const Tensor& target, const Ten
   w = reduction == Reduction::None ? w.reshape({n, 1, s}) : w;
   if (reduction == Reduction::Mean) w = w / count;
   w = w * keep.to(compute).unsqueeze(1);
-  const Tensor gx = softmax_term ? (softmax(x.to(compute).reshape({n, c, s}), 1) - q) * w : -(q * w);
-  return gx.reshape(x.shape()).to(x.dtype());
+  const Tensor gx = logits.defined() ? (softmax(logits.to(compute).reshape({n, c, s}), 1) - q) * w : -(q * w);
+  return gx.reshape(x_shape).to(x_dtype);
 }
 }  // namespace
 
@@ -151,9 +151,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
           s](const TensorList& g) -> TensorList {
       const Tensor& x = sx.get();  // checks x was not modified in place since the forward
       if (GradMode::is_enabled()) {
-        return {
-            class_loss_grad_recorded(x, l.target, g[0], reduction, count, ignore_index, label_smoothing, true, compute),
-            Tensor()};
+        return {class_loss_grad_recorded(x, x.shape(), x.dtype(), l.target, g[0], reduction, count, ignore_index,
+                                         label_smoothing, compute),
+                Tensor()};
       }
       OpCall bcall(kCrossEntropyBackward, {g[0], x});
       Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
@@ -188,8 +188,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
     bw = [target = l.target, shape = x.shape(), dtype = x.dtype(), c = l.input.shape()[1], reduction, count,
           ignore_index, compute, n, s](const TensorList& g) -> TensorList {
       if (GradMode::is_enabled()) {
-        const Tensor like_x = zeros(shape, TensorOptions(dtype).device(g[0].device()));  // only its shape is read
-        return {class_loss_grad_recorded(like_x, target, g[0], reduction, count, ignore_index, 0.0, false, compute),
+        return {class_loss_grad_recorded(Tensor(), shape, dtype, target, g[0], reduction, count, ignore_index, 0.0,
+                                         compute),
                 Tensor()};
       }
       OpCall bcall(kNllLossBackward, {g[0]});

@@ -108,6 +108,14 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
   return arg_reduce(kArgmin, ReduceOp::ArgMin, x, dim, keepdim);
 }
 
+namespace {
+// Whether a clamp bound has a fractional part (it does not fit an integer tensor).
+bool fractional_bound(std::optional<double> lo, std::optional<double> hi) {
+  auto fractional = [](std::optional<double> v) { return v && std::floor(*v) != *v; };
+  return fractional(lo) || fractional(hi);
+}
+}  // namespace
+
 Tensor clamp(const Tensor& t, std::optional<double> lo, std::optional<double> hi) {
   OpCall call(kClamp, {t});
   const Tensor& x = call.input(0);
@@ -115,8 +123,7 @@ Tensor clamp(const Tensor& t, std::optional<double> lo, std::optional<double> hi
   HG_CHECK(lo.has_value() || hi.has_value(), "clamp", "at least one of min and max must be given");
   HG_CHECK(x.dtype() != kBool, "clamp", "not supported on bool tensors");
   // A fractional bound on an integer tensor gives a float32 result (PyTorch's type promotion).
-  auto fractional = [](std::optional<double> v) { return v && std::floor(*v) != *v; };
-  const Dtype dtype = !is_floating(x.dtype()) && (fractional(lo) || fractional(hi)) ? kFloat32 : x.dtype();
+  const Dtype dtype = !is_floating(x.dtype()) && fractional_bound(lo, hi) ? kFloat32 : x.dtype();
   const Tensor in = internal::cast(x, dtype);
   Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
   if (out.numel()) clamp_stub(x.device().type, out, in, lo, hi);
@@ -140,8 +147,7 @@ Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
   HG_CHECK(defined(), "clamp_", "got an undefined tensor");
   HG_CHECK(lo.has_value() || hi.has_value(), "clamp_", "at least one of min and max must be given");
   HG_CHECK(dtype() != kBool, "clamp_", "not supported on bool tensors");
-  auto fractional = [](std::optional<double> v) { return v && std::floor(*v) != *v; };
-  HG_CHECK(is_floating(dtype()) || !(fractional(lo) || fractional(hi)), "clamp_",
+  HG_CHECK(is_floating(dtype()) || !fractional_bound(lo, hi), "clamp_",
            "a fractional bound cannot be stored in a {} tensor", dtype());
   BackwardFn bw;
   if (call.needs_grad()) {
