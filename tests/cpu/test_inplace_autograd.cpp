@@ -212,6 +212,17 @@ TEST_CASE("retain_grad keeps the gradient of the newest value; expanded views ar
   check_error([&] { plain.fill_(1.0); }, {"[fill_]", "same memory"});
 }
 
+TEST_CASE("relu_, clamp_ and masked_fill_ refuse bad input, naming the op") {
+  Tensor flags = zeros({3}, TensorOptions(kBool));
+  check_error([&] { flags.relu_(); }, {"[relu_]", "bool"});
+  Tensor x = doubles({1, 2, 3}, {3});
+  check_error([&] { x.clamp_(std::nullopt, std::nullopt); }, {"[clamp_]", "at least one of min and max"});
+  Tensor ints = tensor(std::vector<int64_t>{1, 2, 3});
+  check_error([&] { ints.clamp_(0.5, 2.0); }, {"[clamp_]", "fractional bound"});
+  check_error([&] { x.masked_fill_(doubles({1, 0, 1}, {3}), 0.0); }, {"[masked_fill_]", "bool mask"});
+  check_error([&] { x.masked_fill_(zeros({2, 3}, TensorOptions(kBool)), 0.0); }, {"[masked_fill_]"});
+}
+
 TEST_CASE("views made before an in-place op see it in their gradients") {
   Tensor x = doubles({1, 2, 3, 4}, {4}).requires_grad_();
   Tensor y = x * 1.0;
