@@ -1,115 +1,97 @@
-// MPI process group: nonblocking MPI collectives (MPI-3) polled with MPI_Test against a deadline.
+// ProcessGroup: picks a backend from the environment, checks every collective's tensors once,
+// stages 16-bit tensors in float32, and waits for Work with the group's timeout.
 #include "distributed/process_group.h"
 
-#include <chrono>
-#include <functional>
+#include <cstdlib>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "distributed/backend.h"
 #include "framework/error.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
-#include "framework/ops/creation.h"
-
-#ifdef HG_WITH_MPI
-#include <mpi.h>
-#endif
 
 namespace hg::distributed {
 
-bool is_available() {
-#ifdef HG_WITH_MPI
-  return true;
-#else
-  return false;
-#endif
+bool is_available(Backend backend) {
+  switch (backend) {
+    case Backend::Mpi: return detail::mpi_built();
+    case Backend::Gloo: return detail::gloo_built();
+    case Backend::Auto: break;
+  }
+  return detail::mpi_built() || detail::gloo_built();
 }
 
-#ifndef HG_WITH_MPI
-
-struct Work::Impl {};
-void Work::wait() {}
-bool Work::is_completed() { return true; }
-std::shared_ptr<ProcessGroup> ProcessGroup::init(ProcessGroupOptions) {
-  fail("distributed", "built without MPI: install libopenmpi-dev and reconfigure with -Dmpi=enabled");
+void Work::wait() {
+  if (!impl_) return;
+  Impl& w = *impl_;
+  auto deadline = Impl::Clock::now() +
+                  std::chrono::duration_cast<Impl::Clock::duration>(std::chrono::duration<double>(w.timeout_s));
+  if (!w.wait_until(deadline)) {
+    w.abandon(impl_);
+    fail("distributed",
+         "{} on rank {} timed out after {} s: a peer rank failed, exited or called a different collective", w.what,
+         w.rank, w.timeout_s);
+  }
+  if (!w.finished) {
+    w.finished = true;
+    if (w.finish) w.finish();
+  }
 }
-ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(options) {}
-ProcessGroup::~ProcessGroup() = default;
-void ProcessGroup::set_timeout(double) { fail("distributed", "built without MPI"); }
-Work ProcessGroup::all_reduce(const Tensor&, ReduceOp) { fail("distributed", "built without MPI"); }
-Work ProcessGroup::broadcast(const Tensor&, int) { fail("distributed", "built without MPI"); }
-Work ProcessGroup::all_gather(const Tensor&, const Tensor&) { fail("distributed", "built without MPI"); }
-Work ProcessGroup::reduce_scatter(const Tensor&, const Tensor&, ReduceOp) { fail("distributed", "built without MPI"); }
-Work ProcessGroup::barrier() { fail("distributed", "built without MPI"); }
-void ProcessGroup::abort(int) { fail("distributed", "built without MPI"); }
 
-#else
-
-struct Work::Impl {
-  std::string what;  // "all_reduce of [4, 3] float32"
-  int rank = 0;
-  double timeout_s = 0;
-  MPI_Request request = MPI_REQUEST_NULL;
-  bool completed = false;
-  bool finished = false;
-  std::function<void()> finish;  // copies a float32 staging buffer back, divides for Avg
-  Tensor keep_alive[2];          // buffers MPI reads or writes until completion
-};
+bool Work::is_completed() { return !impl_ || impl_->test(); }
 
 namespace {
 
-std::mutex abandoned_mutex;
-// Timed-out collectives: MPI may still write their buffers, so they stay alive until finalize.
-std::vector<std::shared_ptr<Work::Impl> > abandoned;
-
-bool test_once(Work::Impl& w) {
-  if (w.completed) return true;
-  int flag = 0;
-  int rc = MPI_Test(&w.request, &flag, MPI_STATUS_IGNORE);
-  if (rc != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, text, &len);
-    fail("distributed", "{} failed on rank {}: {}", w.what, w.rank, std::string(text, len));
-  }
-  w.completed = flag != 0;
-  return w.completed;
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
 }
 
-// Finalizes MPI at exit when halfgrad initialised it, after giving timed-out collectives a
-// last chance to complete (a late peer may still post them).
-struct Finalizer {
-  bool owns = false;
-  double timeout_s = 0;
-  ~Finalizer() {
-    if (!owns) return;
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized) return;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    for (auto& w : abandoned) {
-      while (!w->completed && std::chrono::steady_clock::now() < deadline) {
-        int flag = 0;
-        if (MPI_Test(&w->request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-        w->completed = flag != 0;
-        if (!w->completed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-      // A collective that never completed would hang MPI_Finalize: end the job instead.
-      if (!w->completed) MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Finalize();
-  }
-};
-Finalizer finalizer;
+// An integer environment variable, or an error naming it.
+int env_int(const char* name, int lo, int hi) {
+  const char* v = env(name);
+  HG_CHECK(v, "distributed", "{} is not set: torchrun-style start needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT",
+           name);
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  HG_CHECK(*end == '\0' && x >= lo && x <= hi, "distributed", "{}='{}' must be an integer in [{}, {}]", name, v, lo,
+           hi);
+  return static_cast<int>(x);
+}
 
-std::string describe(const char* op, const Tensor& t) {
-  return fmt::format("{} of [{}] {}", op, fmt::join(t.shape(), ", "), dtype_name(t.dtype()));
+bool launched_by_mpi() {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK") || env("MPI_LOCALNRANKS");
+}
+
+std::unique_ptr<detail::Backend> make_backend(const ProcessGroupOptions& options) {
+  Backend choice = options.backend;
+  if (choice == Backend::Auto) {
+    if (launched_by_mpi())
+      choice = Backend::Mpi;
+    else if (env("WORLD_SIZE"))
+      choice = Backend::Gloo;
+    else
+      choice = detail::mpi_built() ? Backend::Mpi : Backend::Gloo;
+  }
+  HG_CHECK(is_available(choice), "distributed", "built without {}: install {} and reconfigure",
+           choice == Backend::Mpi ? "MPI" : "Gloo", choice == Backend::Mpi ? "libopenmpi-dev" : "libgloo-dev");
+  if (choice == Backend::Mpi) return detail::make_mpi_backend(options.timeout_s);
+  if (!env("WORLD_SIZE")) return detail::make_gloo_backend(0, 1, "", 0, options.timeout_s);  // a group of one
+  int world = env_int("WORLD_SIZE", 1, 1 << 20);
+  int rank = env_int("RANK", 0, world - 1);
+  if (world == 1) return detail::make_gloo_backend(0, 1, "", 0, options.timeout_s);
+  const char* addr = env("MASTER_ADDR");
+  HG_CHECK(addr, "distributed",
+           "MASTER_ADDR is not set: torchrun-style start needs RANK, WORLD_SIZE, MASTER_ADDR "
+           "and MASTER_PORT");
+  int port = env_int("MASTER_PORT", 1, 65535);
+  return detail::make_gloo_backend(rank, world, addr, port, options.timeout_s);
 }
 
 void check_tensor(const char* op, const Tensor& t) {
   HG_CHECK(t.defined(), "distributed", "{}: the tensor is undefined", op);
-  HG_CHECK(t.device().is_cpu(), "distributed", "{}: MPI collectives take CPU tensors, got one on {}", op, t.device());
+  HG_CHECK(t.device().is_cpu(), "distributed", "{}: collectives take CPU tensors, got one on {}", op, t.device());
   HG_CHECK(t.is_contiguous(), "distributed", "{}: the tensor of shape [{}] must be contiguous", op,
            fmt::join(t.shape(), ", "));
   Dtype d = t.dtype();
@@ -117,11 +99,13 @@ void check_tensor(const char* op, const Tensor& t) {
            "{}: dtype {} is not supported (float32, float64, float16, bfloat16)", op, dtype_name(d));
 }
 
-MPI_Datatype mpi_type(Dtype d) { return d == kFloat64 ? MPI_DOUBLE : MPI_FLOAT; }
+std::string describe(const char* op, const Tensor& t) {
+  return fmt::format("{} of [{}] {}", op, fmt::join(t.shape(), ", "), dtype_name(t.dtype()));
+}
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+detail::BufferOp buffer_op(ReduceOp op) { return op == ReduceOp::Max ? detail::BufferOp::Max : detail::BufferOp::Sum; }
 
-// The buffer MPI works on: the tensor itself, or a float32 copy of a 16-bit tensor.
+// The buffer a reduction works on: the tensor itself, or a float32 copy of a 16-bit tensor.
 Tensor staging(const Tensor& t) {
   if (!is_reduced_float(t.dtype())) return t;
   NoGradGuard no_grad;
@@ -129,7 +113,7 @@ Tensor staging(const Tensor& t) {
 }
 
 // What wait() runs once a reduction finished: the staged result divided by the world size for
-// Avg and written back into the caller's tensor, or nothing when MPI wrote it in place as is.
+// Avg and written back into the caller's tensor, or nothing when the backend wrote it in place as is.
 std::function<void()> finish_into(const Tensor& staged, const Tensor& target, bool avg, double world) {
   if (!avg && staged.is_same(target)) return nullptr;
   return [staged, target, avg, world] {
@@ -138,49 +122,7 @@ std::function<void()> finish_into(const Tensor& staged, const Tensor& target, bo
   };
 }
 
-void check_mpi(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail("distributed", "{} failed: {}", call, std::string(text, len));
-}
-
 }  // namespace
-
-void Work::wait() {
-  if (!impl_) return;
-  Impl& w = *impl_;
-  if (!w.completed) {
-    auto start = std::chrono::steady_clock::now();
-    auto deadline = start + std::chrono::duration<double>(w.timeout_s);
-    int spins = 0;
-    while (!test_once(w)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        {
-          std::lock_guard lock(abandoned_mutex);
-          abandoned.push_back(impl_);
-        }
-        fail("distributed",
-             "{} on rank {} timed out after {} s: a peer rank failed, exited or called a different collective", w.what,
-             w.rank, w.timeout_s);
-      }
-      // MPI progresses a nonblocking collective only inside MPI calls, so poll hot (yielding the
-      // core when ranks outnumber cores) for the first second; sleeping between tests made a
-      // 2.7 MB all-reduce 2.5x slower. After a second a peer is late anyway: back off.
-      if (++spins % 64 == 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(1))
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      else
-        std::this_thread::yield();
-    }
-  }
-  if (!w.finished) {
-    w.finished = true;
-    if (w.finish) w.finish();
-  }
-}
-
-bool Work::is_completed() { return !impl_ || test_once(*impl_); }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::init(ProcessGroupOptions options) {
   static std::mutex m;
@@ -190,66 +132,53 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(ProcessGroupOptions options) {
     world->set_timeout(options.timeout_s);
     return world;
   }
-  world = std::shared_ptr<ProcessGroup>(new ProcessGroup(options));
+  HG_CHECK(options.timeout_s > 0, "distributed", "the timeout must be positive, got {} s", options.timeout_s);
+  world = std::shared_ptr<ProcessGroup>(new ProcessGroup(options, make_backend(options)));
   return world;
 }
 
-ProcessGroup::ProcessGroup(ProcessGroupOptions options) : options_(options) {
-  set_timeout(options.timeout_s);
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  int provided = MPI_THREAD_SINGLE;
-  if (!initialized) {
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-    finalizer.owns = true;
-  } else {
-    MPI_Query_thread(&provided);
-  }
-  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
-  // Errors come back as codes (turned into hg::Error) instead of aborting the job.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+ProcessGroup::ProcessGroup(ProcessGroupOptions options, std::unique_ptr<detail::Backend> backend)
+    : options_(options), backend_(std::move(backend)) {
+  rank_ = backend_->rank();
+  world_size_ = backend_->world_size();
+  thread_multiple_ = backend_->thread_multiple();
 }
 
 ProcessGroup::~ProcessGroup() = default;
 
+const char* ProcessGroup::backend() const { return backend_->name(); }
+
 void ProcessGroup::set_timeout(double seconds) {
   HG_CHECK(seconds > 0, "distributed", "the timeout must be positive, got {} s", seconds);
   options_.timeout_s = seconds;
-  finalizer.timeout_s = seconds;
+  backend_->set_timeout(seconds);
+}
+
+Work ProcessGroup::start(std::shared_ptr<Work::Impl> impl, std::string what) {
+  impl->what = std::move(what);
+  impl->rank = rank_;
+  impl->timeout_s = options_.timeout_s;
+  return Work(std::move(impl));
 }
 
 Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_tensor("all_reduce", tensor);
-  auto w = std::make_shared<Work::Impl>();
-  w->what = describe("all_reduce", tensor);
-  w->rank = rank_;
-  w->timeout_s = options_.timeout_s;
   Tensor buf = staging(tensor);
+  auto w = backend_->all_reduce(buf, buffer_op(op));
   w->keep_alive[0] = buf;
   w->keep_alive[1] = tensor;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), static_cast<int>(buf.numel()), mpi_type(buf.dtype()),
-                           mpi_op(op), MPI_COMM_WORLD, &w->request),
-            "MPI_Iallreduce");
   w->finish = finish_into(buf, tensor, op == ReduceOp::Avg && world_size_ > 1, world_size_);
-  return Work(w);
+  return start(std::move(w), describe("all_reduce", tensor));
 }
 
 Work ProcessGroup::broadcast(const Tensor& tensor, int root) {
   check_tensor("broadcast", tensor);
   HG_CHECK(root >= 0 && root < world_size_, "distributed", "broadcast: root {} is not a rank of a group of {}", root,
            world_size_);
-  auto w = std::make_shared<Work::Impl>();
-  w->what = describe("broadcast", tensor);
-  w->rank = rank_;
-  w->timeout_s = options_.timeout_s;
-  w->keep_alive[0] = tensor;
   // Bytes: a broadcast moves values unchanged, so 16-bit tensors need no float32 staging.
-  check_mpi(MPI_Ibcast(tensor.raw_data(), static_cast<int>(tensor.numel() * (int64_t)element_size(tensor.dtype())),
-                       MPI_BYTE, root, MPI_COMM_WORLD, &w->request),
-            "MPI_Ibcast");
-  return Work(w);
+  auto w = backend_->broadcast(tensor, root);
+  w->keep_alive[0] = tensor;
+  return start(std::move(w), describe("broadcast", tensor));
 }
 
 Work ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
@@ -260,17 +189,10 @@ Work ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
            "distributed", "all_gather: output [{}] {} must be [{}, {}] {} for input [{}] in a group of {}",
            fmt::join(output.shape(), ", "), dtype_name(output.dtype()), world_size_, fmt::join(input.shape(), ", "),
            dtype_name(input.dtype()), fmt::join(input.shape(), ", "), world_size_);
-  auto w = std::make_shared<Work::Impl>();
-  w->what = describe("all_gather", input);
-  w->rank = rank_;
-  w->timeout_s = options_.timeout_s;
+  auto w = backend_->all_gather(output, input);
   w->keep_alive[0] = input;
   w->keep_alive[1] = output;
-  int bytes = static_cast<int>(input.numel() * element_size(input.dtype()));
-  check_mpi(MPI_Iallgather(input.raw_data(), bytes, MPI_BYTE, output.raw_data(), bytes, MPI_BYTE, MPI_COMM_WORLD,
-                           &w->request),
-            "MPI_Iallgather");
-  return Work(w);
+  return start(std::move(w), describe("all_gather", input));
 }
 
 Work ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -279,35 +201,17 @@ Work ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   HG_CHECK(output.dtype() == input.dtype() && input.numel() == output.numel() * world_size_, "distributed",
            "reduce_scatter: input [{}] {} must hold {} times output [{}] {}", fmt::join(input.shape(), ", "),
            dtype_name(input.dtype()), world_size_, fmt::join(output.shape(), ", "), dtype_name(output.dtype()));
-  auto w = std::make_shared<Work::Impl>();
-  w->what = describe("reduce_scatter", input);
-  w->rank = rank_;
-  w->timeout_s = options_.timeout_s;
   Tensor in = staging(input);
   Tensor out = staging(output);
+  auto w = backend_->reduce_scatter(out, in, buffer_op(op));
   w->keep_alive[0] = in;
   w->keep_alive[1] = out;
-  check_mpi(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), static_cast<int>(out.numel()),
-                                      mpi_type(out.dtype()), mpi_op(op), MPI_COMM_WORLD, &w->request),
-            "MPI_Ireduce_scatter_block");
   w->finish = finish_into(out, output, op == ReduceOp::Avg && world_size_ > 1, world_size_);
-  return Work(w);
+  return start(std::move(w), describe("reduce_scatter", input));
 }
 
-Work ProcessGroup::barrier() {
-  auto w = std::make_shared<Work::Impl>();
-  w->what = "barrier";
-  w->rank = rank_;
-  w->timeout_s = options_.timeout_s;
-  check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &w->request), "MPI_Ibarrier");
-  return Work(w);
-}
+Work ProcessGroup::barrier() { return start(backend_->barrier(), "barrier"); }
 
-void ProcessGroup::abort(int code) {
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
-}
-
-#endif
+void ProcessGroup::abort(int code) { backend_->abort(code); }
 
 }  // namespace hg::distributed

@@ -1,7 +1,9 @@
-// hg::distributed: a process group over MPI (started by mpirun) and its collectives on CPU
-// tensors, each returning a Work handle; docs/DISTRIBUTED.md explains timeouts and failures.
+// hg::distributed: a process group and its collectives on CPU tensors, each returning a Work
+// handle. Started by mpirun it runs over MPI; started torchrun-style (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT in the environment, no mpirun) over Gloo with a TCP rendezvous.
+// docs/DISTRIBUTED.md explains the choice, timeouts and failures.
 //
-//   auto pg = hg::distributed::ProcessGroup::init();   // MPI_Init_thread on first use
+//   auto pg = hg::distributed::ProcessGroup::init();   // from the environment, on first use
 //   pg->all_reduce(grad, hg::distributed::ReduceOp::Avg).wait();
 #pragma once
 
@@ -14,19 +16,30 @@ namespace hg::distributed {
 
 enum class ReduceOp { Sum, Avg, Max };
 
+namespace detail {
+class Backend;
+}
+
+// Which library carries the collectives. Auto: MPI under mpirun (or mpiexec, srun with PMI);
+// Gloo when WORLD_SIZE is set without an MPI launcher (torchrun-style); otherwise a group of
+// one (MPI's singleton when built with MPI).
+enum class Backend { Auto, Mpi, Gloo };
+
 struct ProcessGroupOptions {
+  Backend backend = Backend::Auto;
   // wait() throws "[distributed] ... timed out" when a collective has not completed after this
   // many seconds (a peer died, threw, or called a different collective), instead of hanging.
   double timeout_s = 300.0;
 };
 
-// Whether this build has MPI; without it every call below throws "[distributed] built without MPI".
-bool is_available();
+// Whether this build has MPI or Gloo; without either every call below throws
+// "[distributed] built without MPI or Gloo". The single backends: is_available(Backend::Mpi)...
+bool is_available(Backend backend = Backend::Auto);
 
-// An asynchronous collective. wait() polls MPI_Test until completion or the group's timeout,
-// then writes the result into the tensors (16-bit results are converted back from float32).
-// Waiting twice is harmless; a Work dropped without wait() is waited for by the group's
-// destructor/finalize. Default-constructed: already complete.
+// An asynchronous collective. wait() blocks until completion or the group's timeout (then it
+// throws "... timed out after N s"; a failed collective throws its backend's error), then writes the result into the
+// tensors (16-bit results are converted back from float32). Waiting twice is harmless; a Work dropped without wait() is
+// waited for by the group's destructor/finalize. Default-constructed: already complete.
 class Work {
  public:
   struct Impl;
@@ -41,15 +54,19 @@ class Work {
 
 class ProcessGroup {
  public:
-  // The world group of this process (MPI_COMM_WORLD), initialised once from mpirun's
-  // environment with MPI_THREAD_MULTIPLE when the MPI library offers it. Run without mpirun, it
-  // is a group of one. Later calls return the same group (options then only set the timeout).
+  // The world group of this process, initialised once from the environment (see Backend):
+  // under mpirun MPI_COMM_WORLD, with MPI_THREAD_MULTIPLE when the MPI library offers it;
+  // torchrun-style, a Gloo context over TCP whose rank 0 serves the rendezvous store on
+  // MASTER_PORT. Run without either, a group of one. Later calls return the same group
+  // (options then only set the timeout). Missing or malformed variables throw, naming them.
+
   static std::shared_ptr<ProcessGroup> init(ProcessGroupOptions options = {});
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
+  const char* backend() const;  // "mpi" or "gloo"
   int world_size() const { return world_size_; }
   double timeout() const { return options_.timeout_s; }
   void set_timeout(double seconds);
@@ -68,13 +85,16 @@ class ProcessGroup {
   Work reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum);
   Work barrier();
 
-  // Ends the job at once on every rank (MPI_Abort): what a failing rank calls so its peers stop
+  // Ends the job at once (MPI_Abort ends every rank; under Gloo this process exits and its peers'
+  // collectives fail as their connections close): what a failing rank calls so its peers stop
   // instead of waiting for their timeout. Does not return.
   [[noreturn]] void abort(int code = 1);
 
  private:
-  explicit ProcessGroup(ProcessGroupOptions options);
+  ProcessGroup(ProcessGroupOptions options, std::unique_ptr<detail::Backend> backend);
+  Work start(std::shared_ptr<Work::Impl> impl, std::string what);
   ProcessGroupOptions options_;
+  std::unique_ptr<detail::Backend> backend_;
   int rank_ = 0;
   int world_size_ = 1;
   bool thread_multiple_ = false;

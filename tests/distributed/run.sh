@@ -4,7 +4,7 @@
 set -u
 mpirun=$1 np=$2 bin=$3
 shift 3
-"$bin" --probe-only >/dev/null 2>&1
+"$bin" --probe-only=mpi >/dev/null 2>&1
 [ $? -eq 77 ] && { echo "built without MPI: skipped"; exit 77; }
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HG_NUM_THREADS=1
 args=(--allow-run-as-root --oversubscribe -np "$np" --mca btl self,vader --mca btl_vader_single_copy_mechanism none)

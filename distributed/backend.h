@@ -1,0 +1,67 @@
+// Inside hg::distributed (not installed): what a communication backend implements under
+// ProcessGroup, and the in-flight state of one collective. ProcessGroup checks the tensors,
+// stages 16-bit ones in float32 and turns Avg into Sum plus a division; a backend only moves
+// and reduces contiguous CPU buffers. Backends: MPI (mpi_backend.cpp), Gloo (gloo_backend.cpp).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "distributed/process_group.h"
+
+namespace hg::distributed {
+
+struct Work::Impl {
+  using Clock = std::chrono::steady_clock;
+  std::string what;  // "all_reduce of [4, 3] float32"
+  int rank = 0;
+  double timeout_s = 0;
+  std::function<void()> finish;  // copies a float32 staging buffer back, divides for Avg
+  bool finished = false;
+  Tensor keep_alive[2];  // buffers the backend reads or writes until completion
+
+  virtual ~Impl() = default;
+  // Whether the collective completed; never blocks. Throws hg::Error when it failed.
+  virtual bool test() = 0;
+  // Blocks until completion (true) or the deadline (false). Throws hg::Error when it failed.
+  virtual bool wait_until(Clock::time_point deadline) = 0;
+  // Called once when wait() gave up: a backend that may still write the buffers keeps self alive.
+  virtual void abandon(const std::shared_ptr<Impl>& self) { (void)self; }
+};
+
+namespace detail {
+
+// Reductions the backends see: Avg arrives as Sum (ProcessGroup divides afterwards).
+enum class BufferOp { Sum, Max };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual bool thread_multiple() const = 0;
+  virtual void set_timeout(double seconds) = 0;
+  // Each starts one collective and returns its handle; the caller fills in what, rank, timeout,
+  // finish and keep_alive. Reductions take float32 or float64 buffers; the others move bytes.
+  virtual std::shared_ptr<Work::Impl> all_reduce(const Tensor& buffer, BufferOp op) = 0;
+  virtual std::shared_ptr<Work::Impl> broadcast(const Tensor& buffer, int root) = 0;
+  virtual std::shared_ptr<Work::Impl> all_gather(const Tensor& output, const Tensor& input) = 0;
+  virtual std::shared_ptr<Work::Impl> reduce_scatter(const Tensor& output, const Tensor& input, BufferOp op) = 0;
+  virtual std::shared_ptr<Work::Impl> barrier() = 0;
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// nullptr in a build without the library.
+std::unique_ptr<Backend> make_mpi_backend(double timeout_s);
+// Rendezvous through a TcpStore at master_addr:master_port (rank 0 serves it); world_size 1
+// needs no store.
+std::unique_ptr<Backend> make_gloo_backend(int rank, int world_size, const std::string& master_addr, int master_port,
+                                           double timeout_s);
+bool mpi_built();
+bool gloo_built();
+
+}  // namespace detail
+}  // namespace hg::distributed
