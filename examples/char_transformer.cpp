@@ -1,5 +1,7 @@
 // A character-level GPT trained on Debian's word list (package wamerican). Run:
 //   build/examples/char_transformer --steps 1000 --amp bf16 --sample 10
+// Data-parallel (each rank takes an equal part of every global batch; docs/DISTRIBUTED.md):
+//   mpirun -np 2 build/examples/char_transformer --steps 1000 --distributed
 // Data: lower-cased words of /usr/share/dict/american-english using only a-z and ', each framed by
 // a boundary token, split 90/10 by a seeded shuffle of the words; training batches are random
 // windows of --context characters of the concatenated training words. Model: token + position
@@ -19,6 +21,7 @@
 #include <halfgrad.h>
 
 #include "common.h"
+#include "data_parallel.h"
 
 namespace {
 
@@ -122,7 +125,7 @@ class CharGPT : public hg::nn::Module {
   std::shared_ptr<hg::nn::LayerNorm> ln_f;
 };
 
-Tensor loss_of(CharGPT& model, const Tensor& x, const Tensor& y, std::optional<hg::Dtype> amp) {
+Tensor loss_of(hg::nn::Module& model, const Tensor& x, const Tensor& y, std::optional<hg::Dtype> amp) {
   hg::amp::AutocastGuard autocast(x.device().type, amp, amp.has_value());
   const Tensor logits = model(x);
   return hg::cross_entropy(logits.reshape({-1, kVocab}), y.reshape({-1}));  // float32 under autocast
@@ -201,6 +204,7 @@ int main(int argc, char** argv) {
   std::string words_path = "/usr/share/dict/american-english", device_name, amp_name = "off";
   int64_t sample = 0, eval_windows = 512;
   uint64_t seed = 0;
+  bool distributed = false;
   CLI::App app{"Train a character-level GPT on a word list"};
   app.add_option("--words", words_path, "word list, one per line (Debian wamerican)")->capture_default_str();
   app.add_option("--layers", c.layers, "transformer blocks")
@@ -242,6 +246,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed for the split, initialisation, batches and sampling")
       ->capture_default_str()
       ->check(examples::whole_number(0, examples::kMaxSeed));
+  app.add_flag("--distributed", distributed,
+               "data-parallel over mpirun's ranks or torchrun-style variables: --batch-size is the global batch");
   int code = 0;
   if (!examples::parse_cli(app, argc, argv, code)) return code;
   return examples::run_main([&] {
@@ -251,15 +257,19 @@ int main(int argc, char** argv) {
     dev_args.amp = amp_name;
     const hg::Device device = examples::pick_device(dev_args);
     const std::optional<hg::Dtype> amp = examples::amp_dtype(dev_args);
+    examples::DataParallel parallel(distributed, "char_transformer", c.batch, device);
     const Corpus corpus = load_words(words_path, seed);
     HG_CHECK(static_cast<int64_t>(corpus.val.size()) > c.context + 1, "char_transformer",
              "--context {} is longer than the validation stream ({} tokens)", c.context, corpus.val.size());
-    fmt::print("{} training words ({} tokens), {} validation words ({} tokens)\n", corpus.train_words,
-               corpus.train.size(), corpus.val_words, corpus.val.size());
+    if (parallel.is_main())
+      fmt::print("{} training words ({} tokens), {} validation words ({} tokens)\n", corpus.train_words,
+                 corpus.train.size(), corpus.val_words, corpus.val.size());
 
     hg::manual_seed(seed);
-    CharGPT model(c);
+    auto gpt = std::make_shared<CharGPT>(c);
+    CharGPT& model = *gpt;
     model.to(device);
+    const std::shared_ptr<hg::nn::Module> net = parallel.wrap(gpt);  // DDP with --distributed
     // Two parameter groups: weight decay on the matrices, none on biases, norms and embeddings.
     hg::TensorList decay, no_decay;
     for (auto& [name, p] : model.named_parameters())
@@ -267,8 +277,9 @@ int main(int argc, char** argv) {
     hg::optim::AdamW opt({{decay, {.lr = c.lr, .beta2 = 0.99, .weight_decay = c.weight_decay}},
                           {no_decay, {.lr = c.lr, .beta2 = 0.99, .weight_decay = 0.0}}});
     hg::amp::GradScaler scaler(device, {.enabled = amp_name == "fp16"});
-    fmt::print("{} parameters, {} layers, {} heads, embd {}, context {}\n", model.num_parameters(), c.layers, c.heads,
-               c.embd, c.context);
+    if (parallel.is_main())
+      fmt::print("{} parameters, {} layers, {} heads, embd {}, context {}, {} rank(s)\n", model.num_parameters(),
+                 c.layers, c.heads, c.embd, c.context, parallel.world());
 
     // Linear warm-up over at most a tenth of the run (lr * (step + 1) / warmup), then a cosine
     // decay to a tenth of the peak, stepped once per batch.
@@ -286,26 +297,30 @@ int main(int argc, char** argv) {
     double recent = 0;
     for (int64_t step = 0; step < c.steps; ++step) {
       const auto t0 = std::chrono::steady_clock::now();
-      std::vector<int64_t> starts(static_cast<size_t>(c.batch));
-      for (int64_t b = 0; b < c.batch; ++b)
+      // The global batch's windows; with --distributed this rank takes its equal, contiguous part.
+      const int64_t local = parallel.local_batch(c.batch), first = parallel.rank() * local;
+      std::vector<int64_t> starts(static_cast<size_t>(local));
+      for (int64_t b = 0; b < local; ++b)
         starts[static_cast<size_t>(b)] =
-            static_cast<int64_t>(splitmix64(batch_key + static_cast<uint64_t>(step * c.batch + b)) % span);
+            static_cast<int64_t>(splitmix64(batch_key + static_cast<uint64_t>(step * c.batch + first + b)) % span);
       auto [x, y] = windows(corpus.train, starts, c.context);
       opt.zero_grad();
       const double lr = opt.lr();
-      const Tensor loss = loss_of(model, x.to(device), y.to(device), amp);
+      const Tensor loss = loss_of(*net, x.to(device), y.to(device), amp);
       scaler.scale(loss).backward();
-      scaler.step(opt);  // fp16: skipped when the gradients overflowed
+      parallel.wait_for_gradients();  // averaged during backward; this checks every bucket was
+      scaler.step(opt);               // fp16: skipped when the gradients overflowed
       scaler.update();
       lr_schedule.step();
       const double l = loss.item<double>();
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       recent = step == 0 ? l : 0.98 * recent + 0.02 * l;
-      if ((step + 1) % std::max<int64_t>(1, c.steps / 10) == 0 || step + 1 == c.steps)
+      if (parallel.is_main() && ((step + 1) % std::max<int64_t>(1, c.steps / 10) == 0 || step + 1 == c.steps))
         fmt::print("step {}/{} loss {:.4f} (smoothed {:.4f}) lr {:.2e} {:.1f} ms/step\n", step + 1, c.steps, l, recent,
                    lr, step_ms.back());
     }
 
+    if (!parallel.is_main()) return 0;  // the replicas are identical: rank 0 evaluates and reports
     const double train_loss = evaluate(model, corpus.train, eval_windows, c, device, amp);
     const double val_loss = evaluate(model, corpus.val, eval_windows, c, device, amp);
     if (sample > 0) {

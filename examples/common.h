@@ -123,7 +123,8 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
   app.add_option("--resume", args.resume, "continue from a checkpoint written by --save");
   if (args.distributed_supported)
     app.add_flag("--distributed", args.distributed,
-                 "data-parallel over mpirun's ranks: --batch-size is the global batch, split evenly across ranks");
+                 "data-parallel over mpirun's ranks or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT: "
+                 "--batch-size is the global batch, split evenly across ranks");
   return parse_cli(app, argc, argv, exit_code);
 }
 

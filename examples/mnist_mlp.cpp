@@ -1,8 +1,8 @@
 // MNIST with a 784-512-512-10 MLP. Run: build/examples/mnist_mlp --data data/mnist --epochs 1
-// Data-parallel: mpirun -np 2 build/examples/mnist_mlp --distributed ... (docs/DISTRIBUTED.md)
+// Data-parallel: mpirun -np 2 build/examples/mnist_mlp --distributed ... or torchrun-style
+// variables (docs/DISTRIBUTED.md)
 #include "common.h"
-#include "framework/data/distributed_sampler.h"
-#include "framework/nn/distributed.h"
+#include "data_parallel.h"
 #include "models.h"
 
 int main(int argc, char** argv) {
@@ -21,34 +21,17 @@ int main(int argc, char** argv) {
     const auto test = hg::data::mnist(args.data, hg::data::Split::Test);
     // --distributed: every rank trains a replica on its shard with batch_size / world samples a
     // step; DDP averages the gradients, so a step sees the global batch as one process would.
-    std::shared_ptr<hg::distributed::ProcessGroup> pg;
-    if (args.distributed) pg = hg::distributed::ProcessGroup::init();
-    const int rank = pg ? pg->rank() : 0, world = pg ? pg->world_size() : 1;
-    HG_CHECK(args.batch_size % world == 0, "mnist_mlp", "--batch-size {} does not split evenly over {} ranks",
-             args.batch_size, world);
-    HG_CHECK(!pg || device.is_cpu(), "mnist_mlp", "--distributed runs on the CPU (MPI); add --device cpu");
-    std::shared_ptr<hg::nn::Module> net = model;
-    std::shared_ptr<hg::nn::DistributedDataParallel> ddp;
-    if (pg) net = ddp = std::make_shared<hg::nn::DistributedDataParallel>(model, pg);
-    hg::data::DistributedSampler sampler(train.size(), world, rank, {.shuffle = true, .seed = args.seed});
+    examples::DataParallel parallel(args.distributed, "mnist_mlp", args.batch_size, device);
+    const std::shared_ptr<hg::nn::Module> net = parallel.wrap(model);
     // With --workers N, N threads gather and shuffle batches ahead of the training loop (the same
     // batches as without); on a GPU they also stage them in pinned memory for asynchronous copies.
-    const int workers = static_cast<int>(args.workers);
-    const bool pin = device.is_cuda() && args.workers > 0;
     auto loader_for = [&](int64_t epoch) {
-      if (!pg) {
-        return hg::data::DataLoader(train, {.batch_size = args.batch_size,
-                                            .shuffle = true,
-                                            .seed = args.seed,
-                                            .num_workers = workers,
-                                            .pin_memory = pin});
-      }
-      const auto idx = sampler.indices(epoch);
-      const hg::Tensor index = hg::tensor<int64_t>(idx);
-      hg::TensorList shard;
-      for (const hg::Tensor& t : train.tensors()) shard.push_back(hg::index_select(t, 0, index));
-      return hg::data::DataLoader(hg::data::TensorDataset(shard),
-                                  {.batch_size = args.batch_size / world, .num_workers = workers, .pin_memory = pin});
+      return parallel.loader(train, epoch,
+                             {.batch_size = args.batch_size,
+                              .shuffle = true,
+                              .seed = args.seed,
+                              .num_workers = static_cast<int>(args.workers),
+                              .pin_memory = device.is_cuda() && args.workers > 0});
     };
     hg::optim::SGD opt(model->parameters(), {.lr = args.lr, .momentum = args.momentum});
     // Mixed precision: autocast picks each op's dtype inside the guard; fp16 also needs loss
@@ -72,15 +55,16 @@ int main(int argc, char** argv) {
           loss = hg::cross_entropy((*net)(x), y);  // cross_entropy runs in float32 under autocast
         }
         scaler.scale(loss).backward();
-        if (ddp) ddp->wait_for_gradients();  // averaged by the end of backward; this only checks
-        scaler.step(opt);                    // skipped when fp16 gradients overflowed
+        parallel.wait_for_gradients();  // averaged by the end of backward; this only checks
+        scaler.step(opt);               // skipped when fp16 gradients overflowed
         scaler.update();
         log.end_step(loss.item<double>(), x.size(0));
       }
-      if (!args.save.empty() && rank == 0) examples::save_checkpoint(args.save, *model, opt, scaler, epoch + 1);
+      if (!args.save.empty() && parallel.is_main())
+        examples::save_checkpoint(args.save, *model, opt, scaler, epoch + 1);
     }
     const double acc = examples::accuracy(*model, test, device, args);  // the same replica on every rank
-    if (rank == 0) log.summary(pg ? "mlp_distributed" : "mlp", device, args, acc);
+    if (parallel.is_main()) log.summary(parallel.enabled() ? "mlp_distributed" : "mlp", device, args, acc);
     return 0;
   });
 }
