@@ -94,7 +94,7 @@ ReduceFn reduce_fn(BufferOp op) {
   return op == BufferOp::Max ? static_cast<ReduceFn>(&gloo::max<T>) : static_cast<ReduceFn>(&gloo::sum<T>);
 }
 
-size_t bytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * element_size(t.dtype()); }
+size_t byte_size(const Tensor& t) { return static_cast<size_t>(t.numel()) * element_size(t.dtype()); }
 uint8_t* byte_ptr(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 
 // In place over the group: buffer (float32 or float64) <- op over ranks.
@@ -177,7 +177,7 @@ class GlooBackend final : public Backend {
       o.setTag(tag);
       o.setTimeout(timeout);
       o.setRoot(root);
-      o.setOutput(byte_ptr(buf), bytes(buf));
+      o.setOutput(byte_ptr(buf), byte_size(buf));
       gloo::broadcast(o);
     });
   }
@@ -187,8 +187,8 @@ class GlooBackend final : public Backend {
       gloo::AllgatherOptions o(ctx);
       o.setTag(tag);
       o.setTimeout(timeout);
-      o.setInput(byte_ptr(input), bytes(input));
-      o.setOutput(byte_ptr(output), bytes(output));
+      o.setInput(byte_ptr(input), byte_size(input));
+      o.setOutput(byte_ptr(output), byte_size(output));
       gloo::allgather(o);
     });
   }
@@ -198,9 +198,9 @@ class GlooBackend final : public Backend {
   std::shared_ptr<Work::Impl> reduce_scatter(const Tensor& output, const Tensor& input, BufferOp op) override {
     int rank = rank_;
     return enqueue([output, input, op, rank](Ctx& ctx, uint32_t tag, Ms timeout) {
-      std::vector<uint8_t> all(byte_ptr(input), byte_ptr(input) + bytes(input));
+      std::vector<uint8_t> all(byte_ptr(input), byte_ptr(input) + byte_size(input));
       reduce_in_place(ctx, all.data(), static_cast<size_t>(input.numel()), input.dtype(), op, tag, timeout);
-      std::copy_n(all.data() + bytes(output) * rank, bytes(output), byte_ptr(output));
+      std::copy_n(all.data() + byte_size(output) * rank, byte_size(output), byte_ptr(output));
     });
   }
 

@@ -105,8 +105,8 @@ Finalizer finalizer;
 
 MPI_Datatype mpi_type(const Tensor& t) { return t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_FLOAT; }
 MPI_Op mpi_op(BufferOp op) { return op == BufferOp::Max ? MPI_MAX : MPI_SUM; }
-int count(const Tensor& t) { return static_cast<int>(t.numel()); }
-int bytes(const Tensor& t) { return static_cast<int>(t.numel() * static_cast<int64_t>(element_size(t.dtype()))); }
+int mpi_count(const Tensor& t) { return static_cast<int>(t.numel()); }
+int mpi_bytes(const Tensor& t) { return static_cast<int>(t.numel() * static_cast<int64_t>(element_size(t.dtype()))); }
 
 class MpiBackend final : public Backend {
  public:
@@ -136,7 +136,7 @@ class MpiBackend final : public Backend {
 
   std::shared_ptr<Work::Impl> all_reduce(const Tensor& buf, BufferOp op) override {
     auto w = std::make_shared<MpiWork>();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), count(buf), mpi_type(buf), mpi_op(op), MPI_COMM_WORLD,
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), mpi_count(buf), mpi_type(buf), mpi_op(op), MPI_COMM_WORLD,
                              &w->request),
               "MPI_Iallreduce");
     return w;
@@ -144,21 +144,21 @@ class MpiBackend final : public Backend {
 
   std::shared_ptr<Work::Impl> broadcast(const Tensor& buf, int root) override {
     auto w = std::make_shared<MpiWork>();
-    check_mpi(MPI_Ibcast(buf.raw_data(), bytes(buf), MPI_BYTE, root, MPI_COMM_WORLD, &w->request), "MPI_Ibcast");
+    check_mpi(MPI_Ibcast(buf.raw_data(), mpi_bytes(buf), MPI_BYTE, root, MPI_COMM_WORLD, &w->request), "MPI_Ibcast");
     return w;
   }
 
   std::shared_ptr<Work::Impl> all_gather(const Tensor& output, const Tensor& input) override {
     auto w = std::make_shared<MpiWork>();
-    check_mpi(MPI_Iallgather(input.raw_data(), bytes(input), MPI_BYTE, output.raw_data(), bytes(input), MPI_BYTE,
-                             MPI_COMM_WORLD, &w->request),
+    check_mpi(MPI_Iallgather(input.raw_data(), mpi_bytes(input), MPI_BYTE, output.raw_data(), mpi_bytes(input),
+                             MPI_BYTE, MPI_COMM_WORLD, &w->request),
               "MPI_Iallgather");
     return w;
   }
 
   std::shared_ptr<Work::Impl> reduce_scatter(const Tensor& output, const Tensor& input, BufferOp op) override {
     auto w = std::make_shared<MpiWork>();
-    check_mpi(MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), count(output), mpi_type(output),
+    check_mpi(MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), mpi_count(output), mpi_type(output),
                                         mpi_op(op), MPI_COMM_WORLD, &w->request),
               "MPI_Ireduce_scatter_block");
     return w;
