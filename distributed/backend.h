@@ -45,7 +45,8 @@ class Backend {
   virtual bool thread_multiple() const = 0;
   virtual void set_timeout(double seconds) = 0;
   // Each starts one collective and returns its handle; the caller fills in what, rank, timeout,
-  // finish and keep_alive. Reductions take float32 or float64 buffers; the others move bytes.
+  // finish and keep_alive. all_reduce takes float32, float64 or (reduced natively, with
+  // combine_16bit) float16/bfloat16 buffers; reduce_scatter float32 or float64; the others move bytes.
   virtual std::shared_ptr<Work::Impl> all_reduce(const Tensor& buffer, BufferOp op) = 0;
   virtual std::shared_ptr<Work::Impl> broadcast(const Tensor& buffer, int root) = 0;
   virtual std::shared_ptr<Work::Impl> all_gather(const Tensor& output, const Tensor& input) = 0;
@@ -53,6 +54,10 @@ class Backend {
   virtual std::shared_ptr<Work::Impl> barrier() = 0;
   [[noreturn]] virtual void abort(int code) = 0;
 };
+
+// out[i] = a[i] op b[i] for float16/bfloat16 values (dtype), computed in float32 and rounded once:
+// one step of a native 16-bit reduction. out may alias a or b.
+void combine_16bit(Dtype dtype, BufferOp op, const void* a, const void* b, void* out, size_t n);
 
 // nullptr in a build without the library.
 std::unique_ptr<Backend> make_mpi_backend(double timeout_s);

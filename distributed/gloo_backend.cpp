@@ -97,13 +97,28 @@ ReduceFn reduce_fn(BufferOp op) {
 size_t byte_size(const Tensor& t) { return static_cast<size_t>(t.numel()) * element_size(t.dtype()); }
 uint8_t* byte_ptr(const Tensor& t) { return static_cast<uint8_t*>(t.raw_data()); }
 
-// In place over the group: buffer (float32 or float64) <- op over ranks.
+template <Dtype D, BufferOp Op>
+void combine_16bit_fn(void* c, const void* a, const void* b, size_t n) {
+  combine_16bit(D, Op, a, b, c, n);
+}
+
+ReduceFn reduce_fn_16bit(Dtype dtype, BufferOp op) {
+  if (dtype == kBFloat16)
+    return op == BufferOp::Max ? &combine_16bit_fn<kBFloat16, BufferOp::Max>
+                               : &combine_16bit_fn<kBFloat16, BufferOp::Sum>;
+  return op == BufferOp::Max ? &combine_16bit_fn<kFloat16, BufferOp::Max> : &combine_16bit_fn<kFloat16, BufferOp::Sum>;
+}
+
+// In place over the group: buffer (float32, float64, or 16-bit reduced natively) <- op over ranks.
 void reduce_in_place(const std::shared_ptr<gloo::Context>& ctx, void* data, size_t n, Dtype dtype, BufferOp op,
                      uint32_t tag, std::chrono::milliseconds timeout) {
   gloo::AllreduceOptions o(ctx);
   o.setTag(tag);
   o.setTimeout(timeout);
-  if (dtype == kFloat64) {
+  if (is_reduced_float(dtype)) {
+    o.setOutput(static_cast<uint16_t*>(data), n);
+    o.setReduceFunction(reduce_fn_16bit(dtype, op));
+  } else if (dtype == kFloat64) {
     o.setOutput(static_cast<double*>(data), n);
     o.setReduceFunction(reduce_fn<double>(op));
   } else {

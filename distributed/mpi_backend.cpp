@@ -103,8 +103,33 @@ struct Finalizer {
 };
 Finalizer finalizer;
 
-MPI_Datatype mpi_type(const Tensor& t) { return t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_FLOAT; }
-MPI_Op mpi_op(BufferOp op) { return op == BufferOp::Max ? MPI_MAX : MPI_SUM; }
+MPI_Datatype mpi_type(const Tensor& t) {
+  if (is_reduced_float(t.dtype())) return MPI_UINT16_T;  // with the user ops below
+  return t.dtype() == kFloat64 ? MPI_DOUBLE : MPI_FLOAT;
+}
+
+// MPI has no 16-bit float types: 16-bit reductions use user ops over uint16 bit patterns.
+template <Dtype D, BufferOp Op>
+void combine_user_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  combine_16bit(D, Op, in, inout, inout, static_cast<size_t>(*len));
+}
+
+struct Ops16 {
+  MPI_Op bf16_sum, bf16_max, f16_sum, f16_max;
+  Ops16() {  // after MPI_Init
+    MPI_Op_create(&combine_user_op<kBFloat16, BufferOp::Sum>, 1, &bf16_sum);
+    MPI_Op_create(&combine_user_op<kBFloat16, BufferOp::Max>, 1, &bf16_max);
+    MPI_Op_create(&combine_user_op<kFloat16, BufferOp::Sum>, 1, &f16_sum);
+    MPI_Op_create(&combine_user_op<kFloat16, BufferOp::Max>, 1, &f16_max);
+  }
+};
+
+MPI_Op mpi_op(const Tensor& t, BufferOp op) {
+  if (!is_reduced_float(t.dtype())) return op == BufferOp::Max ? MPI_MAX : MPI_SUM;
+  static const Ops16 ops;
+  if (t.dtype() == kBFloat16) return op == BufferOp::Max ? ops.bf16_max : ops.bf16_sum;
+  return op == BufferOp::Max ? ops.f16_max : ops.f16_sum;
+}
 int mpi_count(const Tensor& t) { return static_cast<int>(t.numel()); }
 int mpi_bytes(const Tensor& t) { return static_cast<int>(t.numel() * static_cast<int64_t>(element_size(t.dtype()))); }
 
@@ -136,8 +161,8 @@ class MpiBackend final : public Backend {
 
   std::shared_ptr<Work::Impl> all_reduce(const Tensor& buf, BufferOp op) override {
     auto w = std::make_shared<MpiWork>();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), mpi_count(buf), mpi_type(buf), mpi_op(op), MPI_COMM_WORLD,
-                             &w->request),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), mpi_count(buf), mpi_type(buf), mpi_op(buf, op),
+                             MPI_COMM_WORLD, &w->request),
               "MPI_Iallreduce");
     return w;
   }
@@ -159,7 +184,7 @@ class MpiBackend final : public Backend {
   std::shared_ptr<Work::Impl> reduce_scatter(const Tensor& output, const Tensor& input, BufferOp op) override {
     auto w = std::make_shared<MpiWork>();
     check_mpi(MPI_Ireduce_scatter_block(input.raw_data(), output.raw_data(), mpi_count(output), mpi_type(output),
-                                        mpi_op(op), MPI_COMM_WORLD, &w->request),
+                                        mpi_op(output, op), MPI_COMM_WORLD, &w->request),
               "MPI_Ireduce_scatter_block");
     return w;
   }

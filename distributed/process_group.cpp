@@ -161,9 +161,9 @@ Work ProcessGroup::start(std::shared_ptr<Work::Impl> impl, std::string what) {
   return Work(std::move(impl));
 }
 
-Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op, Accumulate accumulate) {
   check_tensor("all_reduce", tensor);
-  Tensor buf = staging(tensor);
+  Tensor buf = accumulate == Accumulate::Native ? tensor : staging(tensor);
   auto w = backend_->all_reduce(buf, buffer_op(op));
   w->keep_alive[0] = buf;
   w->keep_alive[1] = tensor;

@@ -25,6 +25,12 @@ class Backend;
 // one (MPI's singleton when built with MPI).
 enum class Backend { Auto, Mpi, Gloo };
 
+// How all_reduce treats float16/bfloat16 tensors (other dtypes ignore it). Float32: they are
+// converted to float32, reduced there and rounded once at the end (exact sums; twice the bytes
+// on the wire). Native: they travel as 16 bits and every pairwise combine is rounded to 16 bits,
+// as NCCL does (half the bytes; the rounding error grows with the number of ranks).
+enum class Accumulate { Float32, Native };
+
 struct ProcessGroupOptions {
   Backend backend = Backend::Auto;
   // wait() throws "[distributed] ... timed out" when a collective has not completed after this
@@ -76,7 +82,7 @@ class ProcessGroup {
   // reduced in float32 and rounded once at the end). Every rank must call the same collectives
   // in the same order, with the same shapes.
   // In place: tensor <- op over ranks (Avg = Sum / world_size).
-  Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, Accumulate accumulate = Accumulate::Float32);
   // In place: tensor <- root's tensor.
   Work broadcast(const Tensor& tensor, int root = 0);
   // output [world_size, *input.shape] <- every rank's input, by rank.

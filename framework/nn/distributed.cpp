@@ -18,6 +18,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   HG_CHECK(group_ != nullptr, "DistributedDataParallel", "the process group is null");
   HG_CHECK(options_.bucket_cap_bytes > 0, "DistributedDataParallel", "bucket_cap_bytes must be positive, got {}",
            options_.bucket_cap_bytes);
+  HG_CHECK(!options_.reduce_dtype || is_reduced_float(*options_.reduce_dtype), "DistributedDataParallel",
+           "reduce_dtype must be bfloat16 or float16 (gradient compression), got {}",
+           options_.reduce_dtype ? dtype_name(*options_.reduce_dtype) : "");
   register_module("module", module_);
   {
     NoGradGuard no_grad;
@@ -30,7 +33,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   for (const Tensor& p : module_->parameters()) {
     if (!p.requires_grad()) continue;
     HG_CHECK(p.device().is_cpu() && p.is_contiguous(), "DistributedDataParallel",
-             "parameters must be contiguous CPU tensors (the MPI backend), got one of shape [{}] on {}",
+             "parameters must be contiguous CPU tensors (MPI and Gloo backends), got one of shape [{}] on {}",
              fmt::join(p.shape(), ", "), p.device());
     params_.push_back(p);
   }
@@ -121,7 +124,13 @@ void DistributedDataParallel::launch(Bucket& bucket) {
     pieces.push_back(g.defined() ? g.reshape({-1}) : zeros({params_[i].numel()}, TensorOptions(params_[i].dtype())));
   }
   bucket.flat = pieces.size() == 1 ? pieces[0].contiguous().clone() : cat(pieces, 0);
-  bucket.work = group_->all_reduce(bucket.flat, distributed::ReduceOp::Avg);
+  if (options_.reduce_dtype && bucket.dtype == kFloat32) {
+    // Divided first, so a float16 sum of large gradients does not overflow on the way.
+    bucket.flat = (bucket.flat * (1.0 / group_->world_size())).to(*options_.reduce_dtype);
+    bucket.work = group_->all_reduce(bucket.flat, distributed::ReduceOp::Sum, distributed::Accumulate::Native);
+  } else {
+    bucket.work = group_->all_reduce(bucket.flat, distributed::ReduceOp::Avg);
+  }
   bucket.launched = true;
 }
 
@@ -166,9 +175,9 @@ void DistributedDataParallel::finish() {
       Tensor avg = b.flat.narrow(0, offset, p.numel()).view(p.shape());
       offset += p.numel();
       if (Tensor g = p.grad(); g.defined())
-        g.copy_(avg);
+        g.copy_(avg);  // converts from reduce_dtype
       else
-        p.set_grad(avg.clone());
+        p.set_grad(avg.to(p.dtype()).clone());
     }
     b.flat = Tensor();
     b.launched = false;

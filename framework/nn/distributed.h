@@ -13,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include <optional>
+
 #include "distributed/process_group.h"
 #include "framework/nn/module.h"
 
@@ -25,6 +27,11 @@ struct DistributedDataParallelOptions {
   // Parameters that get no gradient in a step are reduced as zeros when wait_for_gradients()
   // runs (which then must be called before the optimizer step); without it such a step throws.
   bool find_unused_parameters = false;
+  // Gradient compression (PyTorch's bf16_compress_hook / fp16_compress_hook): float32 buckets are
+  // divided by the world size, rounded to this 16-bit dtype (kBFloat16 or kFloat16), summed
+  // natively in it across ranks (half the bytes of float32) and written back into the float32
+  // gradients. Unset: buckets are reduced in their own dtype.
+  std::optional<Dtype> reduce_dtype = std::nullopt;
 };
 
 class DistributedDataParallel : public Module {

@@ -100,6 +100,22 @@ TEST_CASE("collectives: all_reduce sum/avg/max in every float dtype, broadcast, 
     pg->broadcast(b, 0).wait();
     CHECK(b.to(hg::kFloat64).to_vector<double>() == std::vector<double>(4, 7.5));
   }
+  // 16-bit tensors reduced natively (16 bits on the wire, each combine rounded): exact here,
+  // since every partial sum is representable.
+  for (hg::Dtype d : {hg::kBFloat16, hg::kFloat16}) {
+    CAPTURE(hg::dtype_name(d));
+    Tensor t = hg::tensor<float>({1.0f * r, 2.0f, -0.5f * r}, hg::TensorOptions(d));
+    pg->all_reduce(t, dist::ReduceOp::Sum, dist::Accumulate::Native).wait();
+    CHECK(t.dtype() == d);
+    CHECK(t.to(hg::kFloat64).to_vector<double>() ==
+          std::vector<double>{w * (w - 1) / 2.0, 2.0 * w, -w * (w - 1) / 4.0});
+    Tensor m = hg::tensor<float>({static_cast<float>(r), -static_cast<float>(r)}, hg::TensorOptions(d));
+    pg->all_reduce(m, dist::ReduceOp::Max, dist::Accumulate::Native).wait();
+    CHECK(m.to(hg::kFloat64).to_vector<double>() == std::vector<double>{w - 1.0, 0.0});
+    Tensor a = hg::tensor<float>({2.0f * (r + 1)}, hg::TensorOptions(d));
+    pg->all_reduce(a, dist::ReduceOp::Avg, dist::Accumulate::Native).wait();
+    CHECK(a.to(hg::kFloat64).item<double>() == doctest::Approx(w + 1.0));
+  }
   Tensor g = gather(hg::full({2}, r, hg::TensorOptions(hg::kFloat32)));
   for (int k = 0; k < w; ++k) CHECK(g.select(0, k).to_vector<float>() == std::vector<float>{1.0f * k, 1.0f * k});
   Tensor in = hg::arange(0, 2 * w, 1, hg::TensorOptions(hg::kFloat32))
@@ -134,6 +150,36 @@ TEST_CASE("DDP: averaged gradients equal one process's gradients on the concaten
   for (size_t i = 0; i < p.size(); ++i) check_close(p[i].grad(), q[i].grad(), 1e-5);
   ddp.wait_for_gradients();  // a no-op now
   for (size_t i = 0; i < p.size(); ++i) check_close(p[i].grad(), q[i].grad(), 1e-5);
+}
+
+TEST_CASE("DDP with bf16 gradient compression: gradients close to the float32 ones, replicas identical") {
+  auto pg = group();
+  const int r = pg->rank(), w = pg->world_size();
+  CHECK_THROWS_WITH_AS(hg::nn::DistributedDataParallel(make_mlp(), pg, {.reduce_dtype = hg::kInt32}),
+                       doctest::Contains("reduce_dtype must be bfloat16 or float16"), hg::Error);
+  for (hg::Dtype d : {hg::kBFloat16, hg::kFloat16}) {
+    CAPTURE(hg::dtype_name(d));
+    hg::manual_seed(60 + r);
+    auto model = make_mlp();
+    hg::nn::DistributedDataParallel ddp(model, pg, {.bucket_cap_bytes = 200, .reduce_dtype = d});
+    auto ref = clone_of(*model);
+    hg::optim::SGD opt(model->parameters(), {.lr = 0.1});
+    hg::manual_seed(8);  // the same global batch on every rank
+    const int64_t b = 5;
+    Tensor x = hg::randn({b * w, 6}), y = hg::randn({b * w, 3});
+    hg::mse_loss(ddp(x.narrow(0, r * b, b)), y.narrow(0, r * b, b)).backward();
+    hg::mse_loss((*ref)(x), y).backward();
+    auto p = model->parameters(), q = ref->parameters();
+    for (size_t i = 0; i < p.size(); ++i) {
+      CHECK(p[i].grad().dtype() == hg::kFloat32);
+      // Reduced in d: every averaged value is a d value (a float32 reduction would not be).
+      CHECK(p[i].grad().to(d).to(hg::kFloat32).to_vector<float>() == p[i].grad().to_vector<float>());
+      check_close(p[i].grad(), q[i].grad(), d == hg::kBFloat16 ? 2e-2 : 3e-3);  // 16-bit rounding, not float32's
+      CHECK(identical_across_ranks(p[i].grad()));
+    }
+    opt.step();
+    for (const auto& t : model->parameters()) CHECK(identical_across_ranks(t));
+  }
 }
 
 TEST_CASE("DDP: no_sync accumulates locally, the next synced backward reduces the sum") {
