@@ -205,6 +205,7 @@ int main(int argc, char** argv) {
   int64_t sample = 0, eval_windows = 512;
   uint64_t seed = 0;
   bool distributed = false;
+  std::string reduce_dtype = "off";
   CLI::App app{"Train a character-level GPT on a word list"};
   app.add_option("--words", words_path, "word list, one per line (Debian wamerican)")->capture_default_str();
   app.add_option("--layers", c.layers, "transformer blocks")
@@ -248,6 +249,9 @@ int main(int argc, char** argv) {
       ->check(examples::whole_number(0, examples::kMaxSeed));
   app.add_flag("--distributed", distributed,
                "data-parallel over mpirun's ranks or torchrun-style variables: --batch-size is the global batch");
+  app.add_option("--reduce-dtype", reduce_dtype, "with --distributed: all-reduce the gradients in bf16 or fp16 or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   int code = 0;
   if (!examples::parse_cli(app, argc, argv, code)) return code;
   return examples::run_main([&] {
@@ -257,7 +261,7 @@ int main(int argc, char** argv) {
     dev_args.amp = amp_name;
     const hg::Device device = examples::pick_device(dev_args);
     const std::optional<hg::Dtype> amp = examples::amp_dtype(dev_args);
-    examples::DataParallel parallel(distributed, "char_transformer", c.batch, device);
+    examples::DataParallel parallel(distributed, "char_transformer", c.batch, device, reduce_dtype);
     const Corpus corpus = load_words(words_path, seed);
     HG_CHECK(static_cast<int64_t>(corpus.val.size()) > c.context + 1, "char_transformer",
              "--context {} is longer than the validation stream ({} tokens)", c.context, corpus.val.size());

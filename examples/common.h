@@ -36,6 +36,7 @@ struct Args {
   std::string save, resume;
   bool distributed = false;            // --distributed: data-parallel over mpirun's ranks
   bool distributed_supported = false;  // set by the examples that offer --distributed
+  std::string reduce_dtype = "off";    // --reduce-dtype: DDP's gradient compression (off, bf16, fp16)
 };
 
 // Flag validators with short messages (CLI11's own ranges print 300-digit bounds). The text is
@@ -125,6 +126,11 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
     app.add_flag("--distributed", args.distributed,
                  "data-parallel over mpirun's ranks or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT: "
                  "--batch-size is the global batch, split evenly across ranks");
+  if (args.distributed_supported)
+    app.add_option("--reduce-dtype", args.reduce_dtype,
+                   "with --distributed: all-reduce the gradients in bf16 or fp16 (half the bytes) or off")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"off", "bf16", "fp16"}));
   return parse_cli(app, argc, argv, exit_code);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include <halfgrad.h>
 
@@ -16,7 +17,10 @@ namespace examples {
 class DataParallel {
  public:
   // Joins the group when enabled; the global batch must split evenly over the ranks.
-  DataParallel(bool enabled, const char* example, int64_t global_batch, const hg::Device& device) {
+  // reduce_dtype: "off", or "bf16"/"fp16" for DDP's gradient compression.
+  DataParallel(bool enabled, const char* example, int64_t global_batch, const hg::Device& device,
+               const std::string& reduce_dtype = "off") {
+    if (reduce_dtype != "off") options_.reduce_dtype = reduce_dtype == "bf16" ? hg::kBFloat16 : hg::kFloat16;
     if (!enabled) return;
     group_ = hg::distributed::ProcessGroup::init();
     rank_ = group_->rank();
@@ -36,7 +40,7 @@ class DataParallel {
   // gradients averaged during backward), or model itself.
   std::shared_ptr<hg::nn::Module> wrap(std::shared_ptr<hg::nn::Module> model) {
     if (!group_) return model;
-    ddp_ = std::make_shared<hg::nn::DistributedDataParallel>(std::move(model), group_);
+    ddp_ = std::make_shared<hg::nn::DistributedDataParallel>(std::move(model), group_, options_);
     return ddp_;
   }
 
@@ -62,6 +66,7 @@ class DataParallel {
  private:
   std::shared_ptr<hg::distributed::ProcessGroup> group_;
   std::shared_ptr<hg::nn::DistributedDataParallel> ddp_;
+  hg::nn::DistributedDataParallelOptions options_;
   int rank_ = 0;
   int world_ = 1;
 };

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     const auto test = hg::data::mnist(args.data, hg::data::Split::Test);
     // --distributed: every rank trains a replica on its shard with batch_size / world samples a
     // step; DDP averages the gradients, so a step sees the global batch as one process would.
-    examples::DataParallel parallel(args.distributed, "mnist_mlp", args.batch_size, device);
+    examples::DataParallel parallel(args.distributed, "mnist_mlp", args.batch_size, device, args.reduce_dtype);
     const std::shared_ptr<hg::nn::Module> net = parallel.wrap(model);
     // With --workers N, N threads gather and shuffle batches ahead of the training loop (the same
     // batches as without); on a GPU they also stage them in pinned memory for asynchronous copies.
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         parallel.wait_for_gradients();  // averaged by the end of backward; this only checks
         scaler.step(opt);               // skipped when fp16 gradients overflowed
         scaler.update();
-        log.end_step(loss.item<double>(), x.size(0));
+        log.end_step(loss.item<double>(), x.size(0) * parallel.world());  // samples/s: the global rate
       }
       if (!args.save.empty() && parallel.is_main())
         examples::save_checkpoint(args.save, *model, opt, scaler, epoch + 1);
