@@ -1,15 +1,17 @@
 // Bulk conversions between storage types and the float32 that kernels compute in. float16 uses
 // the F16C instructions where the build targets them (8 values per instruction, the same round-
-// to-nearest-even and NaN results as hg::Half); everything else is a plain loop the compiler
-// vectorises.
+// to-nearest-even and NaN results as hg::Half); bfloat16 uses AVX-512 (widening by a shift, and
+// AVX512_BF16's vcvtneps2bf16 for rounding, with the same results as hg::BFloat16); everything
+// else is a plain loop the compiler vectorises.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "framework/half.h"
 
-#ifdef __F16C__
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -27,6 +29,14 @@ inline void load_run(const T* src, Acc* dst, int64_t n) {
     }
   }
 #endif
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<Acc, float>) {
+    for (; i + 16 <= n; i += 16) {  // a bfloat16 is the top half of a float32
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+      _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_maskz_cvtepu16_epi32(0xffff, b), 16));
+    }
+  }
+#endif
   for (; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
 }
 
@@ -39,6 +49,23 @@ inline void store_run(const Acc* src, T* dst, int64_t n) {
     for (; i + 8 <= n; i += 8) {
       const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    }
+  }
+#endif
+#if defined(__AVX512BF16__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<Acc, float>) {
+    const __m512i exponent = _mm512_set1_epi32(0x7f800000), mantissa = _mm512_set1_epi32(0x007fffff);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(src + i);
+      const __m512i bits = _mm512_castps_si512(v);
+      // vcvtneps2bf16 rounds to nearest even and quiets NaNs as hg::BFloat16 does, but flushes
+      // float32 subnormals to zero: a block holding one takes the scalar loop.
+      if (_mm512_testn_epi32_mask(bits, exponent) & _mm512_test_epi32_mask(bits, mantissa)) {
+        for (int64_t j = i; j < i + 16; ++j) dst[j] = static_cast<T>(src[j]);
+        continue;
+      }
+      const __m256bh rounded = _mm512_cvtneps_pbh(v);
+      std::memcpy(static_cast<void*>(dst + i), &rounded, sizeof rounded);
     }
   }
 #endif

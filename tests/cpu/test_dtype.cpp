@@ -1,6 +1,7 @@
 // dtypes: sizes, promotion, and exhaustive float16/bfloat16 conversion checks.
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "helpers.h"
@@ -145,4 +146,45 @@ TEST_CASE("tensor casts float32 <-> float16/bfloat16 round exactly like the scal
       CHECK(bad == 0);
     }
   }
+}
+
+TEST_CASE("bulk float32 <-> 16-bit conversions (vector paths) match the scalar ones bit for bit") {
+  // Random bit patterns (every class: NaNs with payloads, subnormals, infinities, overflow to
+  // inf) plus the edge cases, in a length that is not a multiple of any vector width, and one
+  // lone subnormal in an otherwise normal block (the bfloat16 path falls back per block there).
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x7f800000u,
+                                0xff800000u, 0x7f800001u, 0xffc01234u, 0x7f7fffffu, 0x7f7f8000u, 0x3f808000u,
+                                0x3f818000u, 0x3f80ffffu, 0x477ff000u, 0x33000000u, 0xb3000001u};
+  uint64_t state = 12345;
+  for (int i = 0; i < 100'000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    bits.push_back(static_cast<uint32_t>(state >> 32));
+  }
+  for (int i = 0; i < 40; ++i) bits.push_back(0x3f800000u + static_cast<uint32_t>(i));
+  bits[bits.size() - 20] = 0x00000123u;
+  bits.push_back(0x3f800000u);
+  std::vector<float> values(bits.size());
+  std::memcpy(values.data(), bits.data(), bits.size() * sizeof(float));
+  const Tensor x = tensor<float>(values);
+  auto check_dtype = [&](Dtype dtype, auto scalar) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor y = x.to(dtype);
+    const auto* out = static_cast<const uint16_t*>(y.raw_data());
+    int mismatches = 0;
+    for (size_t i = 0; i < values.size(); ++i) mismatches += out[i] != scalar(values[i]);
+    CHECK(mismatches == 0);
+    // Widening back: every 16-bit pattern decodes exactly as the scalar decoder does.
+    const Tensor back = y.to(kFloat32);
+    const auto* wide = static_cast<const uint32_t*>(back.raw_data());
+    int wrong = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint32_t want = 0;
+      const float f = dtype == kBFloat16 ? BFloat16::to_float(out[i]) : Half::to_float(out[i]);
+      std::memcpy(&want, &f, sizeof want);
+      wrong += wide[i] != want;
+    }
+    CHECK(wrong == 0);
+  };
+  check_dtype(kBFloat16, [](float f) { return BFloat16::from_float(f); });
+  check_dtype(kFloat16, [](float f) { return Half::from_float(f); });
 }
