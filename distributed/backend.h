@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "distributed/process_group.h"
 
@@ -67,6 +68,19 @@ std::unique_ptr<Backend> make_gloo_backend(int rank, int world_size, const std::
                                            double timeout_s);
 bool mpi_built();
 bool gloo_built();
+// A group of one without any library (local_backend.cpp).
+std::unique_ptr<Backend> make_local_backend();
+
+// What the CUDA module installs when it was built with NCCL (nccl_backend.cpp, linked into
+// libhalfgrad_cuda): ProcessGroup makes a backend for CUDA tensors from it on the first
+// collective on one, with rank 0's unique id broadcast through the group's CPU backend.
+struct NcclFactory {
+  std::vector<char> (*unique_id)();  // ncclGetUniqueId's bytes, called on rank 0 only
+  std::unique_ptr<Backend> (*make)(int rank, int world_size, const std::vector<char>& id, int device,
+                                   double timeout_s);
+};
+void set_nccl_factory(const NcclFactory* factory);
+const NcclFactory* nccl_factory();  // nullptr until a CUDA module with NCCL has loaded
 
 }  // namespace detail
 }  // namespace hg::distributed

@@ -2,14 +2,18 @@
 // stages 16-bit tensors in float32, and waits for Work with the group's timeout.
 #include "distributed/process_group.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "distributed/backend.h"
+#include "framework/cuda.h"
 #include "framework/error.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
 
 namespace hg::distributed {
 
@@ -17,6 +21,7 @@ bool is_available(Backend backend) {
   switch (backend) {
     case Backend::Mpi: return detail::mpi_built();
     case Backend::Gloo: return detail::gloo_built();
+    case Backend::Local: return true;
     case Backend::Auto: break;
   }
   return detail::mpi_built() || detail::gloo_built();
@@ -71,9 +76,14 @@ std::unique_ptr<detail::Backend> make_backend(const ProcessGroupOptions& options
       choice = Backend::Mpi;
     else if (env("WORLD_SIZE"))
       choice = Backend::Gloo;
+    else if (detail::mpi_built())
+      choice = Backend::Mpi;
+    else if (detail::gloo_built())
+      choice = Backend::Gloo;
     else
-      choice = detail::mpi_built() ? Backend::Mpi : Backend::Gloo;
+      return detail::make_local_backend();  // a group of one needs no library
   }
+  if (choice == Backend::Local) return detail::make_local_backend();
   HG_CHECK(is_available(choice), "distributed", "built without {}: install {} and reconfigure",
            choice == Backend::Mpi ? "MPI" : "Gloo", choice == Backend::Mpi ? "libopenmpi-dev" : "libgloo-dev");
   if (choice == Backend::Mpi) return detail::make_mpi_backend(options.timeout_s);
@@ -91,12 +101,16 @@ std::unique_ptr<detail::Backend> make_backend(const ProcessGroupOptions& options
 
 void check_tensor(const char* op, const Tensor& t) {
   HG_CHECK(t.defined(), "distributed", "{}: the tensor is undefined", op);
-  HG_CHECK(t.device().is_cpu(), "distributed", "{}: collectives take CPU tensors, got one on {}", op, t.device());
   HG_CHECK(t.is_contiguous(), "distributed", "{}: the tensor of shape [{}] must be contiguous", op,
            fmt::join(t.shape(), ", "));
   Dtype d = t.dtype();
   HG_CHECK(d == kFloat32 || d == kFloat64 || d == kFloat16 || d == kBFloat16, "distributed",
            "{}: dtype {} is not supported (float32, float64, float16, bfloat16)", op, dtype_name(d));
+}
+
+void check_same_device(const char* op, const Tensor& output, const Tensor& input) {
+  HG_CHECK(output.device() == input.device(), "distributed", "{}: output on {} and input on {} must share a device", op,
+           output.device(), input.device());
 }
 
 std::string describe(const char* op, const Tensor& t) {
@@ -146,12 +160,49 @@ ProcessGroup::ProcessGroup(ProcessGroupOptions options, std::unique_ptr<detail::
 
 ProcessGroup::~ProcessGroup() = default;
 
+namespace detail {
+namespace {
+std::atomic<const NcclFactory*> installed_nccl{nullptr};
+}
+void set_nccl_factory(const NcclFactory* factory) { installed_nccl = factory; }
+const NcclFactory* nccl_factory() { return installed_nccl.load(); }
+}  // namespace detail
+
+detail::Backend& ProcessGroup::backend_for(const char* op, const Tensor& t) {
+  if (t.device().is_cpu()) return *backend_;
+  HG_CHECK(t.device().is_cuda(), "distributed", "{}: collectives take CPU or CUDA tensors, got one on {}", op,
+           t.device());
+  std::lock_guard lock(cuda_mutex_);
+  if (!cuda_backend_) {
+    HG_CHECK(cuda::is_available(), "distributed", "{}: a CUDA tensor, but no usable CUDA backend", op);
+    const detail::NcclFactory* nccl = detail::nccl_factory();
+    HG_CHECK(nccl, "distributed",
+             "{}: collectives on CUDA tensors need NCCL, and this build's CUDA backend has none (install NCCL next "
+             "to the CUDA toolkit and rebuild)",
+             op);
+    // Rank 0's unique id reaches the others through the CPU backend.
+    std::vector<char> id = rank_ == 0 ? nccl->unique_id() : std::vector<char>(128);
+    Tensor carrier = zeros({static_cast<int64_t>((id.size() + 3) / 4)}, TensorOptions(kFloat32));
+    std::memcpy(carrier.raw_data(), id.data(), id.size());
+    start(backend_->broadcast(carrier, 0), "broadcast of the NCCL unique id").wait();
+    std::memcpy(id.data(), carrier.raw_data(), id.size());
+    cuda_backend_ = nccl->make(rank_, world_size_, id, t.device().index, options_.timeout_s);
+    cuda_device_ = t.device().index;
+  }
+  HG_CHECK(t.device().index == cuda_device_, "distributed",
+           "{}: this group's NCCL communicator is on cuda:{}, got a tensor on {} (one device per process)", op,
+           cuda_device_, t.device());
+  return *cuda_backend_;
+}
+
 const char* ProcessGroup::backend() const { return backend_->name(); }
 
 void ProcessGroup::set_timeout(double seconds) {
   HG_CHECK(seconds > 0, "distributed", "the timeout must be positive, got {} s", seconds);
   options_.timeout_s = seconds;
   backend_->set_timeout(seconds);
+  std::lock_guard lock(cuda_mutex_);
+  if (cuda_backend_) cuda_backend_->set_timeout(seconds);
 }
 
 Work ProcessGroup::start(std::shared_ptr<Work::Impl> impl, std::string what) {
@@ -164,7 +215,7 @@ Work ProcessGroup::start(std::shared_ptr<Work::Impl> impl, std::string what) {
 Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op, Accumulate accumulate) {
   check_tensor("all_reduce", tensor);
   Tensor buf = accumulate == Accumulate::Native ? tensor : staging(tensor);
-  auto w = backend_->all_reduce(buf, buffer_op(op));
+  auto w = backend_for("all_reduce", tensor).all_reduce(buf, buffer_op(op));
   w->keep_alive[0] = buf;
   w->keep_alive[1] = tensor;
   w->finish = finish_into(buf, tensor, op == ReduceOp::Avg && world_size_ > 1, world_size_);
@@ -176,7 +227,7 @@ Work ProcessGroup::broadcast(const Tensor& tensor, int root) {
   HG_CHECK(root >= 0 && root < world_size_, "distributed", "broadcast: root {} is not a rank of a group of {}", root,
            world_size_);
   // Bytes: a broadcast moves values unchanged, so 16-bit tensors need no float32 staging.
-  auto w = backend_->broadcast(tensor, root);
+  auto w = backend_for("broadcast", tensor).broadcast(tensor, root);
   w->keep_alive[0] = tensor;
   return start(std::move(w), describe("broadcast", tensor));
 }
@@ -189,7 +240,8 @@ Work ProcessGroup::all_gather(const Tensor& output, const Tensor& input) {
            "distributed", "all_gather: output [{}] {} must be [{}, {}] {} for input [{}] in a group of {}",
            fmt::join(output.shape(), ", "), dtype_name(output.dtype()), world_size_, fmt::join(input.shape(), ", "),
            dtype_name(input.dtype()), fmt::join(input.shape(), ", "), world_size_);
-  auto w = backend_->all_gather(output, input);
+  check_same_device("all_gather", output, input);
+  auto w = backend_for("all_gather", input).all_gather(output, input);
   w->keep_alive[0] = input;
   w->keep_alive[1] = output;
   return start(std::move(w), describe("all_gather", input));
@@ -201,9 +253,10 @@ Work ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   HG_CHECK(output.dtype() == input.dtype() && input.numel() == output.numel() * world_size_, "distributed",
            "reduce_scatter: input [{}] {} must hold {} times output [{}] {}", fmt::join(input.shape(), ", "),
            dtype_name(input.dtype()), world_size_, fmt::join(output.shape(), ", "), dtype_name(output.dtype()));
+  check_same_device("reduce_scatter", output, input);
   Tensor in = staging(input);
   Tensor out = staging(output);
-  auto w = backend_->reduce_scatter(out, in, buffer_op(op));
+  auto w = backend_for("reduce_scatter", input).reduce_scatter(out, in, buffer_op(op));
   w->keep_alive[0] = in;
   w->keep_alive[1] = out;
   w->finish = finish_into(out, output, op == ReduceOp::Avg && world_size_ > 1, world_size_);
@@ -212,6 +265,9 @@ Work ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
 
 Work ProcessGroup::barrier() { return start(backend_->barrier(), "barrier"); }
 
-void ProcessGroup::abort(int code) { backend_->abort(code); }
+void ProcessGroup::abort(int code) {
+  backend_->abort(code);
+  std::_Exit(code);  // not reached: every backend's abort ends the process
+}
 
 }  // namespace hg::distributed

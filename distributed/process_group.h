@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "framework/tensor.h"
@@ -20,10 +21,11 @@ namespace detail {
 class Backend;
 }
 
-// Which library carries the collectives. Auto: MPI under mpirun (or mpiexec, srun with PMI);
-// Gloo when WORLD_SIZE is set without an MPI launcher (torchrun-style); otherwise a group of
-// one (MPI's singleton when built with MPI).
-enum class Backend { Auto, Mpi, Gloo };
+// Which library carries the collectives on CPU tensors. Auto: MPI under mpirun (or mpiexec,
+// srun with PMI); Gloo when WORLD_SIZE is set without an MPI launcher (torchrun-style); otherwise
+// a group of one (MPI's singleton, or Gloo's, or Local in a build with neither). Local: a group
+// of one in this process, no library (each collective is the identity, or a copy).
+enum class Backend { Auto, Mpi, Gloo, Local };
 
 // How all_reduce treats float16/bfloat16 tensors (other dtypes ignore it). Float32: they are
 // converted to float32, reduced there and rounded once at the end (exact sums; twice the bytes
@@ -38,8 +40,9 @@ struct ProcessGroupOptions {
   double timeout_s = 300.0;
 };
 
-// Whether this build has MPI or Gloo; without either every call below throws
-// "[distributed] built without MPI or Gloo". The single backends: is_available(Backend::Mpi)...
+// Whether this build has MPI or Gloo (Auto), or the one named (Local always). Without either, a
+// process started alone still gets a group of one; a launched one gets "[distributed] built
+// without MPI" (or Gloo).
 bool is_available(Backend backend = Backend::Auto);
 
 // An asynchronous collective. wait() blocks until completion or the group's timeout (then it
@@ -72,14 +75,16 @@ class ProcessGroup {
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
-  const char* backend() const;  // "mpi" or "gloo"
+  const char* backend() const;  // "mpi", "gloo" or "local" (a group of one without either)
   int world_size() const { return world_size_; }
   double timeout() const { return options_.timeout_s; }
   void set_timeout(double seconds);
   bool thread_multiple() const { return thread_multiple_; }
 
-  // Collectives on contiguous CPU tensors of float32/float64/float16/bfloat16 (16-bit ones are
-  // reduced in float32 and rounded once at the end). Every rank must call the same collectives
+  // Collectives on contiguous tensors of float32/float64/float16/bfloat16 (16-bit ones are
+  // reduced in float32 and rounded once at the end, unless Accumulate::Native). CPU tensors go
+  // through MPI or Gloo; CUDA tensors (all on one device) through NCCL when the CUDA backend was
+  // built with it, its communicator set up on the first CUDA collective (every rank must make it). Every rank must call the same collectives
   // in the same order, with the same shapes.
   // In place: tensor <- op over ranks (Avg = Sum / world_size).
   Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, Accumulate accumulate = Accumulate::Float32);
@@ -99,8 +104,13 @@ class ProcessGroup {
  private:
   ProcessGroup(ProcessGroupOptions options, std::unique_ptr<detail::Backend> backend);
   Work start(std::shared_ptr<Work::Impl> impl, std::string what);
+  // The CPU backend for CPU tensors; for CUDA tensors the NCCL one, made on first use.
+  detail::Backend& backend_for(const char* op, const Tensor& t);
   ProcessGroupOptions options_;
   std::unique_ptr<detail::Backend> backend_;
+  std::mutex cuda_mutex_;
+  std::unique_ptr<detail::Backend> cuda_backend_;
+  int cuda_device_ = -1;
   int rank_ = 0;
   int world_size_ = 1;
   bool thread_multiple_ = false;

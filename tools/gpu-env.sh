@@ -154,6 +154,8 @@ hg_gpu_env() {
   _hg_find_cuda_lib cudart cuda_runtime.h || rc=1
   _hg_find_cuda_lib cublasLt cublasLt.h || rc=1
   _hg_find_cuda_lib cudnn cudnn.h || rc=1
+  # NCCL is optional: without it the CUDA module builds and CUDA collectives say NCCL is missing.
+  _hg_find_cuda_lib nccl nccl.h || _hg_log "- nccl: the build goes on without the NCCL backend"
   if compgen -G "$_hg_libs/lib/*" > /dev/null; then
     export LIBRARY_PATH=$_hg_libs/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
     export LD_LIBRARY_PATH=$_hg_libs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -43,13 +43,13 @@ bash "$src/tools/gpu-bundle.sh" "$work/tree/.carry" > "$work/bundle.log" 2>&1 ||
   exit 1
 }
 
-# 2. A toolkit without cuBLAS and cuDNN. `link_filtered SRC DST`: DST gets a link to each entry
-# of SRC except cuBLAS/cuDNN files.
+# 2. A toolkit without cuBLAS, cuDNN and NCCL. `link_filtered SRC DST`: DST gets a link to each
+# entry of SRC except their files.
 link_filtered() {
   mkdir -p "$2"
   local f
   for f in "$1"/*; do
-    case $(basename "$f") in libcublas* | libcudnn* | cublas* | cudnn*) continue ;; esac
+    case $(basename "$f") in libcublas* | libcudnn* | libnccl* | cublas* | cudnn* | nccl*) continue ;; esac
     ln -s "$(readlink -f "$f")" "$2/$(basename "$f")"
   done
 }
@@ -79,6 +79,12 @@ wheel() {  # wheel DIR LIBGLOB HEADERGLOB
 }
 wheel cu13 'libcublas*.so.*' 'cublas*'
 wheel cudnn 'libcudnn*.so.*' 'cudnn*'
+# NCCL when this toolkit has it (nvidia-nccl-cu13: nvidia/nccl/{lib,include}).
+has_nccl=0
+if compgen -G "$real_lib/libnccl.so.*" > /dev/null && [ -e "$real_inc/nccl.h" ]; then
+  wheel nccl 'libnccl*.so.*' 'nccl*'
+  has_nccl=1
+fi
 if compgen -G "$site/nvidia/*/lib/*.so" > /dev/null; then
   echo "FAIL: the simulated wheels have unversioned names"
   exit 1
@@ -121,7 +127,7 @@ echo "simulated image ready in $((SECONDS - t0)) s: toolkit $cuda, wheels $site"
 ) || exit 1
 
 log=$work/setup.log
-grep -E "Library (cudart|cublasLt|cudnn) found|Has header \"cudnn.h\"|CUDA backend|cuDNN|Run-time dependency" "$log"
+grep -E "Library (cudart|cublasLt|cudnn|nccl) found|Has header \"cudnn.h\"|CUDA backend|cuDNN|Run-time dependency" "$log"
 fail=0
 for want in 'Library cublasLt found: YES' 'Library cudnn found: YES' 'Has header "cudnn.h" : YES' \
   'Run-time dependency nlohmann_json found: YES' 'Run-time dependency cli11 found: YES'; do
@@ -130,6 +136,12 @@ for want in 'Library cublasLt found: YES' 'Library cudnn found: YES' 'Has header
     fail=1
   }
 done
+if [ $has_nccl -eq 1 ]; then
+  grep -qF 'Library nccl found: YES' "$log" && grep -qE "NCCL *: *(True|YES)" "$log" || {
+    echo "FAIL: NCCL (from the simulated nvidia-nccl wheel) was not found"
+    fail=1
+  }
+fi
 grep -qE "cuDNN *: *(True|YES)" "$log" || {
   echo "FAIL: cuDNN is not on in the summary"
   fail=1
@@ -149,7 +161,9 @@ if [ $fail -eq 0 ] && [ "${HG_SIM_COMPILE:-1}" != 0 ]; then
   (
     export PATH=$cuda/bin:$bin
     export CPATH=$work/tree/build-gpu-cudalibs/include
-    ninja -C "$work/build" kernels/libhg_kernels_cuda.a.p/cuda_runtime.cu.o > "$work/compile.log" 2>&1
+    targets=(kernels/libhg_kernels_cuda.a.p/cuda_runtime.cu.o)
+    [ $has_nccl -eq 1 ] && targets+=(distributed/libhg_distributed_nccl.a.p/nccl_backend.cpp.o)
+    ninja -C "$work/build" "${targets[@]}" > "$work/compile.log" 2>&1
   ) || {
     tail -20 "$work/compile.log"
     echo "FAIL: nvcc could not compile against the wheel headers"
@@ -159,7 +173,7 @@ if [ $fail -eq 0 ] && [ "${HG_SIM_COMPILE:-1}" != 0 ]; then
     echo "FAIL: the wheel include folder is not on the nvcc command line"
     fail=1
   }
-  [ $fail -eq 0 ] && echo "compiled kernels/cuda/runtime.cu against the wheel's cublasLt.h/cudnn.h"
+  [ $fail -eq 0 ] && echo "compiled kernels/cuda/runtime.cu against the wheel's cublasLt.h/cudnn.h$([ $has_nccl -eq 1 ] && echo ', distributed/nccl_backend.cpp against its nccl.h')"
 fi
 [ $fail -eq 0 ] || exit 1
 echo "PASS: meson setup -Dcuda=enabled -Dcudnn=enabled in the simulated GPU image ($((SECONDS - t0)) s)"

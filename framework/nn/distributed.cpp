@@ -32,9 +32,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   }
   for (const Tensor& p : module_->parameters()) {
     if (!p.requires_grad()) continue;
-    HG_CHECK(p.device().is_cpu() && p.is_contiguous(), "DistributedDataParallel",
-             "parameters must be contiguous CPU tensors (MPI and Gloo backends), got one of shape [{}] on {}",
-             fmt::join(p.shape(), ", "), p.device());
+    HG_CHECK(p.is_contiguous(), "DistributedDataParallel", "parameters must be contiguous, got one of shape [{}]",
+             fmt::join(p.shape(), ", "));
+    // One device per replica: CPU parameters go through MPI or Gloo, CUDA ones through NCCL.
+    HG_CHECK(params_.empty() || p.device() == params_.front().device(), "DistributedDataParallel",
+             "all parameters must be on one device, got {} and {}", params_.front().device(), p.device());
     params_.push_back(p);
   }
   // Buckets in reverse parameter order (as PyTorch): backward produces the last layers'
@@ -121,7 +123,7 @@ void DistributedDataParallel::launch(Bucket& bucket) {
   TensorList pieces;
   for (int64_t i : bucket.params) {
     const Tensor& g = params_[i].grad();
-    pieces.push_back(g.defined() ? g.reshape({-1}) : zeros({params_[i].numel()}, TensorOptions(params_[i].dtype())));
+    pieces.push_back(g.defined() ? g.reshape({-1}) : zeros({params_[i].numel()}, TensorOptions(params_[i].dtype()).device(params_[i].device())));
   }
   bucket.flat = pieces.size() == 1 ? pieces[0].contiguous().clone() : cat(pieces, 0);
   if (options_.reduce_dtype && bucket.dtype == kFloat32) {
