@@ -76,8 +76,7 @@ std::unique_ptr<Backend> make_local_backend();
 // collective on one, with rank 0's unique id broadcast through the group's CPU backend.
 struct NcclFactory {
   std::vector<char> (*unique_id)();  // ncclGetUniqueId's bytes, called on rank 0 only
-  std::unique_ptr<Backend> (*make)(int rank, int world_size, const std::vector<char>& id, int device,
-                                   double timeout_s);
+  std::unique_ptr<Backend> (*make)(int rank, int world_size, const std::vector<char>& id, int device, double timeout_s);
 };
 void set_nccl_factory(const NcclFactory* factory);
 const NcclFactory* nccl_factory();  // nullptr until a CUDA module with NCCL has loaded

@@ -123,7 +123,9 @@ void DistributedDataParallel::launch(Bucket& bucket) {
   TensorList pieces;
   for (int64_t i : bucket.params) {
     const Tensor& g = params_[i].grad();
-    pieces.push_back(g.defined() ? g.reshape({-1}) : zeros({params_[i].numel()}, TensorOptions(params_[i].dtype()).device(params_[i].device())));
+    pieces.push_back(g.defined()
+                         ? g.reshape({-1})
+                         : zeros({params_[i].numel()}, TensorOptions(params_[i].dtype()).device(params_[i].device())));
   }
   bucket.flat = pieces.size() == 1 ? pieces[0].contiguous().clone() : cat(pieces, 0);
   if (options_.reduce_dtype && bucket.dtype == kFloat32) {

@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
   doctest::Context ctx(argc, argv);
   // A timed-out Gloo collective leaves the group unusable: that case runs as --peer-never-joins.
   if (std::strcmp(pg->backend(), "gloo") == 0) ctx.addFilter("test-case-exclude", "*times out*");
-  ctx.addFilter("test-case-exclude", "*group of one*");  // run by --local
+  ctx.addFilter("test-case-exclude", "*group of one*");    // run by --local
   if (pg->rank() != 0) ctx.setOption("out", "/dev/null");  // one rank's report; failures show in rc
   int rc = ctx.run();
   // Every rank's verdict: the job fails if any rank failed.
