@@ -74,9 +74,11 @@ std::unique_ptr<Backend> make_local_backend();
 // What the CUDA module installs when it was built with NCCL (nccl_backend.cpp, linked into
 // libhalfgrad_cuda): ProcessGroup makes a backend for CUDA tensors from it on the first
 // collective on one, with rank 0's unique id broadcast through the group's CPU backend.
+// Its Work never blocks, so the group's own wait applies the timeout: make takes none.
 struct NcclFactory {
+  size_t id_bytes;                   // sizeof(ncclUniqueId)
   std::vector<char> (*unique_id)();  // ncclGetUniqueId's bytes, called on rank 0 only
-  std::unique_ptr<Backend> (*make)(int rank, int world_size, const std::vector<char>& id, int device, double timeout_s);
+  std::unique_ptr<Backend> (*make)(int rank, int world_size, const std::vector<char>& id, int device);
 };
 void set_nccl_factory(const NcclFactory* factory);
 const NcclFactory* nccl_factory();  // nullptr until a CUDA module with NCCL has loaded

@@ -2,7 +2,6 @@
 // without a launcher in a build without MPI and Gloo (a GPU image, say). Every collective over
 // one rank is the identity (all_gather and reduce_scatter copy), complete when it returns.
 #include <cstdlib>
-#include <cstring>
 
 #include "distributed/backend.h"
 #include "framework/grad_mode.h"

@@ -69,11 +69,10 @@ struct NcclWork : Work::Impl {
 
 class NcclBackend final : public Backend {
  public:
-  NcclBackend(int rank, int world_size, const std::vector<char>& id, int device, double timeout_s)
+  NcclBackend(int rank, int world_size, const std::vector<char>& id, int device)
       : rank_(rank), world_size_(world_size), device_(device) {
     HG_CHECK(id.size() == sizeof(ncclUniqueId), "distributed", "NCCL: the unique id has {} bytes, expected {}",
              id.size(), sizeof(ncclUniqueId));
-    set_timeout(timeout_s);
     ncclUniqueId unique{};
     std::memcpy(&unique, id.data(), sizeof unique);
     cuda::DeviceGuard guard(device_);
@@ -88,7 +87,7 @@ class NcclBackend final : public Backend {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   bool thread_multiple() const override { return true; }
-  void set_timeout(double) override {}
+  void set_timeout(double) override {}  // Work polls; the group's wait applies the timeout
 
   std::shared_ptr<Work::Impl> all_reduce(const Tensor& buf, BufferOp op) override {
     return enqueue("ncclAllReduce", [&](cudaStream_t s) {
@@ -147,11 +146,11 @@ std::vector<char> unique_id() {
   return std::vector<char>(id.internal, id.internal + sizeof id.internal);
 }
 
-std::unique_ptr<Backend> make(int rank, int world_size, const std::vector<char>& id, int device, double timeout_s) {
-  return std::make_unique<NcclBackend>(rank, world_size, id, device, timeout_s);
+std::unique_ptr<Backend> make(int rank, int world_size, const std::vector<char>& id, int device) {
+  return std::make_unique<NcclBackend>(rank, world_size, id, device);
 }
 
-const NcclFactory factory{&unique_id, &make};
+const NcclFactory factory{sizeof(ncclUniqueId), &unique_id, &make};
 [[maybe_unused]] const bool installed = [] {
   set_nccl_factory(&factory);
   return true;

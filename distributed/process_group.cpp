@@ -181,12 +181,12 @@ detail::Backend& ProcessGroup::backend_for(const char* op, const Tensor& t) {
              "to the CUDA toolkit and rebuild)",
              op);
     // Rank 0's unique id reaches the others through the CPU backend.
-    std::vector<char> id = rank_ == 0 ? nccl->unique_id() : std::vector<char>(128);
+    std::vector<char> id = rank_ == 0 ? nccl->unique_id() : std::vector<char>(nccl->id_bytes);
     Tensor carrier = zeros({static_cast<int64_t>((id.size() + 3) / 4)}, TensorOptions(kFloat32));
     std::memcpy(carrier.raw_data(), id.data(), id.size());
     start(backend_->broadcast(carrier, 0), "broadcast of the NCCL unique id").wait();
     std::memcpy(id.data(), carrier.raw_data(), id.size());
-    cuda_backend_ = nccl->make(rank_, world_size_, id, t.device().index, options_.timeout_s);
+    cuda_backend_ = nccl->make(rank_, world_size_, id, t.device().index);
     cuda_device_ = t.device().index;
   }
   HG_CHECK(t.device().index == cuda_device_, "distributed",
@@ -200,9 +200,7 @@ const char* ProcessGroup::backend() const { return backend_->name(); }
 void ProcessGroup::set_timeout(double seconds) {
   HG_CHECK(seconds > 0, "distributed", "the timeout must be positive, got {} s", seconds);
   options_.timeout_s = seconds;
-  backend_->set_timeout(seconds);
-  std::lock_guard lock(cuda_mutex_);
-  if (cuda_backend_) cuda_backend_->set_timeout(seconds);
+  backend_->set_timeout(seconds);  // the NCCL backend needs none: start() gives each Work the timeout
 }
 
 Work ProcessGroup::start(std::shared_ptr<Work::Impl> impl, std::string what) {

@@ -84,9 +84,9 @@ class ProcessGroup {
   // Collectives on contiguous tensors of float32/float64/float16/bfloat16 (16-bit ones are
   // reduced in float32 and rounded once at the end, unless Accumulate::Native). CPU tensors go
   // through MPI or Gloo; CUDA tensors (all on one device) through NCCL when the CUDA backend was
-  // built with it, its communicator set up on the first CUDA collective (every rank must make it). Every rank must call
-  // the same collectives in the same order, with the same shapes. In place: tensor <- op over ranks (Avg = Sum /
-  // world_size).
+  // built with it, its communicator set up on the first CUDA collective, which every rank must
+  // make. Every rank must call the same collectives in the same order, with the same shapes.
+  // In place: tensor <- op over ranks (Avg = Sum / world_size).
   Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, Accumulate accumulate = Accumulate::Float32);
   // In place: tensor <- root's tensor.
   Work broadcast(const Tensor& tensor, int root = 0);

@@ -15,6 +15,12 @@ namespace {
 
 std::shared_ptr<dist::ProcessGroup> group() { return dist::ProcessGroup::init({.timeout_s = 60}); }
 
+}  // namespace
+
+#ifdef HG_WITH_NCCL
+
+namespace {
+
 std::shared_ptr<nn::Sequential> make_mlp() {
   auto m = std::make_shared<nn::Sequential>();
   m->push_back(std::make_shared<nn::Linear>(6, 16));
@@ -26,8 +32,6 @@ std::shared_ptr<nn::Sequential> make_mlp() {
 std::vector<float> host(const Tensor& t) { return t.to(kCPU).to(kFloat32).to_vector<float>(); }
 
 }  // namespace
-
-#ifdef HG_WITH_NCCL
 
 TEST_CASE("NCCL collectives on CUDA tensors in a group of one") {
   auto pg = group();
