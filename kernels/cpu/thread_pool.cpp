@@ -1,6 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -9,11 +10,42 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace hg::cpu {
 
 namespace {
 
 thread_local bool t_inside_task = false;
+
+// How long a thread with nothing to do keeps checking for work before it sleeps. An eager
+// training step runs hundreds of small parallel ops back to back, a few microseconds of
+// single-threaded dispatch apart: a worker that slept after each would be woken (a futex call
+// and a context switch, tens of microseconds in a VM) for every one of them. Bounded, so an
+// idle program, or processes sharing the cores (ranks under mpirun), lose almost nothing.
+constexpr auto kSpinTime = std::chrono::microseconds(100);
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Calls ready() in a loop for up to kSpinTime; whether it became true.
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 63) == 63) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();  // lets another process on this core run meanwhile
+    }
+  }
+}
 
 class ThreadPool {
  public:
@@ -24,6 +56,7 @@ class ThreadPool {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
+      generation_.fetch_add(1);
     }
     wake_.notify_all();
     for (auto& w : workers_) w.join();
@@ -33,18 +66,26 @@ class ThreadPool {
     std::lock_guard run_lock(run_mutex_);  // one job at a time; callers from other threads queue
     // Each job has its own counters: a worker still leaving the previous job only ever touches
     // that job's (now exhausted) counter, never the new one's (the race ThreadSanitizer found when
-    // total_ and next_ were shared between jobs).
+    // the counters were shared between jobs).
     auto job = std::make_shared<Job>(task, n);
+    bool wake_sleepers = false;
     {
       std::lock_guard lock(mutex_);
       job_ = job;
-      ++generation_;
+      generation_.fetch_add(1);
+      wake_sleepers = sleepers_ > 0;  // a worker not yet asleep sees the new generation itself
     }
-    wake_.notify_all();
+    if (wake_sleepers) wake_.notify_all();
     drain(*job);
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return job->pending == 0; });
-    job_.reset();
+    if (!spin_until([&] { return job->pending.load() == 0; })) {
+      std::unique_lock lock(mutex_);
+      job->caller_waiting.store(true);
+      done_.wait(lock, [&] { return job->pending.load() == 0; });
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (job_ == job) job_.reset();
+    }
     if (job->error) std::rethrow_exception(job->error);
   }
 
@@ -54,8 +95,13 @@ class ThreadPool {
     const std::function<void(int64_t)>& task;
     const int64_t total;
     std::atomic<int64_t> next{0};
-    int64_t pending;           // guarded by mutex_
-    std::exception_ptr error;  // guarded by mutex_
+    std::atomic<int64_t> pending;
+    // Set (under mutex_) once the caller sleeps on done_: whoever finishes the last task then
+    // takes mutex_ and wakes it. Both sides use sequentially consistent accesses of this flag and
+    // `pending`, so either the caller sees pending == 0 or the finisher sees the flag.
+    std::atomic<bool> caller_waiting{false};
+    std::mutex error_mutex;
+    std::exception_ptr error;  // guarded by error_mutex; read by the caller once pending is 0
   };
 
   // Takes tasks of `job` until none are left.
@@ -63,15 +109,16 @@ class ThreadPool {
     const bool was_inside = t_inside_task;
     t_inside_task = true;
     for (int64_t i; (i = job.next.fetch_add(1)) < job.total;) {
-      std::exception_ptr error;
       try {
         job.task(i);
       } catch (...) {
-        error = std::current_exception();
+        std::lock_guard lock(job.error_mutex);
+        if (!job.error) job.error = std::current_exception();
       }
-      std::lock_guard lock(mutex_);
-      if (error && !job.error) job.error = error;
-      if (--job.pending == 0) done_.notify_all();
+      if (job.pending.fetch_sub(1) == 1 && job.caller_waiting.load()) {
+        std::lock_guard lock(mutex_);
+        done_.notify_all();
+      }
     }
     t_inside_task = was_inside;
   }
@@ -79,12 +126,17 @@ class ThreadPool {
   void work() {
     uint64_t seen = 0;
     for (;;) {
+      if (!spin_until([&] { return generation_.load() != seen; })) {
+        std::unique_lock lock(mutex_);
+        ++sleepers_;
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        --sleepers_;
+      }
       std::shared_ptr<Job> job;
       {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        std::lock_guard lock(mutex_);
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load();
         job = job_;
       }
       if (job) drain(*job);
@@ -95,9 +147,10 @@ class ThreadPool {
   std::mutex run_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  std::shared_ptr<Job> job_;  // the job being run, guarded by mutex_
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::shared_ptr<Job> job_;             // the job being run, guarded by mutex_
+  std::atomic<uint64_t> generation_{0};  // written under mutex_, read anywhere
+  int sleepers_ = 0;                     // workers waiting on wake_, guarded by mutex_
+  bool stop_ = false;                    // guarded by mutex_
 };
 
 ThreadPool& pool() {

@@ -4,9 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/thread_pool.h"
 #include "tests/cpu/helpers.h"
 
 using namespace hg;
@@ -26,6 +29,43 @@ TEST_CASE("threads: back-to-back parallel ops from several threads give exact su
   body();
   for (auto& t : threads) t.join();
   CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("threads: pool jobs after pauses shorter and longer than the workers' spin run each task once") {
+  // Pauses of 0 to 3 ms between jobs: workers are caught while checking for work and after they
+  // fell asleep; each task index must run exactly once, on whichever thread takes it.
+  const int64_t n = 64;
+  std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+  const int pauses_us[] = {0, 20, 150, 3000};
+  int jobs = 0;
+  for (int round = 0; round < 25; ++round) {
+    for (const int pause : pauses_us) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause));
+      hg::cpu::run_parallel(n, [&](int64_t i) { runs[static_cast<size_t>(i)].fetch_add(1); });
+      ++jobs;
+    }
+  }
+  int wrong = 0;
+  for (const auto& r : runs) wrong += r.load() != jobs;
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("threads: a task that throws fails its job with that error, and the pool keeps working") {
+  for (const int pause_us : {0, 3000}) {
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    std::atomic<int> ran{0};
+    CHECK_THROWS_WITH_AS(hg::cpu::run_parallel(8,
+                                               [&](int64_t i) {
+                                                 ran.fetch_add(1);
+                                                 if (i == 5) throw std::runtime_error("task 5 failed");
+                                               }),
+                         "task 5 failed", std::runtime_error);
+    // On the pool the other tasks still run (none skipped or run twice); inline, the loop stops.
+    CHECK(ran.load() == (hg::cpu::num_threads() > 1 ? 8 : 6));
+    std::atomic<int64_t> sum{0};
+    hg::cpu::run_parallel(100, [&](int64_t i) { sum.fetch_add(i); });
+    CHECK(sum.load() == 4950);
+  }
 }
 
 TEST_CASE("threads: autocast state is per thread, and contexts unset out of order are refused") {
