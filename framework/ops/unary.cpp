@@ -11,6 +11,7 @@ namespace hg {
 
 HG_DEFINE_STUB(unary_stub, UnaryFn);
 HG_DEFINE_OPTIONAL_STUB(relu_backward_stub, ReluBackwardFn);
+HG_DEFINE_OPTIONAL_STUB(gelu_backward_stub, GeluBackwardFn);
 
 namespace {
 const OpDef kNeg{"neg", true};
@@ -31,6 +32,19 @@ const OpDef kPowScalar{"pow", true};
 const OpDef kErf{"erf", true};
 
 bool keeps_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu; }
+
+// g * gelu'(x) by the fused kernel, or an undefined tensor where it does not apply: grad mode on
+// (create_graph records the public-op formula instead), no kernel on the device, or operands
+// that differ in dtype, shape or device.
+Tensor fused_gelu_backward(const Tensor& g, const Tensor& x, bool approx) {
+  const DeviceType dev = g.device().type;
+  if (GradMode::is_enabled() || !gelu_backward_stub.has(dev) || g.dtype() != x.dtype() || g.shape() != x.shape() ||
+      g.device() != x.device())
+    return Tensor();
+  Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
+  if (out.numel()) gelu_backward_stub(dev, out, g, x, approx);
+  return out;
+}
 
 // The gradient of op at x (saved input) / y (saved output), times the incoming gradient g.
 Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y, double p0, double p1) {
@@ -57,11 +71,13 @@ Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
       return g * gt(y, zeros_like(y)).to(g.dtype());
     }
     case UnaryOp::Gelu: {
+      if (Tensor fused = fused_gelu_backward(g, x, false); fused.defined()) return fused;
       // d/dx x Phi(x) = Phi(x) + x phi(x)
       Tensor cdf = (1.0 + erf(x * M_SQRT1_2)) * 0.5;
       return g * (cdf + x * exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2));
     }
     case UnaryOp::GeluTanh: {
+      if (Tensor fused = fused_gelu_backward(g, x, true); fused.defined()) return fused;
       constexpr double k = 0.7978845608028654, c = 0.044715;  // sqrt(2/pi)
       Tensor inner = (x + pow(x, 3.0) * c) * k;
       Tensor th = tanh(inner);

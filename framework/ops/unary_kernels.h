@@ -18,4 +18,10 @@ HG_DECLARE_STUB(unary_stub, UnaryFn);
 using ReluBackwardFn = void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y);
 HG_DECLARE_STUB(relu_backward_stub, ReluBackwardFn);
 
+// gelu's gradient in one pass: grad_in = grad_out * gelu'(x) (the tanh form's when approx), all
+// of one shape and floating dtype, computed in float32 or wider and rounded once. gelu's backward
+// uses it where the device has a kernel, else the same formula built from public ops.
+using GeluBackwardFn = void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& x, bool approx);
+HG_DECLARE_STUB(gelu_backward_stub, GeluBackwardFn);
+
 }  // namespace hg

@@ -131,6 +131,31 @@ struct Erf {
   }
 };
 
+// ---- fused gradients: g times the derivative at x, in one pass (no intermediate tensors) ----
+// d/dx x Phi(x) = Phi(x) + x phi(x). At x = -inf the product x phi(x) is 0, not inf * 0.
+struct GeluBackward {
+  template <class T>
+  HG_HOST_DEVICE T operator()(T g, T x) const {
+    const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);  // 1 / sqrt(2 pi)
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    return g * (cdf + (pdf > T(0) ? x * pdf : T(0)));
+  }
+};
+// GeluTanh is x s with s = sigmoid(z), z = 2 k (x + c x^3): its derivative is s + x s' 2 k (1 + 3 c x^2),
+// with s' = s (1 - s) = e / (1 + e)^2 for e = exp(-|z|), which keeps its digits in the tails
+// (1 - s rounds to 0 there). s' is 0 once e underflows, where x^2 may be inf.
+struct GeluTanhBackward {
+  template <class T>
+  HG_HOST_DEVICE T operator()(T g, T x) const {
+    const T k2 = T(2 * 0.79788456080286535588), c = T(0.044715);
+    const T z = k2 * (x + c * x * x * x);
+    const T e = std::exp(z < T(0) ? z : -z);
+    const T r = T(1) / (T(1) + e);
+    const T s = z < T(0) ? e * r : r, ds = e * r * r;
+    return g * (s + (ds != T(0) ? x * ds * k2 * (T(1) + T(3) * c * x * x) : T(0)));
+  }
+};
+
 // ---- binary arithmetic (alpha scales b for Add and Sub) ----
 struct Add {
   double alpha = 1;

@@ -221,11 +221,12 @@ void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
                   });
 }
 
-// out[i] = f(a[i], b[i]) for 16-bit float inputs, computed in float: each block of a and b is
-// widened into float buffers (a broadcast scalar is widened once), f runs over plain float
-// arrays (vectorised), and the results are rounded back (Out = T) or stored (Out = bool).
-template <class Out, class T, class F>
-void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+// out = map over a and b for floating inputs, computed in float: each block of a and b is
+// widened into float buffers (a broadcast scalar is widened once), map(x, y, z, m) fills z[j]
+// from x[j] and y[j] for j < m over plain float arrays, and the results are rounded back
+// (Out = T) or stored (Out = bool).
+template <class Out, class T, class Map>
+void binary_widened_map_loop(const Tensor& out, const Tensor& a, const Tensor& b, Map map) {
   const bool stream = use_stream_stores(out, {&a, &b});
   for_each_run<3>(out.shape(), {&out, &a, &b},
                   [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
@@ -248,7 +249,7 @@ void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F 
                       const int64_t m = std::min(kMapBlock, n - i);
                       widen(1, x, i, m);
                       widen(2, y, i, m);
-                      for (int64_t j = 0; j < m; ++j) z[j] = f(x[j], y[j]);
+                      map(x, y, z, m);
                       if constexpr (std::is_same_v<Out, bool>) {
                         if (stream && s[0] == 1) {
                           stream_copy(p[0] + i, z, static_cast<size_t>(m));
@@ -266,6 +267,16 @@ void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F 
                     }
                     if (stream) stream_fence();
                   });
+}
+
+// out[i] = f(a[i], b[i]) for 16-bit float inputs, computed in float a block at a time (the
+// per-element loop over plain float arrays vectorises).
+template <class Out, class T, class F>
+void binary_widened_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  using R = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
+  binary_widened_map_loop<Out, T>(out, a, b, [&f](const float* x, const float* y, R* z, int64_t m) {
+    for (int64_t j = 0; j < m; ++j) z[j] = f(x[j], y[j]);
+  });
 }
 
 }  // namespace hg::cpu

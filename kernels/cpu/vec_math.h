@@ -147,6 +147,43 @@ struct Op<scalar::PowScalar> {
   }
 };
 
+// Two-input functors (the fused gradients): Op2<F>(g, x).
+template <class F>
+struct Op2 {
+  static constexpr bool kScalarOnly = true;
+};
+template <>
+struct Op2<scalar::GeluBackward> {
+  V operator()(V g, V x) const {
+    // erf_fast(x / sqrt 2) and phi(x) share their exp(-x^2 / 2).
+    const V z = x * splat(0.70710678118654752440f);
+    const V az = z < splat(0.0f) ? -z : z;
+    const V t = splat(1.0f) / (splat(0.3275911f) * az + splat(1.0f));
+    V r = splat(1.061405429f) * t + splat(-1.453152027f);
+    r = r * t + splat(1.421413741f);
+    r = r * t + splat(-0.284496736f);
+    r = r * t + splat(0.254829592f);
+    const V e = HG_SLEEF(exp, u10)(-(z * z));
+    const V erf_abs = splat(1.0f) - r * t * e;
+    const V cdf = splat(0.5f) * (splat(1.0f) + (z < splat(0.0f) ? -erf_abs : erf_abs));
+    const V x_pdf = x * e * splat(0.39894228040143267794f);
+    return g * (cdf + (e > splat(0.0f) ? x_pdf : splat(0.0f)));
+  }
+};
+template <>
+struct Op2<scalar::GeluTanhBackward> {
+  V operator()(V g, V x) const {
+    const V k2 = splat(static_cast<float>(2 * 0.79788456080286535588)), c = splat(0.044715f);
+    const V z = k2 * (x + c * x * x * x);
+    const auto neg = z < splat(0.0f);
+    const V e = HG_SLEEF(exp, u10)(neg ? z : -z);
+    const V r = splat(1.0f) / (splat(1.0f) + e);
+    const V s = neg ? e * r : r, ds = e * r * r;
+    const V slope = x * ds * k2 * (splat(1.0f) + splat(3.0f) * c * x * x);
+    return g * (s + (ds != splat(0.0f) ? slope : splat(0.0f)));
+  }
+};
+
 template <class F>
 Op<F> make_op(const F& f) {
   if constexpr (std::is_constructible_v<Op<F>, const F&>) {
@@ -163,9 +200,15 @@ template <class F>
 inline constexpr bool has_vec_op = !requires {
   vec::Op<F>::kScalarOnly;
 };
+template <class F>
+inline constexpr bool has_vec_op2 = !requires {
+  vec::Op2<F>::kScalarOnly;
+};
 #else
 template <class F>
 inline constexpr bool has_vec_op = false;
+template <class F>
+inline constexpr bool has_vec_op2 = false;
 #endif
 
 // y[i] = f(x[i]) for i < n (x and y may be the same array).
@@ -186,6 +229,27 @@ void map_unary(const F& f, const float* x, float* y, int64_t n) {
   }
 #endif
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// z[i] = f(a[i], b[i]) for i < n, for the two-input functors with a vector form (Op2).
+template <class F>
+void map_binary(const F& f, const float* a, const float* b, float* z, int64_t n) {
+#if HG_VEC_MATH
+  if constexpr (has_vec_op2<F>) {
+    const vec::Op2<F> op{};
+    int64_t i = 0;
+    for (; i + vec::kWidth <= n; i += vec::kWidth) vec::store(z + i, op(vec::load(a + i), vec::load(b + i)));
+    if (i < n) {  // the tail through the same vector code
+      float bufa[vec::kWidth] = {}, bufb[vec::kWidth] = {};
+      std::memcpy(bufa, a + i, static_cast<size_t>(n - i) * sizeof(float));
+      std::memcpy(bufb, b + i, static_cast<size_t>(n - i) * sizeof(float));
+      vec::store(bufa, op(vec::load(bufa), vec::load(bufb)));
+      std::memcpy(z + i, bufa, static_cast<size_t>(n - i) * sizeof(float));
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) z[i] = f(a[i], b[i]);
 }
 
 }  // namespace hg::cpu

@@ -29,6 +29,24 @@ double gelu_ref(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): the same function, without float64 cancelling
 // 1 + tanh(u) to zero in the left tail.
 double gelu_tanh_ref(double x) { return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+// The derivatives the fused gelu backward kernel computes (the limits at +-inf, NaN for NaN).
+double gelu_grad_ref(double x) {
+  if (!std::isfinite(x)) return std::isnan(x) ? x : x > 0 ? 1.0 : 0.0;
+  return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+double gelu_tanh_grad_ref(double x) {
+  if (!std::isfinite(x)) return std::isnan(x) ? x : x > 0 ? 1.0 : 0.0;
+  const double k2 = 2 * std::sqrt(2 / M_PI), c = 0.044715;
+  const double s = 1 / (1 + std::exp(-k2 * (x + c * x * x * x)));
+  return s + x * s * (1 - s) * k2 * (1 + 3 * c * x * x);
+}
+// The gradient of op at t for a gradient of ones, through autograd's backward (grad mode off,
+// so gelu's fused backward kernel runs).
+Tensor grad_of_ones(const Tensor& t, Tensor (*op)(const Tensor&, bool), bool approx) {
+  Tensor x = t.detach().requires_grad_(true);
+  op(x, approx).backward(ones_like(x));
+  return x.grad();
+}
 double softplus_ref(double x, double beta, double threshold) {
   return beta * x > threshold ? x : std::log1p(std::exp(beta * x)) / beta;
 }
@@ -58,6 +76,11 @@ std::vector<UnaryCase> unary_cases() {
        0.5},
       {"gelu", [](const Tensor& t) { return gelu(t); }, gelu_ref, 3, 1, 10},
       {"gelu tanh", [](const Tensor& t) { return gelu(t, true); }, gelu_tanh_ref, 4, 1},
+      // The fused backward kernels. Their values lie in [-0.17, 1.13], where gelu's erf (1.5e-7
+      // absolute) and float32's rounding of the two terms summed are several ULPs of the result;
+      // the absolute allowance covers the derivative's zero crossing near x = -0.75.
+      {"gelu backward", [](const Tensor& t) { return grad_of_ones(t, gelu, false); }, gelu_grad_ref, 12, 1, 10},
+      {"gelu tanh backward", [](const Tensor& t) { return grad_of_ones(t, gelu, true); }, gelu_tanh_grad_ref, 12, 1, 4},
       {"softplus", [](const Tensor& t) { return softplus(t); }, [](double x) { return softplus_ref(x, 1, 20); }, 3, 1},
       {"softplus beta 2", [](const Tensor& t) { return softplus(t, 2.0, 5.0); },
        [](double x) { return softplus_ref(x, 2, 5); }, 3, 1},
