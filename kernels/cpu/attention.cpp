@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "framework/ops/attention_kernels.h"
+#include "kernels/common/scalar_ops.h"
 #include "kernels/common/splitmix64.h"
 #include "kernels/cpu/rows.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace hg::cpu {
 namespace {
@@ -69,6 +71,17 @@ void add_rows(C* __restrict acc, const C* __restrict w, const C* __restrict rows
     const C wr = w[r];
     const C* rr = rows + r * ld;
     for (int64_t x = 0; x < len; ++x) acc[x] += wr * rr[x];
+  }
+}
+
+// s[j] = exp(s[j] - shift) for j < n: float rows through the vector exp (vec_math.h).
+template <class C>
+void exp_shifted(C* s, C shift, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) s[j] -= shift;
+  if constexpr (std::is_same_v<C, float>) {
+    map_unary(scalar::Exp{}, s, s, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j]);
   }
 }
 
@@ -143,11 +156,9 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
           lse[bh * L + i] = mx;
           continue;
         }
+        exp_shifted(sr, mx, n);
         C sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          sr[j] = std::exp(sr[j] - mx);
-          sum += sr[j];
-        }
+        for (int64_t j = 0; j < n; ++j) sum += sr[j];
         lse[bh * L + i] = mx + std::log(sum);
         const C inv = C(1) / sum;
         if (drop.on) {
@@ -220,8 +231,8 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
         C* sr = s.data();
         scores(sr, qs.data(), kt.data(), S, E, n);
         apply_mask(mr, bh, i, sr, n);
-        for (int64_t j = 0; j < n; ++j) sr[j] = std::exp(sr[j] - l);  // the weights p
-        C D = 0;                                                      // dO . O = sum_j dP_j p_j (dropout included)
+        exp_shifted(sr, l, n);  // the weights p
+        C D = 0;                // dO . O = sum_j dP_j p_j (dropout included)
         for (int64_t c = 0; c < Ev; ++c) {
           gf[static_cast<size_t>(c)] = static_cast<C>(go[row * Ev + c]);
           D += gf[static_cast<size_t>(c)] * static_cast<C>(o[row * Ev + c]);
