@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "framework/ops/reduce_kernels.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {
@@ -67,6 +68,9 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in) {
 template <class T, class O>
 void sum_columns_typed(const Tensor& out, const Tensor& in) {
   using Acc = sum_acc_t<T>;
+  // 16-bit floats are widened a row block at a time: one conversion per element (per element,
+  // float16's software conversion does not vectorise).
+  constexpr bool kWidenFirst = (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)&&std::is_same_v<Acc, float>;
   constexpr int kLanes = 8;
   constexpr int64_t kBlock = 256;
   const int64_t rows = in.shape()[0], cols = in.shape()[1];
@@ -84,7 +88,13 @@ void sum_columns_typed(const Tensor& out, const Tensor& in) {
         for (int l = 0; l < kLanes; ++l) {
           const T* row = data + (i + l) * cols + c0;
           Acc* lane = lanes[l];
-          for (int64_t j = 0; j < w; ++j) lane[j] += static_cast<Acc>(row[j]);
+          if constexpr (kWidenFirst) {  // F16C / AVX-512 widening, then a plain float loop
+            alignas(64) float wide[kBlock];
+            load_run(row, wide, w);
+            for (int64_t j = 0; j < w; ++j) lane[j] += wide[j];
+          } else {
+            for (int64_t j = 0; j < w; ++j) lane[j] += static_cast<Acc>(row[j]);
+          }
         }
       }
       for (int64_t j = 0; j < w; ++j) total[j] = Acc(0);
