@@ -42,31 +42,18 @@ void max_pool_2x2_row(const T* __restrict r0, const T* __restrict r1, T* __restr
   using Acc = acc_t<T>;
   if constexpr (std::is_same_v<T, Half>) {
     // float16: the rows are widened a chunk at a time (F16C; its software conversion per element
-    // kept the loop scalar), compared in float, and the chosen element's bits stored.
+    // kept this loop scalar), the float loop picks each window's index, and the chosen element's
+    // bits are copied from the plane (r0 is element `base` of it).
     constexpr int64_t kChunk = 128;
-    alignas(64) float a[2 * kChunk], b[2 * kChunk];
-    const auto* u0 = reinterpret_cast<const uint16_t*>(r0);
-    const auto* u1 = reinterpret_cast<const uint16_t*>(r1);
+    alignas(64) float a[2 * kChunk], b[2 * kChunk], picked[kChunk];
+    const auto* plane = reinterpret_cast<const uint16_t*>(r0) - base;
     auto* uy = reinterpret_cast<uint16_t*>(y);
     for (int64_t s = 0; s < n; s += kChunk) {
       const int64_t m = std::min(kChunk, n - s);
       load_run(r0 + 2 * s, a, 2 * m);
       load_run(r1 + 2 * s, b, 2 * m);
-      for (int64_t k = 0; k < m; ++k) {
-        const int64_t ox = s + k;
-        uint16_t best = u0[2 * ox];
-        float bv = a[2 * k];
-        int64_t off = 0;
-        const float v1 = a[2 * k + 1], v2 = b[2 * k], v3 = b[2 * k + 1];
-        const bool t1 = v1 > bv || v1 != v1;
-        best = t1 ? u0[2 * ox + 1] : best, bv = t1 ? v1 : bv, off = t1 ? 1 : off;
-        const bool t2 = v2 > bv || v2 != v2;
-        best = t2 ? u1[2 * ox] : best, bv = t2 ? v2 : bv, off = t2 ? w : off;
-        const bool t3 = v3 > bv || v3 != v3;
-        best = t3 ? u1[2 * ox + 1] : best, off = t3 ? w + 1 : off;
-        uy[ox] = best;
-        ix[ox] = base + 2 * ox + off;
-      }
+      max_pool_2x2_row<float>(a, b, picked, ix + s, m, base + 2 * s, w);
+      for (int64_t k = 0; k < m; ++k) uy[s + k] = plane[ix[s + k]];
     }
     return;
   }
