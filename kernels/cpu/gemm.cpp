@@ -12,6 +12,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/short_inner_gemm.h"
 #include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
@@ -91,6 +92,13 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (k == 0) {
     for (int64_t i = 0; i < batch * m * n; ++i) po[i] = T(0);
     return;
+  }
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    if (use_short_inner_gemm(m, k, n)) {
+      for (int64_t i = 0; i < batch; ++i)
+        short_inner_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n);
+      return;
+    }
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
     if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2})) return;

@@ -3,6 +3,7 @@
 
 #include "helpers.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/short_inner_gemm.h"
 
 using namespace hg;
 using hg::test::check_close;
@@ -74,6 +75,41 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
     }
     CHECK(mm(zeros({0, 300}, d), zeros({300, 150}, d)).shape() == Shape{0, 150});
   }
+}
+
+TEST_CASE("16-bit products with a short inner dimension (weight gradients at small batch) match float64") {
+  // Row counts off the 8-row blocks, column counts off the 16-lane vectors, k from 1 to the
+  // limit, and a transposed first operand (g^T in g^T x) as a weight gradient has.
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  manual_seed(11);
+  for (const Shape3 s : {Shape3{520, 1, 130}, Shape3{1003, 7, 77}, Shape3{261, 16, 513}, Shape3{64, 32, 1030}}) {
+    REQUIRE(cpu::use_short_inner_gemm(s.m, s.k, s.n));
+    for (Dtype d : {kBFloat16, kFloat16}) {
+      CAPTURE(s.m);
+      CAPTURE(s.k);
+      CAPTURE(s.n);
+      CAPTURE(dtype_name(d));
+      const Tensor g = randn({s.k, s.m}).to(d), x = randn({s.k, s.n}).to(d);
+      const Tensor a = g.t();  // [m, k], transposed in memory
+      const Tensor ref = mm_reference(a.to(kFloat64).contiguous(), x.to(kFloat64));
+      // float32 accumulation of at most 32 terms, then one rounding: within a 16-bit rounding.
+      check_close(mm(a, x), ref, hg::test::tolerance(d));
+      check_close(mm(a.contiguous(), non_contiguous(x)), ref, hg::test::tolerance(d));
+      // Batched, through bmm: every matrix of the batch the same as alone.
+      const Tensor batch = bmm(a.unsqueeze(0).expand({2, s.m, s.k}), x.unsqueeze(0).expand({2, s.k, s.n}));
+      CHECK(batch.select(0, 1).to(kFloat32).to_vector<float>() == mm(a, x).to(kFloat32).to_vector<float>());
+    }
+  }
+  // inf and NaN reach the outputs they feed, as in any float32 sum.
+  Tensor a = zeros({128, 4}, kBFloat16), b = ones({4, 1024}, kBFloat16);
+  a.index_put_({0, 1}, full({}, INFINITY, kBFloat16));
+  a.index_put_({1, 2}, full({}, NAN, kBFloat16));
+  const Tensor out = mm(a, b).to(kFloat32);
+  CHECK(std::isinf(out.index({0, 5}).item<float>()));
+  CHECK(std::isnan(out.index({1, 1023}).item<float>()));
+  CHECK(out.index({2, 0}).item<float>() == 0.0f);
 }
 
 TEST_CASE("the fast matmul path leaves the calling thread's OpenMP team size alone") {
