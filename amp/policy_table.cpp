@@ -145,6 +145,8 @@ constexpr PolicyRow kTable[] = {
   {"max_pool2d_backward",                Pass,    Pass,    "backward of max_pool2d"},
   {"avg_pool2d_backward",                Pass,    Pass,    "backward of avg_pool2d"},
   {"scaled_dot_product_attention_backward", Pass, Pass,  "backward of scaled_dot_product_attention"},
+  {"relu_backward",                      Pass,    Pass,    "backward of relu"},
+  {"gelu_backward",                      Pass,    Pass,    "backward of gelu"},
   {"softmax_backward",                   Pass,    Pass,    "backward of softmax"},
   {"log_softmax_backward",               Pass,    Pass,    "backward of log_softmax"},
   {"cross_entropy_backward",             Pass,    Pass,    "backward of cross_entropy"},

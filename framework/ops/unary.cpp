@@ -30,6 +30,9 @@ const OpDef kGelu{"gelu", true};
 const OpDef kSoftplus{"softplus", true};
 const OpDef kPowScalar{"pow", true};
 const OpDef kErf{"erf", true};
+// The fused gradient kernels, recorded as ops of their own (marked backward by the engine).
+const OpDef kReluBackward{"relu_backward", false};
+const OpDef kGeluBackward{"gelu_backward", false};
 
 bool keeps_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu; }
 
@@ -41,8 +44,10 @@ Tensor fused_gelu_backward(const Tensor& g, const Tensor& x, bool approx) {
   if (GradMode::is_enabled() || !gelu_backward_stub.has(dev) || g.dtype() != x.dtype() || g.shape() != x.shape() ||
       g.device() != x.device())
     return Tensor();
+  OpCall call(kGeluBackward, {g, x});
   Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
   if (out.numel()) gelu_backward_stub(dev, out, g, x, approx);
+  call.finish({&out});
   return out;
 }
 
@@ -64,8 +69,10 @@ Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
       // The fused kernel is not recorded: create_graph (grad mode on) takes the public-op formula.
       if (!GradMode::is_enabled() && relu_backward_stub.has(dev) && g.dtype() == y.dtype() && g.shape() == y.shape() &&
           g.device() == y.device()) {
+        OpCall call(kReluBackward, {g, y});
         Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
         if (out.numel()) relu_backward_stub(dev, out, g, y);
+        call.finish({&out});
         return out;
       }
       return g * gt(y, zeros_like(y)).to(g.dtype());

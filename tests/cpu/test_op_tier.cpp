@@ -44,7 +44,7 @@ TEST_CASE("an op called inside another op does not autocast again but still reco
   CHECK(a.grad().defined());
 }
 
-TEST_CASE("backward kernels of softmax, log_softmax, cross_entropy and nll_loss are recorded as backward") {
+TEST_CASE("backward kernels of softmax, log_softmax, cross_entropy, nll_loss, relu and gelu are recorded as backward") {
   const Tensor x = randn({4, 5}).requires_grad_();
   const Tensor target = tensor(std::vector<int64_t>{0, 3, 1, 4});
   const struct {
@@ -55,6 +55,9 @@ TEST_CASE("backward kernels of softmax, log_softmax, cross_entropy and nll_loss 
       {"log_softmax_backward", [&] { return log_softmax(x, 1).sum(); }},
       {"cross_entropy_backward", [&] { return cross_entropy(x, target); }},
       {"nll_loss_backward", [&] { return nll_loss(log_softmax(x, 1), target); }},
+      {"relu_backward", [&] { return relu(x).sum(); }},
+      {"gelu_backward", [&] { return gelu(x).sum(); }},
+      {"gelu_backward", [&] { return gelu(x, true).sum(); }},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
