@@ -51,7 +51,9 @@ void binary_cpu(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
 
 template <class T, class F>
 void unary_typed(const Tensor& out, const Tensor& in, const F& f) {
-  if constexpr (is_float_compute<T>) {
+  if constexpr (is_float_compute<T> && !std::is_same_v<T, float> && std::is_same_v<F, scalar::Rsqrt>) {
+    unary_map_loop<T>(out, in, [](const float* x, float* y, int64_t n) { map_rsqrt_for_16bit(x, y, n); });
+  } else if constexpr (is_float_compute<T>) {
     unary_map_loop<T>(out, in, [&f](const float* x, float* y, int64_t n) { map_unary(f, x, y, n); });
   } else if constexpr (std::is_integral_v<T>) {
     // The op layer sends integers only to the ops that keep them (neg, abs, relu).

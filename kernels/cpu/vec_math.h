@@ -4,6 +4,7 @@
 // the rest, and every op in a build without SLEEF, are plain loops the compiler vectorises.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -275,6 +276,32 @@ void map_binary(const F& f, const float* a, const float* b, float* z, int64_t n)
   }
 #endif
   for (int64_t i = 0; i < n; ++i) z[i] = f(a[i], b[i]);
+}
+
+// y[i] = 1 / sqrt(x[i]) for results that are rounded to a 16-bit float next: AVX-512's 14-bit
+// estimate and one Newton step (relative error near 2^-27, far inside a 16-bit rounding), about
+// three times the throughput of the float32 sqrt and division; zeros, denormals, negatives, inf
+// and NaN take the exact formula. Elsewhere the exact loop.
+inline void map_rsqrt_for_16bit(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 lo = _mm512_set1_ps(1.17549435e-38f), hi = _mm512_set1_ps(3.40282347e38f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512 e = _mm512_maskz_rsqrt14_ps(0xffff, v);  // (maskz forms: see exp_nonpositive)
+    // e (1.5 - 0.5 v e^2)
+    const __m512 half_v_e2 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), e), e);
+    const __m512 refined = _mm512_mul_ps(e, _mm512_sub_ps(_mm512_set1_ps(1.5f), half_v_e2));
+    const __mmask16 normal = _mm512_cmp_ps_mask(v, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(v, hi, _CMP_LE_OQ);
+    if (normal == 0xffff) {
+      _mm512_storeu_ps(y + i, refined);
+    } else {
+      const __m512 exact = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_maskz_sqrt_ps(0xffff, v));
+      _mm512_storeu_ps(y + i, _mm512_mask_blend_ps(normal, exact, refined));
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = 1.0f / std::sqrt(x[i]);
 }
 
 }  // namespace hg::cpu
