@@ -36,19 +36,25 @@ const OpDef kGeluBackward{"gelu_backward", false};
 
 bool keeps_integers(UnaryOp op) { return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu; }
 
-// g * gelu'(x) by the fused kernel, or an undefined tensor where it does not apply: grad mode on
-// (create_graph records the public-op formula instead), no kernel on the device, or operands
-// that differ in dtype, shape or device.
-Tensor fused_gelu_backward(const Tensor& g, const Tensor& x, bool approx) {
-  const DeviceType dev = g.device().type;
-  if (GradMode::is_enabled() || !gelu_backward_stub.has(dev) || g.dtype() != x.dtype() || g.shape() != x.shape() ||
-      g.device() != x.device())
+// g * f'(v) by a fused gradient kernel, recorded as op `def`, or an undefined tensor where it does
+// not apply: grad mode on (create_graph records the public-op formula instead), no kernel on the
+// device, or operands that differ in dtype, shape or device. launch(out) runs the kernel.
+template <class Launch>
+Tensor fused_gradient(const OpDef& def, bool has_kernel, const Tensor& g, const Tensor& v, Launch launch) {
+  if (GradMode::is_enabled() || !has_kernel || g.dtype() != v.dtype() || g.shape() != v.shape() ||
+      g.device() != v.device())
     return Tensor();
-  OpCall call(kGeluBackward, {g, x});
+  OpCall call(def, {g, v});
   Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
-  if (out.numel()) gelu_backward_stub(dev, out, g, x, approx);
+  if (out.numel()) launch(out);
   call.finish({&out});
   return out;
+}
+
+Tensor fused_gelu_backward(const Tensor& g, const Tensor& x, bool approx) {
+  const DeviceType dev = g.device().type;
+  return fused_gradient(kGeluBackward, gelu_backward_stub.has(dev), g, x,
+                        [&](const Tensor& out) { gelu_backward_stub(dev, out, g, x, approx); });
 }
 
 // The gradient of op at x (saved input) / y (saved output), times the incoming gradient g.
@@ -66,15 +72,10 @@ Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
     case UnaryOp::Tanh: return g * (1.0 - y * y);
     case UnaryOp::Relu: {
       const DeviceType dev = g.device().type;
-      // The fused kernel is not recorded: create_graph (grad mode on) takes the public-op formula.
-      if (!GradMode::is_enabled() && relu_backward_stub.has(dev) && g.dtype() == y.dtype() && g.shape() == y.shape() &&
-          g.device() == y.device()) {
-        OpCall call(kReluBackward, {g, y});
-        Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
-        if (out.numel()) relu_backward_stub(dev, out, g, y);
-        call.finish({&out});
-        return out;
-      }
+      if (Tensor fused = fused_gradient(kReluBackward, relu_backward_stub.has(dev), g, y,
+                                        [&](const Tensor& out) { relu_backward_stub(dev, out, g, y); });
+          fused.defined())
+        return fused;
       return g * gt(y, zeros_like(y)).to(g.dtype());
     }
     case UnaryOp::Gelu: {

@@ -101,10 +101,6 @@ template <>
 struct Op<scalar::Sigmoid> {
   V operator()(V x) const { return sigmoid(x); }
 };
-// erf to an absolute error of 1.5e-7 (Abramowitz and Stegun 7.1.26, as PyTorch's gelu uses):
-// one exp instead of SLEEF's erf, which is ~10x slower. Only gelu uses it, where the error is
-// scaled by 0.5 x and so stays within a few ULPs of x (tests/cpu/test_elementwise_functors.cpp
-// bounds it by 10 ULPs of x).
 // exp(x) for x <= 0 (gelu's exp(-z^2)): x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor
 // polynomial to r^7 (truncation below 2e-8 relative, about a float32 ULP), times 2^n by
 // AVX-512's scalef; about half the instructions of SLEEF's expf. Below -104 it is 0. Elsewhere
@@ -130,16 +126,26 @@ inline V exp_nonpositive(V x) {
 #endif
 }
 
-inline V erf_fast(V x) {
+// erf to an absolute error of 1.5e-7 (Abramowitz and Stegun 7.1.26, as PyTorch's gelu uses):
+// one exp instead of SLEEF's erf, which is ~10x slower. Only gelu uses it, where the error is
+// scaled by 0.5 x and so stays within a few ULPs of x (tests/cpu/test_elementwise_functors.cpp
+// bounds it by 10 ULPs of x).
+// erf(x) with the exp(-x^2) it was computed from (gelu's backward needs that too).
+struct ErfParts {
+  V erf, exp_neg_x2;
+};
+inline ErfParts erf_fast_parts(V x) {
   const V ax = x < splat(0.0f) ? -x : x;
   const V t = splat(1.0f) / (splat(0.3275911f) * ax + splat(1.0f));
   V r = splat(1.061405429f) * t + splat(-1.453152027f);
   r = r * t + splat(1.421413741f);
   r = r * t + splat(-0.284496736f);
   r = r * t + splat(0.254829592f);
-  const V e = splat(1.0f) - r * t * exp_nonpositive(-(x * x));
-  return x < splat(0.0f) ? -e : e;
+  const V ex = exp_nonpositive(-(x * x));
+  const V e = splat(1.0f) - r * t * ex;
+  return {x < splat(0.0f) ? -e : e, ex};
 }
+inline V erf_fast(V x) { return erf_fast_parts(x).erf; }
 
 template <>
 struct Op<scalar::Gelu> {
@@ -182,18 +188,10 @@ template <>
 struct Op2<scalar::GeluBackward> {
   V operator()(V g, V x) const {
     // erf_fast(x / sqrt 2) and phi(x) share their exp(-x^2 / 2).
-    const V z = x * splat(0.70710678118654752440f);
-    const V az = z < splat(0.0f) ? -z : z;
-    const V t = splat(1.0f) / (splat(0.3275911f) * az + splat(1.0f));
-    V r = splat(1.061405429f) * t + splat(-1.453152027f);
-    r = r * t + splat(1.421413741f);
-    r = r * t + splat(-0.284496736f);
-    r = r * t + splat(0.254829592f);
-    const V e = exp_nonpositive(-(z * z));
-    const V erf_abs = splat(1.0f) - r * t * e;
-    const V cdf = splat(0.5f) * (splat(1.0f) + (z < splat(0.0f) ? -erf_abs : erf_abs));
-    const V x_pdf = x * e * splat(0.39894228040143267794f);
-    return g * (cdf + (e > splat(0.0f) ? x_pdf : splat(0.0f)));
+    const ErfParts p = erf_fast_parts(x * splat(0.70710678118654752440f));
+    const V cdf = splat(0.5f) * (splat(1.0f) + p.erf);
+    const V x_pdf = x * p.exp_neg_x2 * splat(0.39894228040143267794f);
+    return g * (cdf + (p.exp_neg_x2 > splat(0.0f) ? x_pdf : splat(0.0f)));
   }
 };
 template <>
