@@ -47,7 +47,8 @@ TEST_CASE("mm matches float64 in every float dtype, with transposed and strided 
 
 TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across threads") {
   // Large enough that the oneDNN path splits the work over the thread pool (by rows, then by
-  // columns), with sizes that are not multiples of its tiles.
+  // columns), with sizes that are not multiples of its tiles. A transposed bfloat16 a with a
+  // wide b (96 x 700) is copied dense first, as a weight gradient's g^T is.
   manual_seed(41);
   for (Dtype d : {kFloat32, kBFloat16}) {
     CAPTURE(dtype_name(d));
@@ -56,7 +57,7 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
     // float32 accumulates either way; bfloat16 products are exact in float32 and the result is
     // rounded once to bfloat16.
     const Tolerance tol = d == kFloat32 ? Tolerance{1e-3, 1e-4} : Tolerance{2e-2, 1.0 / 128};
-    for (const auto& mn : {std::pair<int64_t, int64_t>{203, 150}, {70, 333}}) {
+    for (const auto& mn : {std::pair<int64_t, int64_t>{203, 150}, {70, 333}, {96, 700}}) {
       const int64_t m = mn.first, n = mn.second;  // no structured binding: clang 14 cannot capture one
       CAPTURE(m);
       const Tensor a = randn({m, 300}, kFloat64).to(d), b = randn({300, n}, kFloat64).to(d);
