@@ -1,8 +1,9 @@
 // CPU matrix multiply. float32 and bfloat16 go to oneDNN's matmul where it is built in (for
-// bfloat16: where this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). The rest
-// goes to OpenBLAS: float16/bfloat16 operands are widened to float32 once (in parallel, in their
-// stored order, into cached buffers), multiplied by sgemm with float32 accumulation, and the
-// result rounded once.
+// bfloat16: where this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). Other
+// 16-bit products run on the float32 kernels, widened a panel at a time while they are packed
+// (kernels/cpu/widening_gemm.h), or, with a short inner dimension, on short_inner_gemm. float64
+// and float32 operands in layouts BLAS cannot read go to OpenBLAS (float32 ones made dense
+// first).
 #include <cblas.h>
 
 #include <array>
@@ -13,6 +14,7 @@
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/short_inner_gemm.h"
+#include "kernels/cpu/widening_gemm.h"
 #include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
@@ -25,40 +27,30 @@ namespace {
   return true;
 }();
 
-// Copies a strided [rows, cols] matrix into a dense row-major float buffer.
-template <class T>
-void widen(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+// Copies a strided [rows, cols] float32 matrix into a dense row-major buffer.
+void densify(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
   parallel_for(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const T* in = src + r * rs;
-      float* out = dst + r * cols;
-      if (cs == 1) {
-        load_run(in, out, cols);
-      } else {
-        for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(in[c * cs]);
-      }
-    }
+    for (int64_t r = b; r < e; ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = src[r * rs + c * cs];
   });
 }
 
-// A float32 copy of one [rows, cols] operand, dense in the operand's own memory order: a
-// transposed operand (a weight seen through .t()) is widened row by row as it is stored and
-// handed to sgemm as transposed, so the copy is a contiguous, vectorised pass, never a gather.
-// The buffer comes from the caching allocator.
-template <class T>
-struct WideOperand {
+// A dense copy of one [rows, cols] float32 operand in the operand's own memory order: a
+// transposed operand is copied as it is stored and handed to sgemm as transposed, so the copy
+// reads memory in order. The buffer comes from the caching allocator.
+struct DenseOperand {
   Workspace<float> buf;
   bool transposed = false;
   int64_t ld = 0;
-  WideOperand(int64_t rows, int64_t cols) : buf(rows * cols) {}
-  void fill(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  DenseOperand(int64_t rows, int64_t cols) : buf(rows * cols) {}
+  void fill(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
     const BlasLayout v = blas_layout(rows, cols, rs, cs);
     transposed = v.usable && v.transposed;
     if (transposed) {
-      widen(src, cols, rows, cs, 1, buf.data());  // stored as [cols, rows]
+      densify(src, cols, rows, cs, 1, buf.data());  // stored as [cols, rows]
       ld = rows;
     } else {
-      widen(src, rows, cols, rs, cs, buf.data());
+      densify(src, rows, cols, rs, cs, buf.data());
       ld = cols;
     }
   }
@@ -116,25 +108,17 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
       fail("gemm", "float64 operands with unsupported strides should have been made contiguous");
     }
   }
-  // Widen (or densify) to float32 and multiply with sgemm.
-  WideOperand<T> fa(m, k), fb(k, n);
-  const bool out_is_float = std::is_same_v<T, float>;
-  Workspace<float> fo(out_is_float ? 0 : m * n);
-  for (int64_t i = 0; i < batch; ++i) {
-    fa.fill(pa + i * sa0, m, k, sa1, sa2);
-    fb.fill(pb + i * sb0, k, n, sb1, sb2);
-    float* dst = out_is_float ? reinterpret_cast<float*>(po + i * m * n) : fo.data();
-    // The widened operands take the float32 product's own path: oneDNN where it is on, else sgemm.
-    const MatrixView wa = MatrixView::blas(m, k, fa.transposed, fa.ld),
-                     wb = MatrixView::blas(k, n, fb.transposed, fb.ld);
-    if (!onednn_matmul(kFloat32, dst, n, false, fa.buf.data(), wa, fb.buf.data(), wb)) {
-      blas_gemm<float>(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f,
-                       dst, n);
-    }
-    if (!out_is_float) {
-      T* o = po + i * m * n;
-      const float* f = fo.data();
-      parallel_for(m * n, kParallelGrain, [&](int64_t b0, int64_t e0) { store_run(f + b0, o + b0, e0 - b0); });
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    for (int64_t i = 0; i < batch; ++i)
+      widening_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n);
+  } else if constexpr (std::is_same_v<T, float>) {
+    // float32 in a layout BLAS cannot read: made dense, then the float32 product's own path.
+    DenseOperand fa(m, k), fb(k, n);
+    for (int64_t i = 0; i < batch; ++i) {
+      fa.fill(pa + i * sa0, m, k, sa1, sa2);
+      fb.fill(pb + i * sb0, k, n, sb1, sb2);
+      gemm(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f,
+           po + i * m * n, n);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include "helpers.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/short_inner_gemm.h"
+#include "kernels/cpu/widening_gemm.h"
 
 using namespace hg;
 using hg::test::check_close;
@@ -111,6 +112,49 @@ TEST_CASE("16-bit products with a short inner dimension (weight gradients at sma
   CHECK(std::isinf(out.index({0, 5}).item<float>()));
   CHECK(std::isnan(out.index({1, 1023}).item<float>()));
   CHECK(out.index({2, 0}).item<float>() == 0.0f);
+}
+
+TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match float64") {
+  // float16 always takes this path (bfloat16 only where the CPU has no bfloat16 units, so it is
+  // called directly here). Shapes cross the row tiles (256), the panel depth (512) and the
+  // column tiles; operands come row-major, transposed (a weight seen through .t()) and strided.
+  struct Shape3 {
+    int64_t m, k, n;
+  };
+  manual_seed(12);
+  for (const Shape3 s : {Shape3{300, 600, 270}, Shape3{5, 1030, 40}, Shape3{1, 7, 1}, Shape3{70, 33, 513}}) {
+    for (Dtype d : {kFloat16, kBFloat16}) {
+      CAPTURE(s.m);
+      CAPTURE(s.k);
+      CAPTURE(s.n);
+      CAPTURE(dtype_name(d));
+      const Tensor a = randn({s.m, s.k}).to(d), b = randn({s.k, s.n}).to(d);
+      const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
+      const Tensor at = a.t().contiguous().t(), bt = b.t().contiguous().t(), bs = non_contiguous(b);
+      for (const auto& [x, y] : {std::pair{a, b}, std::pair{at, b}, std::pair{a, bt}, std::pair{at, bs}}) {
+        Tensor out = empty({s.m, s.n}, d);
+        if (d == kFloat16) {
+          cpu::widening_gemm(static_cast<Half*>(out.raw_data()), static_cast<const Half*>(x.raw_data()), x.stride(0),
+                             x.stride(1), static_cast<const Half*>(y.raw_data()), y.stride(0), y.stride(1), s.m, s.k,
+                             s.n);
+          check_close(mm(x, y), ref, hg::test::tolerance(d));  // the public op takes the same path
+        } else {
+          cpu::widening_gemm(static_cast<BFloat16*>(out.raw_data()), static_cast<const BFloat16*>(x.raw_data()),
+                             x.stride(0), x.stride(1), static_cast<const BFloat16*>(y.raw_data()), y.stride(0),
+                             y.stride(1), s.m, s.k, s.n);
+        }
+        check_close(out, ref, hg::test::tolerance(d));
+      }
+    }
+  }
+  // inf and NaN reach the outputs they feed.
+  Tensor a = zeros({300, 600}, kFloat16), b = ones({600, 300}, kFloat16);
+  a.index_put_({0, 599}, full({}, INFINITY, kFloat16));
+  a.index_put_({299, 1}, full({}, NAN, kFloat16));
+  const Tensor out = mm(a, b).to(kFloat32);
+  CHECK(std::isinf(out.index({0, 299}).item<float>()));
+  CHECK(std::isnan(out.index({299, 0}).item<float>()));
+  CHECK(out.index({1, 0}).item<float>() == 0.0f);
 }
 
 TEST_CASE("the fast matmul path leaves the calling thread's OpenMP team size alone") {

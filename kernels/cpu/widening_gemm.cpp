@@ -1,0 +1,80 @@
+#include "kernels/cpu/widening_gemm.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/workspace.h"
+
+namespace hg::cpu {
+namespace {
+
+// Panel sizes: a [kMc, kKc] panel of a, a [kKc, nc] panel of b and the [kMc, nc] float32 tile
+// of the result take 1.25 MiB at most, inside one core's L2 on current server CPUs; a deep
+// panel keeps the float32 kernel's passes over the tile few.
+constexpr int64_t kMc = 256, kKc = 512, kNcMax = 256, kNcMin = 64;
+
+// How the float32 kernel reads a widened panel.
+struct Panel {
+  bool transposed = false;
+  int64_t ld = 0;
+};
+
+// Widens the [rows, cols] block whose element (i, j) is at src + i * rs + j * cs into dst, in
+// the block's own storage order: a block stored column by column (a weight seen through .t())
+// is copied column by column and read transposed, so both cases read memory in order.
+template <class T>
+Panel widen_panel(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  if (rs == 1 && cs != 1) {
+    for (int64_t j = 0; j < cols; ++j) load_run(src + j * cs, dst + j * rows, rows);
+    return {true, rows};
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    if (cs == 1) {
+      load_run(src + i * rs, dst + i * cols, cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) dst[i * cols + j] = static_cast<float>(src[i * rs + j * cs]);
+    }
+  }
+  return {false, cols};
+}
+
+// The result's column-tile width: as wide as kNcMax allows while there are tiles enough for
+// every pool thread.
+int64_t column_tile(int64_t m, int64_t n) {
+  const int64_t row_tiles = (m + kMc - 1) / kMc;
+  const int64_t wanted_column_tiles = std::max<int64_t>(1, (num_threads() + row_tiles - 1) / row_tiles);
+  const int64_t nc = (n + wanted_column_tiles - 1) / wanted_column_tiles;
+  return std::clamp<int64_t>((nc + 15) / 16 * 16, kNcMin, kNcMax);
+}
+
+}  // namespace
+
+template <class T>
+void widening_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
+                   int64_t m, int64_t k, int64_t n) {
+  const int64_t nc = column_tile(m, n);
+  const int64_t row_tiles = (m + kMc - 1) / kMc, column_tiles = (n + nc - 1) / nc;
+  parallel_for(row_tiles * column_tiles, 1, [&](int64_t t0, int64_t t1) {
+    Workspace<float> ap(std::min(m, kMc) * std::min(k, kKc)), bp(std::min(k, kKc) * nc), tile(std::min(m, kMc) * nc);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = t / column_tiles * kMc, j0 = t % column_tiles * nc;
+      const int64_t rows = std::min(kMc, m - i0), cols = std::min(nc, n - j0);
+      for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+        const int64_t depth = std::min(kKc, k - p0);
+        const Panel pa = widen_panel(a + i0 * sa_row + p0 * sa_col, rows, depth, sa_row, sa_col, ap.data());
+        const Panel pb = widen_panel(b + p0 * sb_row + j0 * sb_col, depth, cols, sb_row, sb_col, bp.data());
+        gemm(pa.transposed, pb.transposed, rows, cols, depth, 1.0f, ap.data(), pa.ld, bp.data(), pb.ld,
+             p0 == 0 ? 0.0f : 1.0f, tile.data(), cols);
+      }
+      for (int64_t r = 0; r < rows; ++r) store_run(tile.data() + r * cols, out + (i0 + r) * n + j0, cols);
+    }
+  });
+}
+
+template void widening_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
+                                  int64_t);
+template void widening_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
+                                      int64_t, int64_t, int64_t);
+
+}  // namespace hg::cpu
