@@ -122,7 +122,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   const Tensor x2 = internal::reshaped(x, {x.numel() / std::max<int64_t>(in, 1), in});
   Tensor out2;
   const DeviceType dev = x.device().type;
-  if (bias.defined() && in > 0 && gemm_bias_stub.has(dev)) {  // one fused GEMM + bias (CUDA)
+  if (bias.defined() && in > 0 && gemm_bias_stub.has(dev)) {  // the bias added inside the GEMM
     out2 = empty({x2.shape()[0], out_features}, TensorOptions(x.dtype()).device(x.device()));
     if (out2.numel()) gemm_bias_stub(dev, out2, x2, internal::transposed(w), bias);
   } else {

@@ -13,8 +13,9 @@ using GemmFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
 HG_DECLARE_STUB(gemm_stub, GemmFn);
 
 // out = a @ b + bias for 2-d a [M,K] (K > 0), b [K,N], bias [N] and a contiguous out [M,N], the bias
-// added inside the GEMM (cuBLASLt's bias epilogue). Optional per device: linear uses it where
-// the device has one, else gemm_stub and a broadcast add.
+// added inside the GEMM where the device's library can (cuBLASLt's bias epilogue; oneDNN's bias
+// on the CPU). Optional per device: linear uses it where the device has one, else gemm_stub and
+// a broadcast add.
 using GemmBiasFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias);
 HG_DECLARE_STUB(gemm_bias_stub, GemmBiasFn);
 

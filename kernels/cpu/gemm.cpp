@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <array>
+#include <vector>
 
 #include "framework/ops/matmul_kernels.h"
 #include "kernels/common/blas_layout.h"
@@ -60,7 +61,7 @@ struct DenseOperand {
 // not apply (then nothing was written).
 template <class T>
 bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n,
-                 std::array<int64_t, 3> sa, std::array<int64_t, 3> sb) {
+                 std::array<int64_t, 3> sa, std::array<int64_t, 3> sb, const T* bias) {
   constexpr Dtype dtype = std::is_same_v<T, float> ? kFloat32 : kBFloat16;
   if (m == 0 || n == 0 || !onednn_matmul_enabled(dtype)) return false;
   const BlasLayout va = blas_layout(m, k, sa[1], sa[2]), vb = blas_layout(k, n, sb[1], sb[2]);
@@ -68,32 +69,60 @@ bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int6
   const MatrixView ma = MatrixView::blas(m, k, va.transposed, va.ld), mb = MatrixView::blas(k, n, vb.transposed, vb.ld);
   for (int64_t i = 0; i < batch; ++i) {
     // Every matrix of the batch has the same problem, so oneDNN takes all of them or none.
-    if (!onednn_matmul(dtype, po + i * m * n, n, false, pa + i * sa[0], ma, pb + i * sb[0], mb)) return false;
+    if (!onednn_matmul(dtype, po + i * m * n, n, false, pa + i * sa[0], ma, pb + i * sb[0], mb, bias)) return false;
   }
   return true;
 }
 
+// out[i, j] += bias[j] over an [m, n] row-major out, in the accumulation type and rounded once
+// (the broadcast add linear would otherwise run).
+template <class T>
+void add_bias_rows(T* out, int64_t m, int64_t n, const T* bias) {
+  parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* row = out + r * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = static_cast<T>(static_cast<acc_t<T>>(row[j]) + static_cast<acc_t<T>>(bias[j]));
+    }
+  });
+}
+
+// out[i] = a[i] @ b[i] for the batch, plus a dense row vector bias when one is given (batch 1).
+template <class T>
+void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0,
+              int64_t sa1, int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
+
 template <class T>
 void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
-  const int64_t batch = a.shape()[0], m = a.shape()[1], k = a.shape()[2], n = b.shape()[2];
-  const T* pa = static_cast<const T*>(a.raw_data());
-  const T* pb = static_cast<const T*>(b.raw_data());
-  T* po = static_cast<T*>(out.raw_data());
-  const int64_t sa0 = a.strides()[0], sa1 = a.strides()[1], sa2 = a.strides()[2];
-  const int64_t sb0 = b.strides()[0], sb1 = b.strides()[1], sb2 = b.strides()[2];
+  gemm_raw(static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()),
+           a.shape()[0], a.shape()[1], a.shape()[2], b.shape()[2], a.strides()[0], a.strides()[1], a.strides()[2],
+           b.strides()[0], b.strides()[1], b.strides()[2], static_cast<const T*>(nullptr));
+}
+
+template <class T>
+void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0,
+              int64_t sa1, int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias) {
+  // The paths that add the bias inside the product (oneDNN's bfloat16 kernels, the widening
+  // one) take it; the others leave it to add_bias_rows afterwards.
+  const auto finish = [&] {
+    if (bias != nullptr) add_bias_rows(po, m, n, bias);
+  };
   if (k == 0) {
     for (int64_t i = 0; i < batch * m * n; ++i) po[i] = T(0);
-    return;
+    return finish();
   }
   if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
     if (use_short_inner_gemm(m, k, n)) {
       for (int64_t i = 0; i < batch; ++i)
         short_inner_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n);
-      return;
+      return finish();
     }
   }
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
-    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2})) return;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2}, bias)) return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2}, static_cast<const float*>(nullptr)))
+      return finish();
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     const BlasLayout va = blas_layout(m, k, sa1, sa2), vb = blas_layout(k, n, sb1, sb2);
@@ -102,7 +131,7 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
         blas_gemm<T>(va.transposed, vb.transposed, m, n, k, T(1), pa + i * sa0, va.ld, pb + i * sb0, vb.ld, T(0),
                      po + i * m * n, n);
       }
-      return;
+      return finish();
     }
     if constexpr (std::is_same_v<T, double>) {
       fail("gemm", "float64 operands with unsupported strides should have been made contiguous");
@@ -110,7 +139,7 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
   if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
     for (int64_t i = 0; i < batch; ++i)
-      widening_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n);
+      widening_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
   } else if constexpr (std::is_same_v<T, float>) {
     // float32 in a layout BLAS cannot read: made dense, then the float32 product's own path.
     DenseOperand fa(m, k), fb(k, n);
@@ -120,6 +149,7 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
       gemm(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f,
            po + i * m * n, n);
     }
+    finish();
   }
 }
 
@@ -132,8 +162,40 @@ void gemm_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch_floating(a.dtype(), "mm", [&]<class T>(TypeTag<T>) { gemm_typed<T>(out, aa, bb); });
 }
 
+// linear's forward: out = a @ b + bias, the bias added to the float32 sums before their one
+// rounding where the product runs on oneDNN's bfloat16 kernels or the widening path (one pass
+// fewer over the output than a GEMM and a broadcast add), after the product elsewhere.
+void gemm_bias_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  HG_CHECK(out.is_contiguous() && a.dim() == 2 && b.dim() == 2 && bias.dim() == 1, "linear",
+           "expected 2-d operands, a 1-d bias and a contiguous output");
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  if (m == 0 || n == 0) return;
+  dispatch_floating(a.dtype(), "linear", [&]<class T>(TypeTag<T>) {
+    const T* pb = static_cast<const T*>(b.raw_data());
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* bias_data = static_cast<const T*>(bias.raw_data());
+    std::vector<T> dense_bias;
+    if (bias.strides()[0] != 1 && n > 1) {
+      dense_bias.resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) dense_bias[static_cast<size_t>(j)] = bias_data[j * bias.strides()[0]];
+      bias_data = dense_bias.data();
+    }
+    if constexpr (std::is_same_v<T, double>) {
+      if (!blas_layout(m, k, a.strides()[0], a.strides()[1]).usable ||
+          !blas_layout(k, n, b.strides()[0], b.strides()[1]).usable) {
+        const Tensor a3 = a.contiguous(), b3 = b.contiguous();
+        return gemm_raw(static_cast<T*>(out.raw_data()), static_cast<const T*>(a3.raw_data()),
+                        static_cast<const T*>(b3.raw_data()), 1, m, k, n, 0, k, 1, 0, n, 1, bias_data);
+      }
+    }
+    gemm_raw(static_cast<T*>(out.raw_data()), pa, pb, 1, m, k, n, 0, a.strides()[0], a.strides()[1], 0, b.strides()[0],
+             b.strides()[1], bias_data);
+  });
+}
+
 }  // namespace
 
 HG_REGISTER_KERNEL(gemm_stub, kCPU, gemm_cpu);
+HG_REGISTER_KERNEL(gemm_bias_stub, kCPU, gemm_bias_cpu);
 
 }  // namespace hg::cpu

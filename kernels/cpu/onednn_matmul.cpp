@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/error.h"
@@ -27,8 +28,8 @@ namespace {
 // small-matrix kernels take, and each new shape would cost a plan (about a millisecond).
 constexpr int64_t kMinWork = int64_t{1} << 16;
 
-// A bfloat16 problem: sizes, operand strides and the output's row stride.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// A bfloat16 problem: sizes, operand strides, the output's row stride and whether a bias is added.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
 // A bfloat16 matmul primitive made for one problem. `usable` is false when oneDNN only had a
 // reference kernel (or none): the caller then takes the OpenBLAS path.
@@ -36,21 +37,24 @@ struct Plan {
   bool usable = false;
   bool brgemm = false;  // oneDNN's brgemm kernels (AMX tiles, AVX-512 BF16), not its gemm:jit fallback
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, out, scratch;
+  dnnl::memory::desc a, b, out, bias, scratch;
 };
 
-std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
   constexpr auto dt = dnnl::memory::data_type::bf16;
   auto plan = std::make_shared<Plan>();
   plan->a = dnnl::memory::desc({av.rows, av.cols}, dt, {av.row_stride, av.col_stride});
   plan->b = dnnl::memory::desc({bv.rows, bv.cols}, dt, {bv.row_stride, bv.col_stride});
   plan->out = dnnl::memory::desc({av.rows, bv.cols}, dt, {out_ld, 1});
+  if (bias) plan->bias = dnnl::memory::desc({1, bv.cols}, dt, {bv.cols, 1});
   dnnl::primitive_attr attr;
   // Scratch memory comes from the caller on every run, so one primitive can run on several
   // threads at once.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a, plan->b, plan->out), attr, cpu_engine());
+    const dnnl::matmul::desc desc =
+        bias ? dnnl::matmul::desc(plan->a, plan->b, plan->bias, plan->out) : dnnl::matmul::desc(plan->a, plan->b, plan->out);
+    const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     if (std::strstr(pd.impl_info_str(), "ref") != nullptr) return plan;  // too slow to be worth it
     plan->primitive = dnnl::matmul(pd);
     plan->scratch = pd.scratchpad_desc();
@@ -65,21 +69,21 @@ std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv
 // Plans are made once per problem and kept: a training loop multiplies the same handful of
 // shapes on every step. A program that keeps making new shapes starts the cache afresh now
 // and then (plans in use stay alive through their shared_ptr).
-std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const Plan>> plans;
-  const Key key{av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld};
+  const Key key{av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld, bias};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
   if (it == plans.end()) {
     if (plans.size() >= 1024) plans.clear();
-    it = plans.emplace(key, make_plan(av, bv, out_ld)).first;
+    it = plans.emplace(key, make_plan(av, bv, out_ld, bias)).first;
   }
   return it->second;
 }
 
 // Runs a plan on the calling thread.
-void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
+void run_plan(const Plan& plan, void* out, const void* a, const void* b, const void* bias) {
   const OneOpenMPThread one_thread;
   const dnnl::engine& engine = cpu_engine();
   thread_local dnnl::stream stream(engine);
@@ -90,8 +94,10 @@ void run_plan(const Plan& plan, void* out, const void* a, const void* b) {
   // oneDNN takes non-const handles but only reads the operands.
   const dnnl::memory ma(plan.a, engine, const_cast<void*>(a)), mb(plan.b, engine, const_cast<void*>(b)),
       mo(plan.out, engine, out), ms(plan.scratch, engine, scratch.data());
-  plan.primitive.execute(stream,
-                         {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}, {DNNL_ARG_SCRATCHPAD, ms}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}, {DNNL_ARG_SCRATCHPAD, ms}};
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias, engine, const_cast<void*>(bias)));
+  plan.primitive.execute(stream, args);
   stream.wait();
 }
 
@@ -179,7 +185,7 @@ struct Bf16Route {
   bool dense_a = false;
   bool usable = false;
 };
-Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld) {
+Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
   const bool rows_first = av.rows >= bv.cols;
   const MatrixView dense_a{av.rows, av.cols, av.cols, 1};
   const bool a_transposed = av.row_stride == 1 && av.cols > 1 && av.rows > 1;
@@ -189,12 +195,12 @@ Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld)
     for (const bool by_rows : {rows_first, !rows_first}) {
       const Split split = split_for(a, bv, by_rows);
       const Part p = part_of(split, a, bv, out_ld, 2, 0);
-      if (plan_for(p.a, p.b, out_ld)->brgemm) return {split, dense, true};
+      if (plan_for(p.a, p.b, out_ld, bias)->brgemm) return {split, dense, true};
     }
   }
   const Split split = split_for(av, bv);
   const Part p = part_of(split, av, bv, out_ld, 2, 0);
-  return {split, false, plan_for(p.a, p.b, out_ld)->usable};
+  return {split, false, plan_for(p.a, p.b, out_ld, bias)->usable};
 }
 
 }  // namespace
@@ -230,8 +236,9 @@ std::string cpu_product_paths() {
 }
 
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
-                   MatrixView bv) {
+                   MatrixView bv, const void* bias) {
   if (!onednn_matmul_enabled(dtype) || av.rows == 0 || bv.cols == 0) return false;
+  if (bias != nullptr && dtype != kBFloat16) return false;
   if (av.rows * av.cols * bv.cols < kMinWork) return false;
   const auto elem = static_cast<int64_t>(element_size(dtype));
   const auto at = [](const void* base, int64_t offset) { return static_cast<const char*>(base) + offset; };
@@ -248,7 +255,7 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
     return true;
   }
   if (accumulate) return false;
-  const Bf16Route route = bf16_route(av, bv, out_ld);
+  const Bf16Route route = bf16_route(av, bv, out_ld, bias != nullptr);
   if (!route.usable) return false;
   MatrixView a_view = av;
   Workspace<uint16_t> dense(route.dense_a ? av.rows * av.cols : 0);
@@ -261,11 +268,13 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
     parallel_for(route.split.parts, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         const Part p = part_of(route.split, a_view, bv, out_ld, elem, c);
-        const auto plan = plan_for(p.a, p.b, out_ld);
+        const auto plan = plan_for(p.a, p.b, out_ld, bias != nullptr);
         HG_CHECK(plan->usable, "mm",
                  "oneDNN planned a [{}, {}] @ [{}, {}] bfloat16 product but not its part [{}, {}] @ [{}, {}]", av.rows,
                  av.cols, bv.rows, bv.cols, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
-        run_plan(*plan, static_cast<char*>(out) + p.out_offset, at(a, p.a_offset), at(b, p.b_offset));
+        // A column part adds its own columns' bias.
+        const void* part_bias = bias == nullptr || route.split.by_rows ? bias : at(bias, p.out_offset);
+        run_plan(*plan, static_cast<char*>(out) + p.out_offset, at(a, p.a_offset), at(b, p.b_offset), part_bias);
       }
     });
   } catch (const dnnl::error& e) {
@@ -279,7 +288,9 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
 
 bool onednn_matmul_enabled(Dtype) { return false; }
 std::string cpu_product_paths() { return "built without oneDNN: OpenBLAS sgemm; 16-bit widened to float32"; }
-bool onednn_matmul(Dtype, void*, int64_t, bool, const void*, MatrixView, const void*, MatrixView) { return false; }
+bool onednn_matmul(Dtype, void*, int64_t, bool, const void*, MatrixView, const void*, MatrixView, const void*) {
+  return false;
+}
 #endif
 
 }  // namespace hg::cpu

@@ -37,7 +37,10 @@ std::string cpu_product_paths();
 // matrix with row stride out_ld. The rows or columns are split over halfgrad's thread pool (inside a pool task, as in
 // conv's loop over samples, it runs on the calling thread). Returns false, having written nothing, when oneDNN is off,
 // the problem is too small to be worth it, or oneDNN has no fast kernel for it.
+//
+// bias (bfloat16 only, b.cols dense values) adds a row vector to the float32 sums before their one
+// rounding, inside oneDNN's kernel.
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
-                   MatrixView bv);
+                   MatrixView bv, const void* bias = nullptr);
 
 }  // namespace hg::cpu

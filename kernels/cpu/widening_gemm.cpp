@@ -52,11 +52,12 @@ int64_t column_tile(int64_t m, int64_t n) {
 
 template <class T>
 void widening_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                   int64_t m, int64_t k, int64_t n) {
+                   int64_t m, int64_t k, int64_t n, const T* bias, int64_t bias_stride) {
   const int64_t nc = column_tile(m, n);
   const int64_t row_tiles = (m + kMc - 1) / kMc, column_tiles = (n + nc - 1) / nc;
   parallel_for(row_tiles * column_tiles, 1, [&](int64_t t0, int64_t t1) {
     Workspace<float> ap(std::min(m, kMc) * std::min(k, kKc)), bp(std::min(k, kKc) * nc), tile(std::min(m, kMc) * nc);
+    Workspace<float> tile_bias(nc);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = t / column_tiles * kMc, j0 = t % column_tiles * nc;
       const int64_t rows = std::min(kMc, m - i0), cols = std::min(nc, n - j0);
@@ -67,14 +68,19 @@ void widening_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
         gemm(pa.transposed, pb.transposed, rows, cols, depth, 1.0f, ap.data(), pa.ld, bp.data(), pb.ld,
              p0 == 0 ? 0.0f : 1.0f, tile.data(), cols);
       }
+      if (bias != nullptr) {
+        for (int64_t c = 0; c < cols; ++c) tile_bias.data()[c] = static_cast<float>(bias[(j0 + c) * bias_stride]);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) tile.data()[r * cols + c] += tile_bias.data()[c];
+      }
       for (int64_t r = 0; r < rows; ++r) store_run(tile.data() + r * cols, out + (i0 + r) * n + j0, cols);
     }
   });
 }
 
 template void widening_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
-                                  int64_t);
+                                  int64_t, const Half*, int64_t);
 template void widening_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
-                                      int64_t, int64_t, int64_t);
+                                      int64_t, int64_t, int64_t, const BFloat16*, int64_t);
 
 }  // namespace hg::cpu

@@ -14,9 +14,11 @@ namespace hg::cpu {
 
 // out (row-major [m, n], contiguous) = a @ b, with a[i, p] at a + i * sa_row + p * sa_col and
 // b[p, j] at b + p * sb_row + j * sb_col; float32 accumulation, one rounding per element. T is
-// Half or BFloat16. Tiles of the result are spread over the thread pool.
+// Half or BFloat16. With bias (n values, bias_stride apart), out = a @ b + bias, the bias added
+// to the float32 sums before their one rounding. Tiles of the result are spread over the thread
+// pool.
 template <class T>
 void widening_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                   int64_t m, int64_t k, int64_t n);
+                   int64_t m, int64_t k, int64_t n, const T* bias = nullptr, int64_t bias_stride = 1);
 
 }  // namespace hg::cpu

@@ -157,6 +157,41 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
   CHECK(out.index({1, 0}).item<float>() == 0.0f);
 }
 
+TEST_CASE("linear adds its bias inside the product on every CPU path and matches float64") {
+  // Shapes for oneDNN's split by rows and by columns (bfloat16 there adds the bias in its
+  // kernel), the widening path (float16), a short inner dimension (the bias added afterwards)
+  // and an empty batch; the bias dense and strided.
+  struct Case {
+    int64_t rows, in, out;
+  };
+  manual_seed(13);
+  for (const Case c : {Case{203, 300, 150}, Case{70, 300, 333}, Case{300, 16, 400}, Case{0, 30, 20}}) {
+    for (Dtype d : {kFloat32, kFloat16, kBFloat16, kFloat64}) {
+      CAPTURE(c.rows);
+      CAPTURE(c.in);
+      CAPTURE(dtype_name(d));
+      const Tensor x = randn({c.rows, c.in}, kFloat64).to(d), w = randn({c.out, c.in}, kFloat64).to(d);
+      const Tensor b = randn({c.out}, kFloat64).to(d);
+      const Tensor ref = mm_reference(x.to(kFloat64), w.to(kFloat64).t().contiguous()) + b.to(kFloat64);
+      const Tolerance tol = d == kFloat64   ? Tolerance{1e-10, 1e-10}
+                            : d == kFloat32 ? Tolerance{1e-4, 1e-4}
+                                            : hg::test::tolerance(d);
+      check_close(linear(x, w, b), ref, tol);
+      check_close(linear(x, w, non_contiguous(b)), ref, tol);
+      check_close(linear(non_contiguous(x), w, b), ref, tol);
+      CHECK(linear(x, w, b).dtype() == d);
+    }
+  }
+  // The bias of every output column, whatever part of the split computes it (few rows and many
+  // columns: split by columns).
+  const Tensor b = arange(0, 2048, 1, kFloat32).to(kBFloat16);
+  for (const int64_t rows : {10, 64}) {
+    CAPTURE(rows);
+    const Tensor x = ones({rows, 256}, kBFloat16), w = zeros({2048, 256}, kBFloat16);
+    CHECK(linear(x, w, b).select(0, rows - 1).to(kFloat32).to_vector<float>() == b.to(kFloat32).to_vector<float>());
+  }
+}
+
 TEST_CASE("the fast matmul path leaves the calling thread's OpenMP team size alone") {
   // oneDNN runs on OpenMP with a team of one while halfgrad calls it; a user's own OpenMP code
   // on the same thread must find its setting unchanged afterwards. Looked up at run time: the
