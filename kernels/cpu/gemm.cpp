@@ -81,15 +81,16 @@ void add_bias_rows(T* out, int64_t m, int64_t n, const T* bias) {
   parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       T* row = out + r * n;
-      for (int64_t j = 0; j < n; ++j) row[j] = static_cast<T>(static_cast<acc_t<T>>(row[j]) + static_cast<acc_t<T>>(bias[j]));
+      for (int64_t j = 0; j < n; ++j)
+        row[j] = static_cast<T>(static_cast<acc_t<T>>(row[j]) + static_cast<acc_t<T>>(bias[j]));
     }
   });
 }
 
 // out[i] = a[i] @ b[i] for the batch, plus a dense row vector bias when one is given (batch 1).
 template <class T>
-void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0,
-              int64_t sa1, int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
+void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
+              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
 
 template <class T>
 void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -99,8 +100,8 @@ void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 template <class T>
-void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0,
-              int64_t sa1, int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias) {
+void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
+              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias) {
   // The paths that add the bias inside the product (oneDNN's bfloat16 kernels, the widening
   // one) take it; the others leave it to add_bias_rows afterwards.
   const auto finish = [&] {

@@ -52,8 +52,8 @@ std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv
   // threads at once.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
-    const dnnl::matmul::desc desc =
-        bias ? dnnl::matmul::desc(plan->a, plan->b, plan->bias, plan->out) : dnnl::matmul::desc(plan->a, plan->b, plan->out);
+    const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(plan->a, plan->b, plan->bias, plan->out)
+                                         : dnnl::matmul::desc(plan->a, plan->b, plan->out);
     const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     if (std::strstr(pd.impl_info_str(), "ref") != nullptr) return plan;  // too slow to be worth it
     plan->primitive = dnnl::matmul(pd);
