@@ -158,14 +158,6 @@ Part part_of(const Split& split, const MatrixView& av, const MatrixView& bv, int
   return p;
 }
 
-// How a bfloat16 product runs: the split, and whether a is first copied into a dense row-major
-// matrix. oneDNN's brgemm kernels are several times faster than its gemm:jit fallback (a
-// 128x128 @ 128x9216 part: 0.6 ms against 1.9 ms on AMX), and which one it takes depends on
-// the part's layout: it declines a column part of b (a strided matrix) and a transposed a (the
-// g^T of a weight gradient). So the first of these whose parts get brgemm wins: the usual split,
-// the other split, then the same two with a copied dense when a is transposed (a copy of the
-// small operand costs k / n of the product); failing all, the usual split if oneDNN has any fast
-// kernel for it.
 // Copies the 16-bit matrix v (at src) into dst, dense and row-major, in square tiles so that
 // a transposed source is read and written a cache line at a time.
 void copy_dense(const uint16_t* src, const MatrixView& v, uint16_t* dst) {
@@ -180,13 +172,25 @@ void copy_dense(const uint16_t* src, const MatrixView& v, uint16_t* dst) {
   }
 }
 
+// How a bfloat16 product runs: the split, whether a is first copied into a dense row-major
+// matrix, and whether each column part writes a dense buffer that is then copied into its
+// columns of the result. oneDNN 2.6's brgemm kernels are several times faster than its gemm:jit
+// fallback (a 128x128 @ 128x9216 part: 0.6 ms against 1.9 ms on AMX), and it declines brgemm for
+// a result with a row stride other than its width (any column part written in place), for a
+// strided b (a column part of a row-major b) and for a transposed a (the g^T of a weight
+// gradient). brgemm repacks b on every call, so a split by columns, where each thread repacks
+// only its part of b, is tried first unless a has more rows than b has columns. The first of
+// these whose parts get brgemm wins: the first split, the other split, then the same two with a
+// copied dense when a is transposed (a copy of the small operand costs k / n of the product);
+// failing all, the usual split if oneDNN has any fast kernel for it.
 struct Bf16Route {
   Split split;
   bool dense_a = false;
+  bool staged_out = false;
   bool usable = false;
 };
 Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
-  const bool rows_first = av.rows >= bv.cols;
+  const bool rows_first = av.rows > bv.cols;
   const MatrixView dense_a{av.rows, av.cols, av.cols, 1};
   const bool a_transposed = av.row_stride == 1 && av.cols > 1 && av.rows > 1;
   for (const bool dense : {false, true}) {
@@ -195,12 +199,13 @@ Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld,
     for (const bool by_rows : {rows_first, !rows_first}) {
       const Split split = split_for(a, bv, by_rows);
       const Part p = part_of(split, a, bv, out_ld, 2, 0);
-      if (plan_for(p.a, p.b, out_ld, bias)->brgemm) return {split, dense, true};
+      const bool staged = !by_rows && p.b.cols != out_ld;
+      if (plan_for(p.a, p.b, staged ? p.b.cols : out_ld, bias)->brgemm) return {split, dense, staged, true};
     }
   }
   const Split split = split_for(av, bv);
   const Part p = part_of(split, av, bv, out_ld, 2, 0);
-  return {split, false, plan_for(p.a, p.b, out_ld, bias)->usable};
+  return {split, false, false, plan_for(p.a, p.b, out_ld, bias)->usable};
 }
 
 }  // namespace
@@ -268,13 +273,23 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
     parallel_for(route.split.parts, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         const Part p = part_of(route.split, a_view, bv, out_ld, elem, c);
-        const auto plan = plan_for(p.a, p.b, out_ld, bias != nullptr);
+        const bool staged = route.staged_out && p.b.cols != out_ld;
+        const auto plan = plan_for(p.a, p.b, staged ? p.b.cols : out_ld, bias != nullptr);
         HG_CHECK(plan->usable, "mm",
                  "oneDNN planned a [{}, {}] @ [{}, {}] bfloat16 product but not its part [{}, {}] @ [{}, {}]", av.rows,
                  av.cols, bv.rows, bv.cols, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
         // A column part adds its own columns' bias.
         const void* part_bias = bias == nullptr || route.split.by_rows ? bias : at(bias, p.out_offset);
-        run_plan(*plan, static_cast<char*>(out) + p.out_offset, at(a, p.a_offset), at(b, p.b_offset), part_bias);
+        char* part_out = static_cast<char*>(out) + p.out_offset;
+        if (!staged) {
+          run_plan(*plan, part_out, at(a, p.a_offset), at(b, p.b_offset), part_bias);
+          continue;
+        }
+        Workspace<uint16_t> dense_out(p.a.rows * p.b.cols);
+        run_plan(*plan, dense_out.data(), at(a, p.a_offset), at(b, p.b_offset), part_bias);
+        for (int64_t r = 0; r < p.a.rows; ++r)
+          std::memcpy(part_out + r * out_ld * elem, dense_out.data() + r * p.b.cols,
+                      static_cast<size_t>(p.b.cols * elem));
       }
     });
   } catch (const dnnl::error& e) {
