@@ -158,18 +158,32 @@ Part part_of(const Split& split, const MatrixView& av, const MatrixView& bv, int
   return p;
 }
 
-// Copies the 16-bit matrix v (at src) into dst, dense and row-major, in square tiles so that
-// a transposed source is read and written a cache line at a time.
-void copy_dense(const uint16_t* src, const MatrixView& v, uint16_t* dst) {
-  constexpr int64_t kTile = 32;
-  for (int64_t i0 = 0; i0 < v.rows; i0 += kTile) {
-    const int64_t i1 = std::min(v.rows, i0 + kTile);
-    for (int64_t j0 = 0; j0 < v.cols; j0 += kTile) {
-      const int64_t j1 = std::min(v.cols, j0 + kTile);
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = i0; i < i1; ++i) dst[i * v.cols + j] = src[i * v.row_stride + j * v.col_stride];
+// Copies the bfloat16 matrix v (at src) into dst, dense and row-major, with a oneDNN reorder
+// (a vectorised transpose; made once per shape and kept, like the plans): a scalar tiled copy
+// of a transformer's [64, 1024] g^T cost more than brgemm saved.
+void copy_dense(const void* src, const MatrixView& v, void* dst) {
+  using Key2 = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+  static std::mutex mutex;
+  static std::map<Key2, std::shared_ptr<const dnnl::reorder>> reorders;
+  constexpr auto dt = dnnl::memory::data_type::bf16;
+  const dnnl::memory::desc from({v.rows, v.cols}, dt, {v.row_stride, v.col_stride});
+  const dnnl::memory::desc to({v.rows, v.cols}, dt, {v.cols, 1});
+  std::shared_ptr<const dnnl::reorder> reorder;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& slot = reorders[Key2{v.rows, v.cols, v.row_stride, v.col_stride}];
+    if (!slot) {
+      if (reorders.size() >= 1024) reorders.clear();
+      slot = std::make_shared<const dnnl::reorder>(
+          dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
     }
+    reorder = slot;
   }
+  const OneOpenMPThread one_thread;
+  thread_local dnnl::stream stream(cpu_engine());
+  dnnl::memory in(from, cpu_engine(), const_cast<void*>(src)), out(to, cpu_engine(), dst);
+  reorder->execute(stream, in, out);
+  stream.wait();
 }
 
 // How a bfloat16 product runs: the split, whether a is first copied into a dense row-major
@@ -181,7 +195,7 @@ void copy_dense(const uint16_t* src, const MatrixView& v, uint16_t* dst) {
 // gradient). brgemm repacks b on every call, so a split by columns, where each thread repacks
 // only its part of b, is tried first unless a has more rows than b has columns. The first of
 // these whose parts get brgemm wins: the first split, the other split, then the same two with a
-// copied dense when a is transposed (a copy of the small operand costs k / n of the product),
+// copied dense when a is transposed and no larger than b (the copy costs k / n of the product),
 // each only if it keeps every thread busy; failing all, the usual split if oneDNN has any fast
 // kernel for it.
 struct Bf16Route {
@@ -193,12 +207,15 @@ struct Bf16Route {
 Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
   const bool rows_first = av.rows > bv.cols;
   const MatrixView dense_a{av.rows, av.cols, av.cols, 1};
+  // Copying a pays only when it is the smaller operand (a weight gradient's g^T at small batch);
+  // the transformer's [256, 1024] g^T beside a [1024, 64] x cost more to copy than brgemm saved.
   const bool a_transposed = av.row_stride == 1 && av.cols > 1 && av.rows > 1;
+  const bool copy_a_pays = a_transposed && av.rows * av.cols <= bv.rows * bv.cols;
   // A split into fewer parts than the other would leave threads idle: a 16-row product on one
   // thread's brgemm took 7.5 ms where two threads' gemm:jit took 4.7.
   const int64_t most_parts = std::max(split_for(av, bv, true).parts, split_for(av, bv, false).parts);
   for (const bool dense : {false, true}) {
-    if (dense && !a_transposed) break;
+    if (dense && !copy_a_pays) break;
     const MatrixView& a = dense ? dense_a : av;
     for (const bool by_rows : {rows_first, !rows_first}) {
       const Split split = split_for(a, bv, by_rows);
@@ -270,7 +287,7 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
   MatrixView a_view = av;
   Workspace<uint16_t> dense(route.dense_a ? av.rows * av.cols : 0);
   if (route.dense_a) {
-    copy_dense(static_cast<const uint16_t*>(a), av, dense.data());
+    copy_dense(a, av, dense.data());
     a_view = MatrixView{av.rows, av.cols, av.cols, 1};
     a = dense.data();
   }
