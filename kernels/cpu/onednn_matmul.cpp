@@ -174,8 +174,7 @@ void copy_dense(const void* src, const MatrixView& v, void* dst) {
     auto& slot = reorders[Key2{v.rows, v.cols, v.row_stride, v.col_stride}];
     if (!slot) {
       if (reorders.size() >= 1024) reorders.clear();
-      slot = std::make_shared<const dnnl::reorder>(
-          dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+      slot = std::make_shared<const dnnl::reorder>(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
     }
     reorder = slot;
   }
