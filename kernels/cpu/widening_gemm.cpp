@@ -39,6 +39,28 @@ Panel widen_panel(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t 
   return {false, cols};
 }
 
+// Products whose operands together have at most this many elements (4 MiB as float32) are
+// widened whole, multiplied by one float32 call (split over the pool inside it) and rounded:
+// they stay in cache anyway, and per-tile calls cost a char transformer's small float16
+// products about 4% of its step.
+constexpr int64_t kWholeOperands = int64_t{1} << 20;
+
+// widen_panel over the pool, in column blocks for a matrix stored column by column and in row
+// blocks otherwise, so each block lands where the whole matrix's widened copy has it.
+template <class T>
+Panel widen_whole(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  const bool by_columns = rs == 1 && cs != 1;
+  const int64_t lines = by_columns ? cols : rows, length = by_columns ? rows : cols;
+  parallel_for(lines, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(length, 1)), [&](int64_t b, int64_t e) {
+    if (by_columns) {
+      widen_panel(src + b * cs, rows, e - b, rs, cs, dst + b * rows);
+    } else {
+      widen_panel(src + b * rs, e - b, cols, rs, cs, dst + b * cols);
+    }
+  });
+  return by_columns ? Panel{true, rows} : Panel{false, cols};
+}
+
 // The result's column-tile width: as wide as kNcMax allows while there are tiles enough for
 // every pool thread.
 int64_t column_tile(int64_t m, int64_t n) {
@@ -53,6 +75,21 @@ int64_t column_tile(int64_t m, int64_t n) {
 template <class T>
 void widening_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                    int64_t m, int64_t k, int64_t n, const T* bias, int64_t bias_stride) {
+  if (m * k + k * n <= kWholeOperands) {
+    Workspace<float> wa(m * k), wb(k * n), wc(m * n);
+    const Panel pa = widen_whole(a, m, k, sa_row, sa_col, wa.data());
+    const Panel pb = widen_whole(b, k, n, sb_row, sb_col, wb.data());
+    gemm(pa.transposed, pb.transposed, m, n, k, 1.0f, wa.data(), pa.ld, wb.data(), pb.ld, 0.0f, wc.data(), n);
+    parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* row = wc.data() + r * n;
+        if (bias != nullptr)
+          for (int64_t c = 0; c < n; ++c) row[c] += static_cast<float>(bias[c * bias_stride]);
+        store_run(row, out + r * n, n);
+      }
+    });
+    return;
+  }
   const int64_t nc = column_tile(m, n);
   const int64_t row_tiles = (m + kMc - 1) / kMc, column_tiles = (n + nc - 1) / nc;
   parallel_for(row_tiles * column_tiles, 1, [&](int64_t t0, int64_t t1) {

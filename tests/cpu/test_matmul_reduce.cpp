@@ -116,13 +116,15 @@ TEST_CASE("16-bit products with a short inner dimension (weight gradients at sma
 
 TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match float64") {
   // float16 always takes this path (bfloat16 only where the CPU has no bfloat16 units, so it is
-  // called directly here). Shapes cross the row tiles (256), the panel depth (512) and the
-  // column tiles; operands come row-major, transposed (a weight seen through .t()) and strided.
+  // called directly here). Small operands are widened whole; {300, 1100, 800} is past that limit
+  // and crosses the row tiles (256), the panel depth (512) and the column tiles. Operands come
+  // row-major, transposed (a weight seen through .t()) and strided.
   struct Shape3 {
     int64_t m, k, n;
   };
   manual_seed(12);
-  for (const Shape3 s : {Shape3{300, 600, 270}, Shape3{5, 1030, 40}, Shape3{1, 7, 1}, Shape3{70, 33, 513}}) {
+  for (const Shape3 s :
+       {Shape3{300, 1100, 800}, Shape3{300, 600, 270}, Shape3{5, 1030, 40}, Shape3{1, 7, 1}, Shape3{70, 33, 513}}) {
     for (Dtype d : {kFloat16, kBFloat16}) {
       CAPTURE(s.m);
       CAPTURE(s.k);
@@ -146,6 +148,18 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
         check_close(out, ref, hg::test::tolerance(d));
       }
     }
+  }
+  // A bias, added before the one rounding, on both paths (whole and panels).
+  for (const Shape3 s : {Shape3{40, 1100, 1000}, Shape3{40, 100, 90}}) {
+    CAPTURE(s.k);
+    const Tensor a = randn({s.m, s.k}).to(kFloat16), b = randn({s.k, s.n}).to(kFloat16);
+    const Tensor bias = randn({s.n}).to(kFloat16);
+    const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64)) + bias.to(kFloat64);
+    Tensor out = empty({s.m, s.n}, kFloat16);
+    cpu::widening_gemm(static_cast<Half*>(out.raw_data()), static_cast<const Half*>(a.raw_data()), s.k, 1,
+                       static_cast<const Half*>(b.raw_data()), s.n, 1, s.m, s.k, s.n,
+                       static_cast<const Half*>(bias.raw_data()));
+    check_close(out, ref, hg::test::tolerance(kFloat16));
   }
   // inf and NaN reach the outputs they feed.
   Tensor a = zeros({300, 600}, kFloat16), b = ones({600, 300}, kFloat16);
