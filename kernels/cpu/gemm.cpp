@@ -28,35 +28,6 @@ namespace {
   return true;
 }();
 
-// Copies a strided [rows, cols] float32 matrix into a dense row-major buffer.
-void densify(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
-  parallel_for(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r)
-      for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = src[r * rs + c * cs];
-  });
-}
-
-// A dense copy of one [rows, cols] float32 operand in the operand's own memory order: a
-// transposed operand is copied as it is stored and handed to sgemm as transposed, so the copy
-// reads memory in order. The buffer comes from the caching allocator.
-struct DenseOperand {
-  Workspace<float> buf;
-  bool transposed = false;
-  int64_t ld = 0;
-  DenseOperand(int64_t rows, int64_t cols) : buf(rows * cols) {}
-  void fill(const float* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    const BlasLayout v = blas_layout(rows, cols, rs, cs);
-    transposed = v.usable && v.transposed;
-    if (transposed) {
-      densify(src, cols, rows, cs, 1, buf.data());  // stored as [cols, rows]
-      ld = rows;
-    } else {
-      densify(src, rows, cols, rs, cs, buf.data());
-      ld = cols;
-    }
-  }
-};
-
 // The oneDNN path (float32 and bfloat16), one matrix of the batch at a time; false when it does
 // not apply (then nothing was written).
 template <class T>
@@ -88,6 +59,10 @@ void add_bias_rows(T* out, int64_t m, int64_t n, const T* bias) {
 }
 
 // out[i] = a[i] @ b[i] for the batch, plus a dense row vector bias when one is given (batch 1).
+template <class T>
+void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
+              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
+
 template <class T>
 void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
               int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
@@ -143,23 +118,27 @@ void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t
       widening_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
   } else if constexpr (std::is_same_v<T, float>) {
     // float32 in a layout BLAS cannot read: made dense, then the float32 product's own path.
-    DenseOperand fa(m, k), fb(k, n);
+    Workspace<float> fa(m * k), fb(k * n);
     for (int64_t i = 0; i < batch; ++i) {
-      fa.fill(pa + i * sa0, m, k, sa1, sa2);
-      fb.fill(pb + i * sb0, k, n, sb1, sb2);
-      gemm(fa.transposed, fb.transposed, m, n, k, 1.0f, fa.buf.data(), fa.ld, fb.buf.data(), fb.ld, 0.0f,
-           po + i * m * n, n);
+      const WidenedMatrix da = widen_matrix(pa + i * sa0, m, k, sa1, sa2, fa.data());
+      const WidenedMatrix db = widen_matrix(pb + i * sb0, k, n, sb1, sb2, fb.data());
+      gemm(da.transposed, db.transposed, m, n, k, 1.0f, fa.data(), da.ld, fb.data(), db.ld, 0.0f, po + i * m * n, n);
     }
     finish();
   }
 }
 
+// t itself, or for a float64 matrix (the last two dims) in a layout BLAS cannot read, a
+// contiguous copy: dgemm has no dense-copy path of its own.
+Tensor dgemm_readable(const Tensor& t) {
+  const int64_t d = t.dim() - 2;
+  if (t.dtype() != kFloat64 || blas_layout(t.shape()[d], t.shape()[d + 1], t.strides()[d], t.strides()[d + 1]).usable)
+    return t;
+  return t.contiguous();
+}
+
 void gemm_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
-  Tensor aa = a, bb = b;
-  if (a.dtype() == kFloat64) {  // dgemm has no widening path: make odd layouts contiguous
-    if (!blas_layout(a.shape()[1], a.shape()[2], a.strides()[1], a.strides()[2]).usable) aa = a.contiguous();
-    if (!blas_layout(b.shape()[1], b.shape()[2], b.strides()[1], b.strides()[2]).usable) bb = b.contiguous();
-  }
+  const Tensor aa = dgemm_readable(a), bb = dgemm_readable(b);
   dispatch_floating(a.dtype(), "mm", [&]<class T>(TypeTag<T>) { gemm_typed<T>(out, aa, bb); });
 }
 
@@ -171,9 +150,8 @@ void gemm_bias_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Te
            "expected 2-d operands, a 1-d bias and a contiguous output");
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   if (m == 0 || n == 0) return;
+  const Tensor aa = dgemm_readable(a), bb = dgemm_readable(b);
   dispatch_floating(a.dtype(), "linear", [&]<class T>(TypeTag<T>) {
-    const T* pb = static_cast<const T*>(b.raw_data());
-    const T* pa = static_cast<const T*>(a.raw_data());
     const T* bias_data = static_cast<const T*>(bias.raw_data());
     std::vector<T> dense_bias;
     if (bias.strides()[0] != 1 && n > 1) {
@@ -181,16 +159,9 @@ void gemm_bias_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Te
       for (int64_t j = 0; j < n; ++j) dense_bias[static_cast<size_t>(j)] = bias_data[j * bias.strides()[0]];
       bias_data = dense_bias.data();
     }
-    if constexpr (std::is_same_v<T, double>) {
-      if (!blas_layout(m, k, a.strides()[0], a.strides()[1]).usable ||
-          !blas_layout(k, n, b.strides()[0], b.strides()[1]).usable) {
-        const Tensor a3 = a.contiguous(), b3 = b.contiguous();
-        return gemm_raw(static_cast<T*>(out.raw_data()), static_cast<const T*>(a3.raw_data()),
-                        static_cast<const T*>(b3.raw_data()), 1, m, k, n, 0, k, 1, 0, n, 1, bias_data);
-      }
-    }
-    gemm_raw(static_cast<T*>(out.raw_data()), pa, pb, 1, m, k, n, 0, a.strides()[0], a.strides()[1], 0, b.strides()[0],
-             b.strides()[1], bias_data);
+    gemm_raw(static_cast<T*>(out.raw_data()), static_cast<const T*>(aa.raw_data()),
+             static_cast<const T*>(bb.raw_data()), 1, m, k, n, 0, aa.strides()[0], aa.strides()[1], 0, bb.strides()[0],
+             bb.strides()[1], bias_data);
   });
 }
 

@@ -14,18 +14,14 @@ namespace {
 // panel keeps the float32 kernel's passes over the tile few.
 constexpr int64_t kMc = 256, kKc = 512, kNcMax = 256, kNcMin = 64;
 
-// How the float32 kernel reads a widened panel.
-struct Panel {
-  bool transposed = false;
-  int64_t ld = 0;
-};
+// Whether a matrix with these strides is stored column by column (and so copied that way).
+bool stored_by_columns(int64_t rs, int64_t cs) { return rs == 1 && cs != 1; }
 
 // Widens the [rows, cols] block whose element (i, j) is at src + i * rs + j * cs into dst, in
-// the block's own storage order: a block stored column by column (a weight seen through .t())
-// is copied column by column and read transposed, so both cases read memory in order.
+// the block's own storage order (see widen_matrix), on the calling thread.
 template <class T>
-Panel widen_panel(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
-  if (rs == 1 && cs != 1) {
+WidenedMatrix widen_panel(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  if (stored_by_columns(rs, cs)) {
     for (int64_t j = 0; j < cols; ++j) load_run(src + j * cs, dst + j * rows, rows);
     return {true, rows};
   }
@@ -45,22 +41,6 @@ Panel widen_panel(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t 
 // products about 4% of its step.
 constexpr int64_t kWholeOperands = int64_t{1} << 20;
 
-// widen_panel over the pool, in column blocks for a matrix stored column by column and in row
-// blocks otherwise, so each block lands where the whole matrix's widened copy has it.
-template <class T>
-Panel widen_whole(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
-  const bool by_columns = rs == 1 && cs != 1;
-  const int64_t lines = by_columns ? cols : rows, length = by_columns ? rows : cols;
-  parallel_for(lines, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(length, 1)), [&](int64_t b, int64_t e) {
-    if (by_columns) {
-      widen_panel(src + b * cs, rows, e - b, rs, cs, dst + b * rows);
-    } else {
-      widen_panel(src + b * rs, e - b, cols, rs, cs, dst + b * cols);
-    }
-  });
-  return by_columns ? Panel{true, rows} : Panel{false, cols};
-}
-
 // The result's column-tile width: as wide as kNcMax allows while there are tiles enough for
 // every pool thread.
 int64_t column_tile(int64_t m, int64_t n) {
@@ -70,54 +50,74 @@ int64_t column_tile(int64_t m, int64_t n) {
   return std::clamp<int64_t>((nc + 15) / 16 * 16, kNcMin, kNcMax);
 }
 
+// Rounds rows x cols float32 sums (row stride cols) into out (row stride out_ld), adding
+// bias[c] (float32, or none) to column c first.
+template <class T>
+void round_rows(float* sums, int64_t rows, int64_t cols, const float* bias, T* out, int64_t out_ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = sums + r * cols;
+    if (bias != nullptr)
+      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+    store_run(row, out + r * out_ld, cols);
+  }
+}
+
 }  // namespace
 
 template <class T>
+WidenedMatrix widen_matrix(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  const bool by_columns = stored_by_columns(rs, cs);
+  const int64_t lines = by_columns ? cols : rows, length = by_columns ? rows : cols;
+  parallel_for(lines, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(length, 1)), [&](int64_t b, int64_t e) {
+    if (by_columns) {
+      widen_panel(src + b * cs, rows, e - b, rs, cs, dst + b * rows);
+    } else {
+      widen_panel(src + b * rs, e - b, cols, rs, cs, dst + b * cols);
+    }
+  });
+  return by_columns ? WidenedMatrix{true, rows} : WidenedMatrix{false, cols};
+}
+
+template <class T>
 void widening_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                   int64_t m, int64_t k, int64_t n, const T* bias, int64_t bias_stride) {
+                   int64_t m, int64_t k, int64_t n, const T* bias) {
+  Workspace<float> wide_bias(bias != nullptr ? n : 0);
+  if (bias != nullptr) load_run(bias, wide_bias.data(), n);
+  const float* bias_f = bias != nullptr ? wide_bias.data() : nullptr;
   if (m * k + k * n <= kWholeOperands) {
     Workspace<float> wa(m * k), wb(k * n), wc(m * n);
-    const Panel pa = widen_whole(a, m, k, sa_row, sa_col, wa.data());
-    const Panel pb = widen_whole(b, k, n, sb_row, sb_col, wb.data());
+    const WidenedMatrix pa = widen_matrix(a, m, k, sa_row, sa_col, wa.data());
+    const WidenedMatrix pb = widen_matrix(b, k, n, sb_row, sb_col, wb.data());
     gemm(pa.transposed, pb.transposed, m, n, k, 1.0f, wa.data(), pa.ld, wb.data(), pb.ld, 0.0f, wc.data(), n);
-    parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        float* row = wc.data() + r * n;
-        if (bias != nullptr)
-          for (int64_t c = 0; c < n; ++c) row[c] += static_cast<float>(bias[c * bias_stride]);
-        store_run(row, out + r * n, n);
-      }
-    });
+    parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
+                 [&](int64_t r0, int64_t r1) { round_rows(wc.data() + r0 * n, r1 - r0, n, bias_f, out + r0 * n, n); });
     return;
   }
   const int64_t nc = column_tile(m, n);
   const int64_t row_tiles = (m + kMc - 1) / kMc, column_tiles = (n + nc - 1) / nc;
   parallel_for(row_tiles * column_tiles, 1, [&](int64_t t0, int64_t t1) {
     Workspace<float> ap(std::min(m, kMc) * std::min(k, kKc)), bp(std::min(k, kKc) * nc), tile(std::min(m, kMc) * nc);
-    Workspace<float> tile_bias(nc);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = t / column_tiles * kMc, j0 = t % column_tiles * nc;
       const int64_t rows = std::min(kMc, m - i0), cols = std::min(nc, n - j0);
       for (int64_t p0 = 0; p0 < k; p0 += kKc) {
         const int64_t depth = std::min(kKc, k - p0);
-        const Panel pa = widen_panel(a + i0 * sa_row + p0 * sa_col, rows, depth, sa_row, sa_col, ap.data());
-        const Panel pb = widen_panel(b + p0 * sb_row + j0 * sb_col, depth, cols, sb_row, sb_col, bp.data());
+        const WidenedMatrix pa = widen_panel(a + i0 * sa_row + p0 * sa_col, rows, depth, sa_row, sa_col, ap.data());
+        const WidenedMatrix pb = widen_panel(b + p0 * sb_row + j0 * sb_col, depth, cols, sb_row, sb_col, bp.data());
         gemm(pa.transposed, pb.transposed, rows, cols, depth, 1.0f, ap.data(), pa.ld, bp.data(), pb.ld,
              p0 == 0 ? 0.0f : 1.0f, tile.data(), cols);
       }
-      if (bias != nullptr) {
-        for (int64_t c = 0; c < cols; ++c) tile_bias.data()[c] = static_cast<float>(bias[(j0 + c) * bias_stride]);
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c) tile.data()[r * cols + c] += tile_bias.data()[c];
-      }
-      for (int64_t r = 0; r < rows; ++r) store_run(tile.data() + r * cols, out + (i0 + r) * n + j0, cols);
+      round_rows(tile.data(), rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
     }
   });
 }
 
 template void widening_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
-                                  int64_t, const Half*, int64_t);
+                                  int64_t, const Half*);
 template void widening_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
-                                      int64_t, int64_t, int64_t, const BFloat16*, int64_t);
+                                      int64_t, int64_t, int64_t, const BFloat16*);
+template WidenedMatrix widen_matrix<float>(const float*, int64_t, int64_t, int64_t, int64_t, float*);
+template WidenedMatrix widen_matrix<Half>(const Half*, int64_t, int64_t, int64_t, int64_t, float*);
+template WidenedMatrix widen_matrix<BFloat16>(const BFloat16*, int64_t, int64_t, int64_t, int64_t, float*);
 
 }  // namespace hg::cpu

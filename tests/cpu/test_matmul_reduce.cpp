@@ -1,6 +1,7 @@
 // Matrix products and sums against float64 references.
 #include <dlfcn.h>
 
+#include "framework/dispatch.h"
 #include "helpers.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/short_inner_gemm.h"
@@ -24,6 +25,28 @@ Tensor mm_reference(const Tensor& a, const Tensor& b) {
       r[i * n + j] = s;
     }
   return tensor(r, {m, n});
+}
+
+// [m, k] @ [k, n] problem sizes.
+struct Shape3 {
+  int64_t m, k, n;
+};
+
+// cpu::widening_gemm on tensors: x [m, k] and y [k, n] of one 16-bit dtype as strided as they
+// are, and a dense bias when defined.
+Tensor widening_gemm_of(const Tensor& x, const Tensor& y, const Tensor& bias = Tensor()) {
+  Tensor out = empty({x.size(0), y.size(1)}, x.dtype());
+  const auto run = [&]<class T>(TypeTag<T>) {
+    cpu::widening_gemm(static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), x.stride(0), x.stride(1),
+                       static_cast<const T*>(y.raw_data()), y.stride(0), y.stride(1), x.size(0), x.size(1), y.size(1),
+                       bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr);
+  };
+  if (x.dtype() == kFloat16) {
+    run(TypeTag<Half>{});
+  } else {
+    run(TypeTag<BFloat16>{});
+  }
+  return out;
 }
 }  // namespace
 
@@ -82,9 +105,6 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
 TEST_CASE("16-bit products with a short inner dimension (weight gradients at small batch) match float64") {
   // Row counts off the 8-row blocks, column counts off the 16-lane vectors, k from 1 to the
   // limit, and a transposed first operand (g^T in g^T x) as a weight gradient has.
-  struct Shape3 {
-    int64_t m, k, n;
-  };
   manual_seed(11);
   for (const Shape3 s : {Shape3{520, 1, 130}, Shape3{1003, 7, 77}, Shape3{261, 16, 513}, Shape3{64, 32, 1030}}) {
     REQUIRE(cpu::use_short_inner_gemm(s.m, s.k, s.n));
@@ -119,9 +139,6 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
   // called directly here). Small operands are widened whole; {300, 1100, 800} is past that limit
   // and crosses the row tiles (256), the panel depth (512) and the column tiles. Operands come
   // row-major, transposed (a weight seen through .t()) and strided.
-  struct Shape3 {
-    int64_t m, k, n;
-  };
   manual_seed(12);
   for (const Shape3 s :
        {Shape3{300, 1100, 800}, Shape3{300, 600, 270}, Shape3{5, 1030, 40}, Shape3{1, 7, 1}, Shape3{70, 33, 513}}) {
@@ -134,18 +151,8 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
       const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
       const Tensor at = a.t().contiguous().t(), bt = b.t().contiguous().t(), bs = non_contiguous(b);
       for (const auto& [x, y] : {std::pair{a, b}, std::pair{at, b}, std::pair{a, bt}, std::pair{at, bs}}) {
-        Tensor out = empty({s.m, s.n}, d);
-        if (d == kFloat16) {
-          cpu::widening_gemm(static_cast<Half*>(out.raw_data()), static_cast<const Half*>(x.raw_data()), x.stride(0),
-                             x.stride(1), static_cast<const Half*>(y.raw_data()), y.stride(0), y.stride(1), s.m, s.k,
-                             s.n);
-          check_close(mm(x, y), ref, hg::test::tolerance(d));  // the public op takes the same path
-        } else {
-          cpu::widening_gemm(static_cast<BFloat16*>(out.raw_data()), static_cast<const BFloat16*>(x.raw_data()),
-                             x.stride(0), x.stride(1), static_cast<const BFloat16*>(y.raw_data()), y.stride(0),
-                             y.stride(1), s.m, s.k, s.n);
-        }
-        check_close(out, ref, hg::test::tolerance(d));
+        if (d == kFloat16) check_close(mm(x, y), ref, hg::test::tolerance(d));  // the public op takes the same path
+        check_close(widening_gemm_of(x, y), ref, hg::test::tolerance(d));
       }
     }
   }
@@ -155,11 +162,7 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
     const Tensor a = randn({s.m, s.k}).to(kFloat16), b = randn({s.k, s.n}).to(kFloat16);
     const Tensor bias = randn({s.n}).to(kFloat16);
     const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64)) + bias.to(kFloat64);
-    Tensor out = empty({s.m, s.n}, kFloat16);
-    cpu::widening_gemm(static_cast<Half*>(out.raw_data()), static_cast<const Half*>(a.raw_data()), s.k, 1,
-                       static_cast<const Half*>(b.raw_data()), s.n, 1, s.m, s.k, s.n,
-                       static_cast<const Half*>(bias.raw_data()));
-    check_close(out, ref, hg::test::tolerance(kFloat16));
+    check_close(widening_gemm_of(a, b, bias), ref, hg::test::tolerance(kFloat16));
   }
   // inf and NaN reach the outputs they feed.
   Tensor a = zeros({300, 600}, kFloat16), b = ones({600, 300}, kFloat16);
