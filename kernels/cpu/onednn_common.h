@@ -1,10 +1,15 @@
-// What the oneDNN kernels (matmul, convolution) share: the CPU engine, whether this CPU has
-// native bfloat16 instructions, and the guard that keeps oneDNN's OpenMP team at one thread.
-// Included only where HG_HAVE_ONEDNN is set.
+// What the oneDNN kernels (matmul, convolution) share: the CPU engine and a stream per thread,
+// whether this CPU has native bfloat16 instructions, the cache their primitives are kept in, and
+// the guard that keeps oneDNN's OpenMP team at one thread. Included only where HG_HAVE_ONEDNN is
+// set.
 #pragma once
 
 #include <omp.h>
 
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace hg::cpu {
@@ -13,6 +18,37 @@ inline const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
+
+// The calling thread's stream on cpu_engine().
+inline dnnl::stream& thread_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+// Primitives (and what goes with them) made once per problem and kept, behind a mutex: a
+// training loop runs the same handful of shapes on every step, and making one costs about a
+// millisecond. A program that keeps making new shapes starts the cache afresh now and then
+// (entries in use stay alive through their shared_ptr).
+template <class Key, class Value>
+class PrimitiveCache {
+ public:
+  // The entry for key, made by make() (returning a shared_ptr to a Value) the first time.
+  template <class Make>
+  std::shared_ptr<const Value> get(const Key& key, Make make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      if (entries_.size() >= kMaxEntries) entries_.clear();
+      it = entries_.emplace(key, make()).first;
+    }
+    return it->second;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 1024;
+  std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const Value>> entries_;
+};
 
 // True when oneDNN's kernels for this CPU use bfloat16 dot-product instructions (AVX-512 BF16)
 // or AMX tiles; elsewhere oneDNN would emulate them, and halfgrad's float32 paths are faster.

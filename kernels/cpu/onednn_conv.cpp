@@ -5,9 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -186,18 +184,11 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
   return plan;
 }
 
-// Plans are made once per pass and chunk shape (about a millisecond each) and kept.
+// The plan for a pass of a chunk shape, made the first time it is asked for (onednn_common.h's
+// cache).
 std::shared_ptr<const Plan> plan_for(Pass pass, const Problem& pr) {
-  static std::mutex mutex;
-  static std::map<std::array<int64_t, 19>, std::shared_ptr<const Plan>> plans;
-  const auto key = pr.key(pass);
-  std::lock_guard lock(mutex);
-  auto it = plans.find(key);
-  if (it == plans.end()) {
-    if (plans.size() >= 1024) plans.clear();
-    it = plans.emplace(key, make_plan(pass, pr)).first;
-  }
-  return it->second;
+  static PrimitiveCache<std::array<int64_t, 19>, Plan> plans;
+  return plans.get(pr.key(pass), [&] { return make_plan(pass, pr); });
 }
 
 // The samples are cut into one chunk per pool thread; every chunk but maybe the last has
@@ -241,11 +232,6 @@ struct ThreadBuffers {
 ThreadBuffers& thread_buffers() {
   thread_local ThreadBuffers b;
   return b;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
 }
 
 // The weights in each plan's layout: reordered once per call (per distinct layout) on the calling

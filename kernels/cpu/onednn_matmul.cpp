@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -66,27 +64,18 @@ std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv
   return plan;
 }
 
-// Plans are made once per problem and kept: a training loop multiplies the same handful of
-// shapes on every step. A program that keeps making new shapes starts the cache afresh now
-// and then (plans in use stay alive through their shared_ptr).
+// The plan for a problem, made the first time it is asked for (onednn_common.h's cache).
 std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
-  static std::mutex mutex;
-  static std::map<Key, std::shared_ptr<const Plan>> plans;
+  static PrimitiveCache<Key, Plan> plans;
   const Key key{av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld, bias};
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = plans.find(key);
-  if (it == plans.end()) {
-    if (plans.size() >= 1024) plans.clear();
-    it = plans.emplace(key, make_plan(av, bv, out_ld, bias)).first;
-  }
-  return it->second;
+  return plans.get(key, [&] { return make_plan(av, bv, out_ld, bias); });
 }
 
 // Runs a plan on the calling thread.
 void run_plan(const Plan& plan, void* out, const void* a, const void* b, const void* bias) {
   const OneOpenMPThread one_thread;
   const dnnl::engine& engine = cpu_engine();
-  thread_local dnnl::stream stream(engine);
+  dnnl::stream& stream = thread_stream();
   // Scratch memory: one buffer per thread that only grows, so a training loop in its steady
   // state allocates nothing here.
   thread_local std::vector<char> scratch;
@@ -162,27 +151,17 @@ Part part_of(const Split& split, const MatrixView& av, const MatrixView& bv, int
 // (a vectorised transpose; made once per shape and kept, like the plans): a scalar tiled copy
 // of a transformer's [64, 1024] g^T cost more than brgemm saved.
 void copy_dense(const void* src, const MatrixView& v, void* dst) {
-  using Key2 = std::tuple<int64_t, int64_t, int64_t, int64_t>;
-  static std::mutex mutex;
-  static std::map<Key2, std::shared_ptr<const dnnl::reorder>> reorders;
+  static PrimitiveCache<std::tuple<int64_t, int64_t, int64_t, int64_t>, dnnl::reorder> reorders;
   constexpr auto dt = dnnl::memory::data_type::bf16;
   const dnnl::memory::desc from({v.rows, v.cols}, dt, {v.row_stride, v.col_stride});
   const dnnl::memory::desc to({v.rows, v.cols}, dt, {v.cols, 1});
-  std::shared_ptr<const dnnl::reorder> reorder;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto& slot = reorders[Key2{v.rows, v.cols, v.row_stride, v.col_stride}];
-    if (!slot) {
-      if (reorders.size() >= 1024) reorders.clear();
-      slot = std::make_shared<const dnnl::reorder>(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
-    }
-    reorder = slot;
-  }
+  const auto reorder = reorders.get({v.rows, v.cols, v.row_stride, v.col_stride}, [&] {
+    return std::make_shared<const dnnl::reorder>(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+  });
   const OneOpenMPThread one_thread;
-  thread_local dnnl::stream stream(cpu_engine());
   dnnl::memory in(from, cpu_engine(), const_cast<void*>(src)), out(to, cpu_engine(), dst);
-  reorder->execute(stream, in, out);
-  stream.wait();
+  reorder->execute(thread_stream(), in, out);
+  thread_stream().wait();
 }
 
 // How a bfloat16 product runs: the split, whether a is first copied into a dense row-major
