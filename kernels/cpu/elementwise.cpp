@@ -53,6 +53,8 @@ template <class T, class F>
 void unary_typed(const Tensor& out, const Tensor& in, const F& f) {
   if constexpr (is_float_compute<T> && !std::is_same_v<T, float> && std::is_same_v<F, scalar::Rsqrt>) {
     unary_map_loop<T>(out, in, [](const float* x, float* y, int64_t n) { map_rsqrt_for_16bit(x, y, n); });
+  } else if constexpr (std::is_same_v<T, BFloat16> && kBf16InRegisters && !has_vec_op<F>) {
+    unary_loop<T, T>(out, in, [&f](T x) { return T(f(static_cast<float>(x))); });  // see kBf16InRegisters
   } else if constexpr (is_float_compute<T>) {
     unary_map_loop<T>(out, in, [&f](const float* x, float* y, int64_t n) { map_unary(f, x, y, n); });
   } else if constexpr (std::is_integral_v<T>) {
