@@ -106,6 +106,7 @@ constexpr PolicyRow kTable[] = {
   {"bmm",                                Lower,   Lower,   "GEMM"},
   {"linear",                             Lower,   Lower,   "GEMM"},
   {"conv2d",                             Lower,   Lower,   "convolution"},
+  {"conv2d_relu",                        Lower,   Lower,   "convolution + ReLU in one op"},
   {"scaled_dot_product_attention",       Lower,   Lower,   "two GEMMs around a softmax kept in float32 inside"},
   // -- softmax and normalisation --
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},

@@ -32,6 +32,10 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight, bias, options_.stride, options_.padding, options_.dilation, options_.groups);
 }
 
+Tensor Conv2d::forward_relu(const Tensor& x) {
+  return conv2d_relu(x, weight, bias, options_.stride, options_.padding, options_.dilation, options_.groups);
+}
+
 std::string Conv2d::extra_repr() const {
   return fmt::format("{}, {}, kernel_size=[{}, {}], stride={}, padding={}, dilation={}, groups={}, bias={}",
                      weight.size(1) * options_.groups, weight.size(0), weight.size(2), weight.size(3), options_.stride,

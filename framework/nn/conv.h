@@ -23,6 +23,9 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
       : Conv2d(in_channels, out_channels, std::vector<int64_t>{kernel_size, kernel_size}, std::move(options)) {}
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) as one op (conv2d_relu), without this module's hooks: what Sequential runs
+  // for a hook-free Conv2d followed by a hook-free ReLU.
+  Tensor forward_relu(const Tensor& x);
   std::string extra_repr() const override;
   Tensor weight, bias;
 

@@ -49,6 +49,9 @@ class Module {
   // Each returns a handle whose remove() unregisters the hook (the handle may outlive the module).
   RemovableHandle register_forward_pre_hook(ForwardPreHook fn);
   RemovableHandle register_forward_hook(ForwardHook fn);
+  // Whether any forward pre-hook or forward hook is registered (Sequential fuses only modules
+  // without them, so every hook sees the tensors it would see unfused).
+  bool has_forward_hooks() const { return !hooks_->pre.empty() || !hooks_->post.empty(); }
   const std::string& type_name() const { return type_name_; }
   // The key configuration shown inside the parentheses when printed, as PyTorch's extra_repr:
   // "in_features=4, out_features=2, bias=true". Layers override it; the default is empty.

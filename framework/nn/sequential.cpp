@@ -1,5 +1,10 @@
 #include "framework/nn/sequential.h"
 
+#include <typeinfo>
+
+#include "framework/nn/conv.h"
+#include "framework/nn/linear.h"
+
 namespace hg::nn {
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : Module("Sequential") {
@@ -12,9 +17,28 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
   return *this;
 }
 
+namespace {
+// The Conv2d of a Conv2d followed by a ReLU that may run as one conv2d_relu op: both exactly
+// those classes (a subclass may override forward) and neither with forward hooks.
+Conv2d* fusable_conv_relu(Module& first, Module& second) {
+  if (typeid(first) != typeid(Conv2d) || typeid(second) != typeid(ReLU)) return nullptr;
+  if (first.has_forward_hooks() || second.has_forward_hooks()) return nullptr;
+  return static_cast<Conv2d*>(&first);
+}
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& layer : layers_) y = (*layer)(y);  // with each layer's hooks
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (i + 1 < layers_.size()) {
+      if (Conv2d* conv = fusable_conv_relu(*layers_[i], *layers_[i + 1])) {
+        y = conv->forward_relu(y);  // the same values and gradients as the two modules, one pass fewer
+        ++i;
+        continue;
+      }
+    }
+    y = (*layers_[i])(y);  // with the layer's hooks
+  }
   return y;
 }
 

@@ -1,4 +1,5 @@
-// Sequential: submodules named "0", "1", ... applied in order.
+// Sequential: submodules named "0", "1", ... applied in order. A Conv2d directly followed by a
+// ReLU, neither with forward hooks, runs as one conv2d_relu op (same values and gradients).
 #pragma once
 
 #include <initializer_list>

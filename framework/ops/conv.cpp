@@ -5,6 +5,7 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/unary_kernels.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -13,8 +14,13 @@ HG_DEFINE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 
+bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU; }
+
 namespace {
 const OpDef kConv2d{"conv2d", true};
+// conv2d then relu as one op: the ReLU runs inside the forward kernel's pass over the output
+// where the backend's kernel supports it (conv2d_relu_in_kernel).
+const OpDef kConv2dRelu{"conv2d_relu", true};
 // The backward runs as its own (recorded, non-differentiable) op, so an OpRecorder shows which
 // dtypes the gradient kernels ran in.
 const OpDef kConv2dBackward{"conv2d_backward", false};
@@ -24,8 +30,8 @@ const OpDef kConv2dInputGrad{"conv2d_input_grad", true};
 const OpDef kConv2dWeightGrad{"conv2d_weight_grad", true};
 
 // Expands a 1- or 2-element argument to {h, w}.
-void pair_arg(const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
-  HG_CHECK(v.size() == 1 || v.size() == 2, "conv2d", "{} must have 1 or 2 values, got {}", what, v.size());
+void pair_arg(const char* op, const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
+  HG_CHECK(v.size() == 1 || v.size() == 2, op, "{} must have 1 or 2 values, got {}", what, v.size());
   out[0] = v[0];
   out[1] = v.size() == 2 ? v[1] : v[0];
 }
@@ -80,48 +86,54 @@ Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, std::vector<int64_t> stride,
-              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
-  OpCall call(kConv2d, {input_in, weight_in, bias_in});
+namespace {
+
+// conv2d and conv2d_relu: one argument check, one forward, one backward; `relu` adds the ReLU
+// and its gradient mask (taken from the saved output).
+Tensor conv2d_op(const OpDef& def, bool relu, const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in,
+                 const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                 const std::vector<int64_t>& dilation, int64_t groups) {
+  const char* op = def.name;
+  OpCall call(def, {input_in, weight_in, bias_in});
   const Tensor& input = call.input(0);
   const Tensor& weight = call.input(1);
   const Tensor& bias = call.input(2);
-  HG_CHECK(input.defined() && weight.defined(), "conv2d", "got an undefined input or weight");
-  HG_CHECK(input.dim() == 3 || input.dim() == 4, "conv2d",
+  HG_CHECK(input.defined() && weight.defined(), op, "got an undefined input or weight");
+  HG_CHECK(input.dim() == 3 || input.dim() == 4, op,
            "expected a 3-d (unbatched) or 4-d input [N, C, H, W], got shape {}", input.shape());
-  HG_CHECK(weight.dim() == 4, "conv2d", "expected a 4-d weight [out, in/groups, kh, kw], got shape {}", weight.shape());
-  HG_CHECK(input.device() == weight.device() && (!bias.defined() || bias.device() == input.device()), "conv2d",
+  HG_CHECK(weight.dim() == 4, op, "expected a 4-d weight [out, in/groups, kh, kw], got shape {}", weight.shape());
+  HG_CHECK(input.device() == weight.device() && (!bias.defined() || bias.device() == input.device()), op,
            "input, weight and bias must be on one device, got {} and {}", input.device(), weight.device());
-  HG_CHECK(is_floating(input.dtype()), "conv2d", "expected a floating-point input, got {}", input.dtype());
-  HG_CHECK(input.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == input.dtype()), "conv2d",
+  HG_CHECK(is_floating(input.dtype()), op, "expected a floating-point input, got {}", input.dtype());
+  HG_CHECK(input.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == input.dtype()), op,
            "input ({}), weight ({}) and bias ({}) must have the same dtype; convert with to() or use autocast",
            input.dtype(), weight.dtype(), bias.defined() ? dtype_name(bias.dtype()) : "none");
   Conv2dParams p;
-  pair_arg(stride, "stride", p.stride);
-  pair_arg(padding, "padding", p.padding);
-  pair_arg(dilation, "dilation", p.dilation);
+  pair_arg(op, stride, "stride", p.stride);
+  pair_arg(op, padding, "padding", p.padding);
+  pair_arg(op, dilation, "dilation", p.dilation);
   p.groups = groups;
   for (int i = 0; i < 2; ++i) {
-    HG_CHECK(p.stride[i] > 0 && p.dilation[i] > 0 && p.padding[i] >= 0, "conv2d",
+    HG_CHECK(p.stride[i] > 0 && p.dilation[i] > 0 && p.padding[i] >= 0, op,
              "stride and dilation must be positive and padding non-negative, got stride {}, padding {}, dilation {}",
              stride, padding, dilation);
   }
-  HG_CHECK(groups > 0, "conv2d", "groups must be positive, got {}", groups);
+  HG_CHECK(groups > 0, op, "groups must be positive, got {}", groups);
   const bool unbatched = input.dim() == 3;
   const Tensor x = unbatched ? internal::unsqueezed(input, 0) : input.detach();
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t o = weight.size(0), kh = weight.size(2), kw = weight.size(3);
-  HG_CHECK(kh > 0 && kw > 0, "conv2d", "weight shape {} has an empty kernel", weight.shape());
-  HG_CHECK(weight.size(1) * groups == c, "conv2d",
+  HG_CHECK(kh > 0 && kw > 0, op, "weight shape {} has an empty kernel", weight.shape());
+  HG_CHECK(weight.size(1) * groups == c, op,
            "input shape {} has {} channels, but weight shape {} with groups={} expects {}", input.shape(), c,
            weight.shape(), groups, weight.size(1) * groups);
-  HG_CHECK(o % groups == 0, "conv2d", "weight shape {}: {} output channels are not divisible by groups={}",
-           weight.shape(), o, groups);
-  HG_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), "conv2d",
+  HG_CHECK(o % groups == 0, op, "weight shape {}: {} output channels are not divisible by groups={}", weight.shape(), o,
+           groups);
+  HG_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == o), op,
            "bias must have shape [{}] for weight shape {}, got {}", o, weight.shape(), bias.shape());
   const int64_t eff_h = p.dilation[0] * (kh - 1) + 1, eff_w = p.dilation[1] * (kw - 1) + 1;
   const int64_t ph = h + 2 * p.padding[0], pw = w + 2 * p.padding[1];
-  HG_CHECK(ph >= eff_h && pw >= eff_w, "conv2d",
+  HG_CHECK(ph >= eff_h && pw >= eff_w, op,
            "input shape {} padded to {}x{} is smaller than the (dilated) kernel {}x{} of weight shape {}",
            input.shape(), ph, pw, eff_h, eff_w, weight.shape());
   const int64_t oh = (ph - eff_h) / p.stride[0] + 1, ow = (pw - eff_w) / p.stride[1] + 1;
@@ -129,16 +141,25 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
   const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
   Tensor out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
-  if (out4.numel()) conv2d_forward_stub(x.device().type, out4, xc, wc, bc, p);
+  if (out4.numel()) {
+    const DeviceType dev = x.device().type;
+    Conv2dParams fwd = p;
+    fwd.relu = relu && conv2d_relu_in_kernel(dev);
+    conv2d_forward_stub(dev, out4, xc, wc, bc, fwd);
+    if (relu && !fwd.relu) unary_stub(dev, UnaryOp::Relu, out4, out4, 0, 0);
+  }
   Tensor out = unbatched ? out4.squeeze(0) : out4;
 
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(xc, "conv2d"), sw = SavedTensor(wc, "conv2d"), si = SavedTensor(input, "conv2d"),
-          swi = SavedTensor(weight, "conv2d"), p, has_bias = bias.defined(), need_x = input.requires_grad(),
-          need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(), unbatched,
-          in_shape = input.shape()](const TensorList& g) -> TensorList {
-      if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    bw = [sx = SavedTensor(xc, op), sw = SavedTensor(wc, op), si = SavedTensor(input, op),
+          swi = SavedTensor(weight, op), sy = relu ? SavedTensor::output(out, op) : SavedTensor(), relu, p,
+          has_bias = bias.defined(), need_x = input.requires_grad(), need_w = weight.requires_grad(),
+          need_b = bias.defined() && bias.requires_grad(), unbatched,
+          in_shape = input.shape()](const TensorList& grads) -> TensorList {
+      if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      // conv2d_relu: the incoming gradient through relu's mask first, by relu's own gradient.
+      const TensorList g = {relu ? relu_gradient(grads[0], sy.get()) : grads[0]};
       if (GradMode::is_enabled()) {
         // create_graph: the gradients as differentiable ops of the saved input and weight.
         const Tensor x4 = unbatched ? si.get().unsqueeze(0) : si.get();
@@ -171,6 +192,18 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   }
   call.finish({&out}, std::move(bw));
   return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
+              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+  return conv2d_op(kConv2d, false, input, weight, bias, stride, padding, dilation, groups);
+}
+
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
+                   std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
+  return conv2d_op(kConv2dRelu, true, input, weight, bias, stride, padding, dilation, groups);
 }
 
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,

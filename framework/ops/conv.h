@@ -12,6 +12,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 
+// relu(conv2d(...)) as one op ("conv2d_relu", the lower precision under autocast as conv2d), with
+// exactly its values (NaN stays NaN): the CPU applies the ReLU to each output block while the
+// convolution still has it in cache, other backends as a second pass. Its gradient is conv2d's
+// of the masked gradient. nn::Sequential calls it for a Conv2d followed by a ReLU when neither
+// has hooks.
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                   std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                   std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+
 // PyTorch's conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C/groups, k], optional
 // bias [O]. Runs as conv2d on a height-1 image, so every backend, dtype, autocast rule (lower
 // precision) and gradient of conv2d applies.

@@ -13,7 +13,15 @@ struct Conv2dParams {
   int64_t padding[2] = {0, 0};
   int64_t dilation[2] = {1, 1};
   int64_t groups = 1;
+  // Forward only: ReLU applied to the output after the bias, in the kernel's pass over it
+  // (conv2d_relu). Set only for backends that list it in conv2d_relu_in_kernel; the backward
+  // kernels ignore it.
+  bool relu = false;
 };
+
+// Whether the conv2d forward kernel of `dev` applies Conv2dParams::relu itself (the CPU's); on
+// other backends conv2d_relu runs ReLU as a second pass over the output.
+bool conv2d_relu_in_kernel(DeviceType dev);
 
 // out [N,O,OH,OW] = conv(input [N,C,H,W], weight [O,C/groups,kh,kw]) + bias [O] (bias may be
 // undefined). All tensors contiguous and of one floating dtype; out is allocated by the op.

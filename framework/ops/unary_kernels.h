@@ -18,6 +18,11 @@ HG_DECLARE_STUB(unary_stub, UnaryFn);
 using ReluBackwardFn = void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y);
 HG_DECLARE_STUB(relu_backward_stub, ReluBackwardFn);
 
+// relu's backward formula, g * (y > 0), for ops that fuse a ReLU into their output (conv2d_relu):
+// the one-pass kernel recorded as "relu_backward" where it applies, else public ops (and so
+// differentiable under create_graph), exactly as relu's own backward.
+Tensor relu_gradient(const Tensor& g, const Tensor& y);
+
 // gelu's gradient in one pass: grad_in = grad_out * gelu'(x) (the tanh form's when approx), all
 // of one shape and floating dtype, computed in float32 or wider and rounded once. gelu's backward
 // uses it where the device has a kernel, else the same formula built from public ops.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/ops/conv_kernels.h"
+#include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_conv.h"
@@ -191,6 +192,13 @@ struct AccMatrix {
   }
 };
 
+// v[i] = relu(v[i]) with the op's scalar functor (NaN stays NaN, -0 becomes +0 as in relu).
+template <class Acc>
+void relu_in_place(Acc* v, int64_t n) {
+  const scalar::Relu relu;
+  for (int64_t i = 0; i < n; ++i) v[i] = relu(v[i]);
+}
+
 template <class T>
 void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const Conv2dParams& prm) {
@@ -241,6 +249,9 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
           for (int64_t r = 0; r < g.og; ++r) std::fill_n(dst + r * g.p, g.p, b[static_cast<size_t>(gi * g.og + r)]);
         gemm(false, false, g.og, g.p, kk, Acc(1), wptr + gi * g.og * kk, kk, cols, g.p, Acc(add_to_bias ? 1 : 0), dst,
              g.p);
+        // conv2d_relu's ReLU on the sample's block while it is still in cache (before the 16-bit
+        // rounding, which commutes with it).
+        if (prm.relu) relu_in_place(dst, g.og * g.p);
         // The single rounding to T, while the block is still in cache.
         if constexpr (!kSame)
           for (int64_t r = 0; r < g.og; ++r) store_run(dst + r * g.p, yg + r * g.p, g.p);

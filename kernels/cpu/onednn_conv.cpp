@@ -12,6 +12,7 @@
 
 #include "framework/error.h"
 #include "framework/half.h"
+#include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -284,11 +285,26 @@ char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
   return static_cast<char*>(const_cast<void*>(t.raw_data())) + i * chunks.per * sample_bytes;
 }
 
+// conv2d_relu's ReLU over chunk i of out, right after the chunk was written (still in cache), by
+// the op's scalar functor: NaN stays NaN and a negative becomes +0, as relu. (oneDNN's ReLU
+// post-op was tried: it turns NaN into 0, which would hide an overflow from the GradScaler.)
+void relu_chunk(const Tensor& out, const Chunks& chunks, int64_t i) {
+  const int64_t count = chunks.size(i, out.size(0)) * (out.numel() / out.size(0));
+  const scalar::Relu relu;
+  if (out.dtype() == kBFloat16) {
+    auto* v = reinterpret_cast<BFloat16*>(chunk_start(out, chunks, i));
+    for (int64_t j = 0; j < count; ++j) v[j] = BFloat16(relu(static_cast<float>(v[j])));
+  } else {
+    auto* v = reinterpret_cast<float*>(chunk_start(out, chunks, i));
+    for (int64_t j = 0; j < count; ++j) v[j] = relu(v[j]);
+  }
+}
+
 // The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
-// reordered back into `out`.
+// reordered back into `out` (then conv2d_relu's ReLU over it when `relu`).
 void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
-                         int in_arg, const Tensor& out, int out_arg, const Tensor& bias) {
+                         int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu) {
   const PreparedWeights w = prepare_weights(plans, weight);
   run_parallel(chunks.count, [&](int64_t i) {
     const Plan& plan = plans.of(chunks, i);
@@ -309,6 +325,7 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     plan.primitive.execute(s, args);
     plan.out_reorder.execute(s, dst, dst_user);
     s.wait();
+    if (relu) relu_chunk(out, chunks, i);
   });
 }
 
@@ -321,8 +338,9 @@ bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor&
   const Chunks chunks = chunks_for(pr.n);
   const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
   if (!plans.usable()) return false;
-  run_or_fail("forward",
-              [&] { run_activation_pass(plans, chunks, weight, input, DNNL_ARG_SRC, out, DNNL_ARG_DST, bias); });
+  run_or_fail("forward", [&] {
+    run_activation_pass(plans, chunks, weight, input, DNNL_ARG_SRC, out, DNNL_ARG_DST, bias, p.relu);
+  });
   return true;
 }
 
@@ -334,7 +352,8 @@ bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_ou
   const ChunkPlans plans = plans_for(Pass::BackwardData, pr, chunks);
   if (!plans.usable()) return false;
   run_or_fail("backward (input gradient)", [&] {
-    run_activation_pass(plans, chunks, weight, grad_out, DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC, Tensor());
+    run_activation_pass(plans, chunks, weight, grad_out, DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC, Tensor(),
+                        false);
   });
   return true;
 }

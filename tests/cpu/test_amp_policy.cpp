@@ -34,6 +34,7 @@ TEST_CASE("amp: the table's rows follow docs/AMP.md section 2") {
       {"bmm", L, L},
       {"linear", L, L},
       {"conv2d", L, L},
+      {"conv2d_relu", L, L},
       {"exp", N, F},
       {"log", N, F},
       {"pow", N, F},
