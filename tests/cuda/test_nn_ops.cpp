@@ -1,4 +1,4 @@
-// CUDA against CPU for the nn ops: softmax, losses, norms, pooling, conv2d (cuDNN), indexing,
+// CUDA against CPU for the nn ops: softmax, losses, norms, pooling, conv2d and conv2d_relu (cuDNN), indexing,
 // where/clamp and dropout, each on the same inputs with per-dtype tolerances (row sums are
 // float32 on both sides but in a different order, hence looser than the elementwise ones).
 #include "helpers.h"
@@ -97,6 +97,15 @@ TEST_CASE("cuda conv2d (and conv1d through it) via cuDNN (+backward) match the C
                     {randn({1, 4, 9, 9}).to(d), randn({6, 2, 2, 2}).to(d)}, tol);
     check_with_grad([](const auto& v) { return conv1d(v[0], v[1], v[2], 2, 1, 2, 2); },
                     {randn({2, 4, 11}).to(d), randn({6, 2, 3}).to(d), randn({6}).to(d)}, tol);
+  }
+}
+
+TEST_CASE("cuda conv2d_relu (cuDNN, then its ReLU as a second pass) (+backward) matches the CPU") {
+  for (Dtype d : kFloats) {
+    CAPTURE(d);
+    const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : row_tolerance(d);
+    check_with_grad([](const auto& v) { return conv2d_relu(v[0], v[1], v[2], {1}, {1}); },
+                    {randn({2, 4, 7, 6}).to(d), randn({5, 4, 3, 3}).to(d), randn({5}).to(d)}, tol);
   }
 }
 
