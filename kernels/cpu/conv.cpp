@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "framework/ops/conv_kernels.h"
-#include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_conv.h"
@@ -191,13 +190,6 @@ struct AccMatrix {
     }
   }
 };
-
-// v[i] = relu(v[i]) with the op's scalar functor (NaN stays NaN, -0 becomes +0 as in relu).
-template <class Acc>
-void relu_in_place(Acc* v, int64_t n) {
-  const scalar::Relu relu;
-  for (int64_t i = 0; i < n; ++i) v[i] = relu(v[i]);
-}
 
 template <class T>
 void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "framework/tensor.h"
+#include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/thread_pool.h"
@@ -135,6 +136,15 @@ inline constexpr bool kBf16InRegisters = false;
 inline constexpr bool kBf16InRegisters = true;
 #endif
 
+// v[i] = relu(v[i]) for i < n, computed in acc_t<T> with relu's own functor (NaN stays NaN, a
+// negative or -0 becomes +0): how the fused conv2d_relu kernels apply the ReLU to a block they
+// have just written.
+template <class T>
+void relu_in_place(T* v, int64_t n) {
+  const scalar::Relu relu;
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(relu(static_cast<acc_t<T>>(v[i])));
+}
+
 // Contiguous o[i] = g(i) for i < n; with `stream` (use_stream_stores) the results go through an L1
 // block and streaming stores.
 template <class Out, class G>
@@ -170,26 +180,34 @@ void unary_loop(const Tensor& out, const Tensor& in, F f) {
                   });
 }
 
+// One run of a binary loop in the shapes a plain loop vectorises: out and a contiguous, b
+// contiguous or a broadcast scalar. Returns false, writing nothing, for any other run.
+template <class Out, class A, class B, class F>
+bool binary_dense_run(const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n, bool stream, F& f) {
+  if (s[0] != sizeof(Out) || s[1] != sizeof(A) || (s[2] != sizeof(B) && s[2] != 0)) return false;
+  auto* o = reinterpret_cast<Out*>(p[0]);
+  const auto* x = reinterpret_cast<const A*>(p[1]);
+  const auto* y = reinterpret_cast<const B*>(p[2]);
+  if (s[2] == 0) {
+    const B yv = *y;
+    store_contiguous(o, n, stream, [&](int64_t i) { return f(x[i], yv); });
+  } else {
+    store_contiguous(o, n, stream, [&](int64_t i) { return f(x[i], y[i]); });
+  }
+  return true;
+}
+
 template <class Out, class A, class B, class F>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   const bool stream = use_stream_stores(out, {&a, &b});
-  for_each_run<3>(
-      out.shape(), {&out, &a, &b}, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
-        auto* o = reinterpret_cast<Out*>(p[0]);
-        const auto* x = reinterpret_cast<const A*>(p[1]);
-        const auto* y = reinterpret_cast<const B*>(p[2]);
-        if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
-          store_contiguous(o, n, stream, [&](int64_t i) { return f(x[i], y[i]); });
-        } else if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == 0) {
-          const B yv = *y;
-          store_contiguous(o, n, stream, [&](int64_t i) { return f(x[i], yv); });
-        } else {
-          for (int64_t i = 0; i < n; ++i) {
-            *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-                f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2]));
-          }
-        }
-      });
+  for_each_run<3>(out.shape(), {&out, &a, &b},
+                  [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+                    if (binary_dense_run<Out, A, B>(p, s, n, stream, f)) return;
+                    for (int64_t i = 0; i < n; ++i) {
+                      *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+                          f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2]));
+                    }
+                  });
 }
 
 // out[i] = In(map(in[i])) with the maths done on float arrays: map(const float* x, float* y, n).
@@ -261,28 +279,16 @@ void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
 // widened into float buffers (a broadcast scalar is widened once), map(x, y, z, m) fills z[j]
 // from x[j] and y[j] for j < m over plain float arrays, and the results are rounded back
 // (Out = T) or stored (Out = bool).
-// A `direct(float, float) -> Out` functor, when given, computes the runs where out and a are
-// contiguous and b is contiguous or a broadcast scalar element by element instead (see
-// kBf16InRegisters).
+// A `direct(float, float) -> Out` functor, when given, computes the dense runs (binary_dense_run)
+// element by element instead (see kBf16InRegisters).
 template <class Out, class T, class Map, class Direct = std::nullptr_t>
 void binary_widened_map_loop(const Tensor& out, const Tensor& a, const Tensor& b, Map map, Direct direct = nullptr) {
   const bool stream = use_stream_stores(out, {&a, &b});
   for_each_run<3>(
       out.shape(), {&out, &a, &b}, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
         if constexpr (!std::is_same_v<Direct, std::nullptr_t>) {
-          if (s[0] == sizeof(Out) && s[1] == sizeof(T) && (s[2] == sizeof(T) || s[2] == 0)) {
-            auto* o = reinterpret_cast<Out*>(p[0]);
-            const auto* x = reinterpret_cast<const T*>(p[1]);
-            const auto* y = reinterpret_cast<const T*>(p[2]);
-            if (s[2] == 0) {
-              const auto yv = static_cast<float>(*y);
-              store_contiguous(o, n, stream, [&](int64_t i) { return direct(static_cast<float>(x[i]), yv); });
-            } else {
-              store_contiguous(o, n, stream,
-                               [&](int64_t i) { return direct(static_cast<float>(x[i]), static_cast<float>(y[i])); });
-            }
-            return;
-          }
+          const auto typed = [&direct](T x, T y) { return direct(static_cast<float>(x), static_cast<float>(y)); };
+          if (binary_dense_run<Out, T, T>(p, s, n, stream, typed)) return;
         }
         using R = std::conditional_t<std::is_same_v<Out, bool>, bool, float>;
         alignas(64) float x[kWidenBlock], y[kWidenBlock];

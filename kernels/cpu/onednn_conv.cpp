@@ -12,7 +12,7 @@
 
 #include "framework/error.h"
 #include "framework/half.h"
-#include "kernels/common/scalar_ops.h"
+#include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -286,17 +286,15 @@ char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
 }
 
 // conv2d_relu's ReLU over chunk i of out, right after the chunk was written (still in cache), by
-// the op's scalar functor: NaN stays NaN and a negative becomes +0, as relu. (oneDNN's ReLU
-// post-op was tried: it turns NaN into 0, which would hide an overflow from the GradScaler.)
+// relu_in_place (loops.h). (oneDNN's ReLU post-op was tried: it turns NaN into 0, which would hide
+// an overflow from the GradScaler.)
 void relu_chunk(const Tensor& out, const Chunks& chunks, int64_t i) {
   const int64_t count = chunks.size(i, out.size(0)) * (out.numel() / out.size(0));
-  const scalar::Relu relu;
+  char* start = chunk_start(out, chunks, i);
   if (out.dtype() == kBFloat16) {
-    auto* v = reinterpret_cast<BFloat16*>(chunk_start(out, chunks, i));
-    for (int64_t j = 0; j < count; ++j) v[j] = BFloat16(relu(static_cast<float>(v[j])));
+    relu_in_place(reinterpret_cast<BFloat16*>(start), count);
   } else {
-    auto* v = reinterpret_cast<float*>(chunk_start(out, chunks, i));
-    for (int64_t j = 0; j < count; ++j) v[j] = relu(v[j]);
+    relu_in_place(reinterpret_cast<float*>(start), count);
   }
 }
 
