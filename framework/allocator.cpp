@@ -1,9 +1,12 @@
 #include "framework/allocator.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -15,6 +18,28 @@ namespace hg {
 namespace {
 
 constexpr size_t kAlignment = 64;
+
+// Blocks of 2 MiB and more start on a 2 MiB boundary and ask for transparent huge pages
+// (madvise: the kernel's default mode leaves them off otherwise). A weight read column slice by
+// column slice touches a new 4 KiB page on every row, and a pass over a 64 MiB tensor takes
+// 16384 page faults; on 2 MiB pages both are 512 times fewer. HG_CPU_HUGE_PAGES=0 turns it off.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+bool huge_pages_wanted() {
+  static const bool wanted = [] {
+    const char* env = std::getenv("HG_CPU_HUGE_PAGES");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return wanted;
+}
+
+void* system_allocate(size_t size) {
+  if (size < kHugePage || !huge_pages_wanted()) return std::aligned_alloc(kAlignment, size);
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, kHugePage, size) != 0) return nullptr;
+  madvise(ptr, size / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  return ptr;
+}
 
 // Rounds a request up to a size class: multiples of 512 bytes below 1 MiB, then steps of 1/8
 // of the power of two, so a block can be reused by requests of nearly the same size.
@@ -37,10 +62,10 @@ class CachingCpuAllocator final : public Allocator {
       ptr = bucket.back();
       bucket.pop_back();
     } else {
-      ptr = std::aligned_alloc(kAlignment, size);
+      ptr = system_allocate(size);
       if (!ptr) {
         release_cached_locked();
-        ptr = std::aligned_alloc(kAlignment, size);
+        ptr = system_allocate(size);
       }
       HG_CHECK(ptr != nullptr, "allocate", "out of memory asking for {} bytes on the cpu ({} bytes held)", size,
                stats_.reserved);
