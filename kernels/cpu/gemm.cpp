@@ -1,6 +1,8 @@
-// CPU matrix multiply. float32 and bfloat16 go to oneDNN's matmul where it is built in (for
-// bfloat16: where this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). Other
-// 16-bit products run on the float32 kernels, widened a panel at a time while they are packed
+// CPU matrix multiply. Products with a few rows against a large weight (a linear layer at a
+// small batch) run on narrow_gemm in every float dtype but float64 (kernels/cpu/narrow_gemm.h).
+// Otherwise float32 and bfloat16 go to oneDNN's matmul where it is built in (for bfloat16: where
+// this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). Other 16-bit products
+// run on the float32 kernels, widened a panel at a time while they are packed
 // (kernels/cpu/widening_gemm.h), or, with a short inner dimension, on short_inner_gemm. float64
 // and float32 operands in layouts BLAS cannot read go to OpenBLAS (float32 ones made dense
 // first).
@@ -13,6 +15,7 @@
 #include "kernels/common/blas_layout.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/narrow_gemm.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/short_inner_gemm.h"
 #include "kernels/cpu/widening_gemm.h"
@@ -85,6 +88,13 @@ void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t
   if (k == 0) {
     for (int64_t i = 0; i < batch * m * n; ++i) po[i] = T(0);
     return finish();
+  }
+  if constexpr (!std::is_same_v<T, double>) {
+    if (use_narrow_gemm(m, k, n, sb1, sb2)) {
+      for (int64_t i = 0; i < batch; ++i)
+        narrow_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
+      return;
+    }
   }
   if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
     if (use_short_inner_gemm(m, k, n)) {

@@ -1,0 +1,91 @@
+// 16 float32 lanes for the hand-blocked GEMM kernels (narrow_gemm, short_inner_gemm): one
+// AVX-512 register (two AVX ones elsewhere), written with GCC's vector extension so blocks of
+// accumulators stay in registers. Loading widens float16/bfloat16 storage in registers and
+// storing rounds in registers, with the same results as hg::Half and hg::BFloat16: the values
+// never pass through a float32 buffer (a 64-byte vector stored and reloaded in halves stalls on
+// store forwarding).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "framework/half.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+namespace hg::cpu {
+
+using Lanes16 = float __attribute__((vector_size(64)));
+inline constexpr int64_t kLanes16 = 16;
+
+// The 16 values at p (float, BFloat16 or Half), as float32.
+template <class T>
+inline Lanes16 load_lanes16(const T* p) {
+  Lanes16 v;
+#ifdef __AVX512F__
+  // (the maskz forms: gcc 12 warns about the unmasked ones' undefined pass-through)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 x = _mm512_loadu_ps(p);
+    std::memcpy(&v, &x, sizeof v);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {  // a bfloat16 is the top half of a float32
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i x = _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16);
+    std::memcpy(&v, &x, sizeof v);
+  } else {
+    const __m512 x = _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    std::memcpy(&v, &x, sizeof v);
+  }
+#else
+  for (int64_t i = 0; i < kLanes16; ++i) v[i] = static_cast<float>(p[i]);
+#endif
+  return v;
+}
+
+// The first `count` values at p as float32, the other lanes zero.
+template <class T>
+inline Lanes16 load_lanes16_partial(const T* p, int64_t count) {
+  Lanes16 v = {};
+  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<float>(p[i]);
+  return v;
+}
+
+// dst[i] = T(v[i]) for the 16 lanes, rounding to nearest even.
+template <class T>
+inline void store_lanes16(T* dst, Lanes16 v) {
+#ifdef __AVX512F__
+  __m512 x;
+  std::memcpy(&x, &v, sizeof x);
+  if constexpr (std::is_same_v<T, float>) {
+    _mm512_storeu_ps(dst, x);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    // hg::BFloat16's rounding on the bits (vcvtneps2bf16 would flush float32 subnormals):
+    // a NaN keeps its top half with the quiet bit set; others add 0x7fff plus the kept lowest
+    // bit and drop the low half.
+    const __m512i bits = _mm512_castps_si512(x);
+    const __m512i high = _mm512_maskz_srli_epi32(0xffff, bits, 16);
+    const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_maskz_cvtepi32_epi16(0xffff, result));
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                        _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+#else
+  for (int64_t i = 0; i < kLanes16; ++i) dst[i] = static_cast<T>(v[i]);
+#endif
+}
+
+// The sum of the 16 lanes, in a fixed order.
+inline float lanes16_sum(Lanes16 v) {
+  float s = 0;
+  for (int64_t i = 0; i < kLanes16; ++i) s += v[i];
+  return s;
+}
+
+}  // namespace hg::cpu

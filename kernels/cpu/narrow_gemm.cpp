@@ -1,0 +1,189 @@
+#include "kernels/cpu/narrow_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/lanes16.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/workspace.h"
+
+namespace hg::cpu {
+namespace {
+
+using V16 = Lanes16;
+constexpr int64_t kLanes = kLanes16;
+
+// a as float32, [m, ld] with ld a multiple of 16 and zeros past column k, so the kernels read
+// whole vectors without bounds checks.
+template <class T>
+void widen_rows(const T* a, int64_t sa_row, int64_t sa_col, int64_t m, int64_t k, int64_t ld, float* dst) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = dst + i * ld;
+    if (sa_col == 1) {
+      load_run(a + i * sa_row, row, k);
+    } else {
+      for (int64_t p = 0; p < k; ++p) row[p] = static_cast<float>(a[i * sa_row + p * sa_col]);
+    }
+    std::fill(row + k, row + ld, 0.0f);
+  }
+}
+
+// Runs step.template operator()<R>(i0) over rows [0, m) in groups of kMax rows, then the rest in
+// halving groups (a single row is not padded to a group of eight).
+template <int64_t kMax, class Step>
+void for_row_groups(int64_t m, Step&& step) {
+  int64_t i0 = 0;
+  for (; i0 + kMax <= m; i0 += kMax) step.template operator()<kMax>(i0);
+  if constexpr (kMax > 1) {
+    const int64_t rest = m - i0;
+    if (rest > 0) for_row_groups<kMax / 2>(rest, [&]<int64_t R>(int64_t i) { step.template operator()<R>(i0 + i); });
+  }
+}
+
+// b stored by columns (b[p, j] at b + j * ldw + p, a weight W read as W^T): out[i, j] is the dot
+// product of a's row i with W's row j. Four W rows at a time against up to four rows of a: each
+// W vector loaded (from memory once, from L1 for the next row groups) feeds R accumulators.
+constexpr int64_t kDotRows = 4, kDotCols = 4;
+
+template <int64_t R, class T>
+void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const V16* tail, int64_t k, int64_t n,
+              int64_t i0, int64_t j0, const float* bias) {
+  const int64_t k_full = k / kLanes * kLanes;
+  V16 acc[R][kDotCols] = {};
+  for (int64_t p = 0; p < k_full; p += kLanes) {
+    V16 wv[kDotCols];
+    for (int64_t c = 0; c < kDotCols; ++c) wv[c] = load_lanes16(rows[c] + p);
+    for (int64_t r = 0; r < R; ++r) {
+      V16 xv;
+      std::memcpy(&xv, x + r * ld + p, sizeof xv);
+      for (int64_t c = 0; c < kDotCols; ++c) acc[r][c] += xv * wv[c];
+    }
+  }
+  if (k_full < k) {  // a's padding is zero past column k
+    for (int64_t r = 0; r < R; ++r) {
+      V16 xv;
+      std::memcpy(&xv, x + r * ld + k_full, sizeof xv);
+      for (int64_t c = 0; c < kDotCols; ++c) acc[r][c] += xv * tail[c];
+    }
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < kDotCols && j0 + c < n; ++c) {
+      float s = lanes16_sum(acc[r][c]);
+      if (bias != nullptr) s += bias[j0 + c];
+      out[(i0 + r) * n + j0 + c] = static_cast<T>(s);
+    }
+  }
+}
+
+template <class T>
+void dot_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k, int64_t n,
+               int64_t j0, const float* bias) {
+  const T* rows[kDotCols];
+  for (int64_t c = 0; c < kDotCols; ++c) rows[c] = w + std::min(j0 + c, n - 1) * ldw;  // past n: a repeat, unused
+  const int64_t k_full = k / kLanes * kLanes;
+  V16 tail[kDotCols];
+  for (int64_t c = 0; c < kDotCols; ++c) tail[c] = load_lanes16_partial(rows[c] + k_full, k - k_full);
+  for_row_groups<kDotRows>(
+      m, [&]<int64_t R>(int64_t i0) { dot_rows<R>(out, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
+}
+
+// b stored by rows (b[p, j] at b + p * ldw + j, a weight W read as W): out's row i gathers
+// a[i, p] * b[p, :] over p. A thread's columns (up to kSpan) are summed into a float32 tile in
+// L2, kDepth rows of b at a time: each [kDepth, 32] piece is multiplied in registers, up to
+// eight rows of the result by two vectors, so the kDepth rows are read left to right together,
+// as streams the hardware prefetchers follow (a deep column slice at a time touches a new page
+// per row and stalls on every load), and the next row group finds them in L1.
+constexpr int64_t kSpan = 2048, kDepth = 8, kAxRows = 8, kAxVecs = 2;
+
+// Rows [i0, i0 + R) of the tile (row stride span) += a's rows times b's rows [p0, p1).
+template <int64_t R, class T>
+void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, int64_t p0, int64_t p1, int64_t span) {
+  constexpr int64_t kWidth = kAxVecs * kLanes;
+  const int64_t full = span / kWidth * kWidth;
+  for (int64_t jj = 0; jj < full; jj += kWidth) {
+    V16 acc[R][kAxVecs];
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes, 64);
+    const T* col = w + jj;
+    for (int64_t p = p0; p < p1; ++p) {
+      V16 bv[kAxVecs];
+      for (int64_t v = 0; v < kAxVecs; ++v) bv[v] = load_lanes16(col + p * ldw + v * kLanes);
+      for (int64_t r = 0; r < R; ++r) {
+        const float s = x[r * ld + p];
+        for (int64_t v = 0; v < kAxVecs; ++v) acc[r][v] += s * bv[v];
+      }
+    }
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes, &acc[r][v], 64);
+  }
+  for (int64_t jj = full; jj < span; ++jj) {  // the last span % 32 columns
+    for (int64_t r = 0; r < R; ++r) {
+      float s = t[r * span + jj];
+      for (int64_t p = p0; p < p1; ++p) s += x[r * ld + p] * static_cast<float>(w[p * ldw + jj]);
+      t[r * span + jj] = s;
+    }
+  }
+}
+
+template <class T>
+void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k, int64_t n,
+                int64_t j0, int64_t span, float* tile, const float* bias) {
+  std::fill(tile, tile + m * span, 0.0f);
+  for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
+    const int64_t p1 = std::min(k, p0 + kDepth);
+    for_row_groups<kAxRows>(
+        m, [&]<int64_t R>(int64_t i0) { axpy_rows<R>(tile + i0 * span, af + i0 * ld, ld, w + j0, ldw, p0, p1, span); });
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = tile + i * span;
+    if (bias != nullptr)
+      for (int64_t j = 0; j < span; ++j) row[j] += bias[j0 + j];
+    store_run(row, out + i * n + j0, span);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
+                 int64_t m, int64_t k, int64_t n, const T* bias) {
+  const int64_t ld = (k + kLanes - 1) / kLanes * kLanes;
+  const bool by_columns = sb_row == 1 && sb_col != 1;
+  Workspace<float> af(m * ld), bias_f(bias != nullptr ? n : 0);
+  widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
+  const float* bias_data = nullptr;
+  if (bias != nullptr) {
+    load_run(bias, bias_f.data(), n);
+    bias_data = bias_f.data();
+  }
+  if (by_columns) {
+    const int64_t blocks = (n + kDotCols - 1) / kDotCols;
+    parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk)
+        dot_block(out, af.data(), ld, b, sb_col, m, k, n, blk * kDotCols, bias_data);
+    });
+    return;
+  }
+  // Column blocks of kSpan, narrower where that leaves a thread without one.
+  const int64_t per_thread = (n + num_threads() - 1) / num_threads();
+  const int64_t span = std::clamp<int64_t>((per_thread + 31) / 32 * 32, 64, kSpan);
+  const int64_t blocks = (n + span - 1) / span;
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    Workspace<float> tile(m * span);
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t j0 = blk * span;
+      axpy_block(out, af.data(), ld, b, sb_row, m, k, n, j0, std::min(span, n - j0), tile.data(), bias_data);
+    }
+  });
+}
+
+template void narrow_gemm<float>(float*, const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t,
+                                 int64_t, int64_t, const float*);
+template void narrow_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
+                                    int64_t, int64_t, int64_t, const BFloat16*);
+template void narrow_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, const Half*);
+
+}  // namespace hg::cpu

@@ -1,0 +1,152 @@
+// Products with few rows against a large weight (kernels/cpu/narrow_gemm.h): a linear layer's
+// forward and input gradient at a small batch, in float32, bfloat16 and float16, against
+// float64; and the in-register rounding the hand-blocked kernels store with.
+#include <bit>
+#include <cmath>
+
+#include "helpers.h"
+#include "kernels/cpu/lanes16.h"
+#include "kernels/cpu/narrow_gemm.h"
+#include "kernels/cpu/thread_pool.h"
+
+using namespace hg;
+using hg::test::check_close;
+using hg::test::non_contiguous;
+using hg::test::Tolerance;
+
+namespace {
+Tensor narrow_reference(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.to(kFloat64).contiguous(), y = b.to(kFloat64).contiguous();
+  const auto xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = y.shape()[1];
+  std::vector<double> r(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const double s = xv[static_cast<size_t>(i * k + p)];
+      for (int64_t j = 0; j < n; ++j) r[static_cast<size_t>(i * n + j)] += s * yv[static_cast<size_t>(p * n + j)];
+    }
+  return tensor(r, {m, n});
+}
+
+// float32 sums of up to ~4000 products of unit normals; 16-bit results within their rounding.
+Tolerance narrow_tolerance(Dtype d) { return d == kFloat32 ? Tolerance{2e-3, 1e-4} : hg::test::tolerance(d); }
+
+struct NarrowShape {
+  int64_t m, k, n;
+};
+}  // namespace
+
+TEST_CASE("narrow products (few rows, a large weight) match float64 with the weight read either way") {
+  // Row counts off the kernels' row groups (4 and 8), k off the 16 lanes, n off the 4-row and
+  // 32-column blocks, and one n small enough that the column blocks shrink below their width.
+  manual_seed(21);
+  for (const NarrowShape s : {NarrowShape{16, 1024, 1024}, NarrowShape{5, 1037, 1031}, NarrowShape{1, 2048, 600},
+                              NarrowShape{13, 4100, 300}}) {
+    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1));  // b = W, by rows
+    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, 1, s.k));  // b = W^T, by columns
+    for (Dtype d : {kFloat32, kBFloat16, kFloat16}) {
+      CAPTURE(s.m);
+      CAPTURE(s.k);
+      CAPTURE(s.n);
+      CAPTURE(dtype_name(d));
+      const Tensor a = randn({s.m, s.k}).to(d), w_rows = randn({s.k, s.n}).to(d);
+      const Tensor w_cols = w_rows.t().contiguous().t();  // the same values stored by columns
+      const Tensor ref = narrow_reference(a, w_rows);
+      check_close(mm(a, w_rows), ref, narrow_tolerance(d));
+      check_close(mm(a, w_cols), ref, narrow_tolerance(d));
+      // a transposed in memory and strided: widened into the kernel's own copy either way.
+      check_close(mm(a.t().contiguous().t(), w_cols), ref, narrow_tolerance(d));
+      check_close(mm(non_contiguous(a), w_rows), ref, narrow_tolerance(d));
+      // Batched: every matrix of the batch as alone.
+      const Tensor batch = bmm(stack({a, a}), stack({w_rows, w_rows}));
+      CHECK(batch.select(0, 1).to(kFloat32).to_vector<float>() == mm(a, w_rows).to(kFloat32).to_vector<float>());
+    }
+  }
+  // The limits: one row too many, or a weight too small, take the other paths.
+  CHECK_FALSE(cpu::use_narrow_gemm(cpu::kNarrowRows + 1, 1024, 1024, 1024, 1));
+  CHECK_FALSE(cpu::use_narrow_gemm(8, 512, 1024, 1024, 1));
+  CHECK_FALSE(cpu::use_narrow_gemm(8, 1024, 1024, 2048, 2));  // b strided both ways
+}
+
+TEST_CASE("linear at a small batch: bias inside the product, gradients through the narrow kernel") {
+  // linear(x, W, b) reads W by columns (x @ W^T, the bias added before the one rounding), its
+  // input gradient g @ W reads W by rows.
+  manual_seed(22);
+  for (Dtype d : {kFloat32, kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(d));
+    const int64_t batch = 6, in = 1100, out = 1030;
+    const Tensor x = randn({batch, in}).to(d), w = randn({out, in}).to(d), b = randn({out}).to(d);
+    const Tensor ref = narrow_reference(x, w.t()) + b.to(kFloat64);
+    check_close(linear(x, w, b), ref, narrow_tolerance(d));
+    check_close(linear(x, w, non_contiguous(b)), ref, narrow_tolerance(d));
+
+    const Tensor xg = x.detach().requires_grad_(true);
+    const Tensor g = randn({batch, out}).to(d);
+    linear(xg, w, b).backward(g);
+    check_close(xg.grad(), narrow_reference(g, w), narrow_tolerance(d));
+  }
+}
+
+TEST_CASE("narrow products give the same bits on one thread as on the pool") {
+  // Each output's sum runs in one order whatever the split; inside a pool task every kernel
+  // runs on the calling thread alone.
+  manual_seed(23);
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    const Tensor a = randn({9, 1500}).to(d), w = randn({1500, 1300}).to(d);
+    const Tensor pooled_rows = mm(a, w), pooled_cols = mm(a, w.t().contiguous().t());
+    Tensor alone_rows, alone_cols;
+    cpu::run_parallel(2, [&](int64_t i) {
+      if (i == 0) {
+        alone_rows = mm(a, w);
+        alone_cols = mm(a, w.t().contiguous().t());
+      }
+    });
+    CHECK(alone_rows.to(kFloat32).to_vector<float>() == pooled_rows.to(kFloat32).to_vector<float>());
+    CHECK(alone_cols.to(kFloat32).to_vector<float>() == pooled_cols.to(kFloat32).to_vector<float>());
+  }
+}
+
+TEST_CASE("narrow products carry inf and NaN to the outputs they feed") {
+  for (Dtype d : {kFloat32, kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(d));
+    Tensor a = ones({4, 1024}, d), w = zeros({1024, 1024}, d);
+    a.index_put_({1, 7}, full({}, NAN, d));
+    w.index_put_({3, 5}, full({}, INFINITY, d));  // row 3 of W meets column 3 of a (ones)
+    for (const Tensor& b : {w, w.t().contiguous().t()}) {
+      const Tensor out = mm(a, b).to(kFloat32);
+      CHECK(std::isinf(out.index({0, 5}).item<float>()));
+      CHECK(std::isnan(out.index({1, 0}).item<float>()));  // NaN * 0 is NaN
+      CHECK(out.index({2, 6}).item<float>() == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("the kernels' in-register rounding matches hg::BFloat16 and hg::Half bit for bit") {
+  // Ties both ways, subnormals (vcvtneps2bf16 would flush these), the largest finite values,
+  // infinities and NaNs with payloads, then a sweep of bit patterns across the whole range.
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x3f808000u,
+                                0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u,
+                                0x7fc00000u, 0x7f800001u, 0xffa00001u, 0x477fe000u, 0x477ff000u, 0x33000000u};
+  for (uint32_t x = 0x00012345u; bits.size() < 16 * 1024; x += 0x0000fedbu) bits.push_back(x * 2654435761u);
+  while (bits.size() % 16 != 0) bits.push_back(0x3f800000u);
+  for (size_t i = 0; i < bits.size(); i += 16) {
+    cpu::Lanes16 v;
+    for (int l = 0; l < 16; ++l) v[l] = std::bit_cast<float>(bits[i + static_cast<size_t>(l)]);
+    BFloat16 b[16];
+    Half h[16];
+    cpu::store_lanes16(b, v);
+    cpu::store_lanes16(h, v);
+    for (int l = 0; l < 16; ++l) {
+      CAPTURE(bits[i + static_cast<size_t>(l)]);
+      CHECK(b[l].bits == BFloat16(v[l]).bits);
+      CHECK(h[l].bits == Half(v[l]).bits);
+    }
+    // And back: widening is exact.
+    const cpu::Lanes16 wb = cpu::load_lanes16(b), wh = cpu::load_lanes16(h);
+    for (int l = 0; l < 16; ++l) {
+      CHECK(std::bit_cast<uint32_t>(wb[l]) == std::bit_cast<uint32_t>(static_cast<float>(b[l])));
+      CHECK(std::bit_cast<uint32_t>(wh[l]) == std::bit_cast<uint32_t>(static_cast<float>(h[l])));
+    }
+  }
+}
