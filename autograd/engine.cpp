@@ -157,6 +157,23 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
   };
 
   std::unordered_map<Node*, TensorList> buffers;
+  // Whether edge e of the node about to run may carry its gradient widened (see
+  // widened_gradient_wanted): e leads into a cast's backward from float32 to e's 16-bit dtype on
+  // the same device, this is the only gradient that cast will get, and nothing looks at it there
+  // (tensor hooks, retain_grad, grad()'s capture). Never under create_graph: the recorded
+  // formulas then keep every cast.
+  auto may_widen = [&](const Edge& e) {
+    if (task.create_graph || !e.node || !is_reduced_float(e.dtype)) return false;
+    Node* cast = e.node.get();
+    if (cast->name() != "to" || cast->num_outputs() != 1 || cast->next_edges().size() != 1) return false;
+    const Edge& source = cast->next_edges()[0];
+    if (!source.active() || source.dtype != kFloat32 || source.device != e.device) return false;
+    if (deps.at(cast) != 1 || buffers.count(cast) != 0 || cast->has_tensor_hooks()) return false;
+    if (task.node_targets.count(cast) != 0) return false;
+    for (const auto& weak : cast->output_metas())
+      if (auto meta = weak.lock(); meta && meta->retains_grad) return false;
+    return true;
+  };
   auto add_to_buffer = [&](const Edge& e, const Tensor& g) {
     TensorList& buf = buffers[e.node.get()];
     if (buf.empty()) buf.resize(e.node->num_outputs());
@@ -200,6 +217,7 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
     const bool any = std::any_of(grads_in.begin(), grads_in.end(), [](const Tensor& t) { return t.defined(); });
 
     TensorList grads_out;
+    std::vector<bool> widened(node->next_edges().size(), false);
     if (any) {
       for (size_t i = 0; i < grads_in.size(); ++i) {
         if (!grads_in[i].defined()) {
@@ -208,10 +226,15 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
         }
       }
       if (task.create_graph) check_double_backward(*node);
+      for (size_t i = 0; i < node->next_edges().size(); ++i) widened[i] = may_widen(node->next_edges()[i]);
       AutocastReplay replay(node->autocast_state());
       BackwardPassGuard in_backward;
       CurrentBackwardNodeGuard current(nodes.at(node));
+      WidenedGradientGuard widen(widened);
       grads_out = node->apply(grads_in, task.retain_graph);
+      // Dropped now: a formula that hands an incoming gradient on unchanged (a cast to the dtype
+      // it already has) leaves grads_out its only holder, so a leaf can keep it without a copy.
+      grads_in.clear();
     }
 
     const auto& edges = node->next_edges();
@@ -222,8 +245,10 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
       if (any && grads_out[i].defined()) {
         BackwardPassGuard in_backward;
         // Moved out of grads_out: a gradient the node returned once and nobody else holds can
-        // then be stored into a leaf as it is.
-        g = conform(std::move(grads_out[i]), e);
+        // then be stored into a leaf as it is. A granted widened gradient goes on as float32.
+        const bool kept_wide = widened[i] && grads_out[i].dtype() == kFloat32 && grads_out[i].shape() == e.shape &&
+                               grads_out[i].device() == e.device;
+        g = kept_wide ? std::move(grads_out[i]) : conform(std::move(grads_out[i]), e);
       }
       if (!e.node) {
         leaf_arrives(e, std::move(g));

@@ -57,6 +57,7 @@ class Node {
   uint64_t add_tensor_hook(uint32_t slot, GradHook fn);
   void remove_tensor_hook(uint64_t id);
   Tensor run_tensor_hooks(uint32_t slot, Tensor grad) const;
+  bool has_tensor_hooks() const { return !tensor_hooks_.empty(); }
 
  private:
   std::string name_;

@@ -109,6 +109,15 @@ CurrentBackwardNodeGuard::CurrentBackwardNodeGuard(std::shared_ptr<autograd::Nod
     : prev_(std::exchange(t_backward_node, std::move(node))) {}
 CurrentBackwardNodeGuard::~CurrentBackwardNodeGuard() { t_backward_node = std::move(prev_); }
 
+namespace {
+thread_local std::vector<bool> t_widened_gradients;
+}  // namespace
+
+bool widened_gradient_wanted(size_t input) { return input < t_widened_gradients.size() && t_widened_gradients[input]; }
+WidenedGradientGuard::WidenedGradientGuard(std::vector<bool> inputs)
+    : prev_(std::exchange(t_widened_gradients, std::move(inputs))) {}
+WidenedGradientGuard::~WidenedGradientGuard() { t_widened_gradients = std::move(prev_); }
+
 SavedTensor::SavedTensor(const Tensor& t, const char* op) : op_(op) {
   if (!t.defined()) return;
   refresh_view_history(t);

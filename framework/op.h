@@ -145,6 +145,24 @@ class CurrentBackwardNodeGuard {
   std::shared_ptr<autograd::Node> prev_;
 };
 
+// Inside a backward formula the engine runs: whether the gradient of input `input` may be
+// returned as float32 holding values already rounded to the input's 16-bit dtype. The engine
+// grants it where that gradient's only way on is a cast back to float32 (an autocast cast of a
+// float32 weight, whose gradient nothing else adds to or looks at): the cast would widen it
+// exactly, so a formula that can write the float32 form directly (linear's weight gradient)
+// saves the cast's pass over it, with the same values. False outside such a formula.
+bool widened_gradient_wanted(size_t input);
+class WidenedGradientGuard {
+ public:
+  explicit WidenedGradientGuard(std::vector<bool> inputs);
+  ~WidenedGradientGuard();
+  WidenedGradientGuard(const WidenedGradientGuard&) = delete;
+  WidenedGradientGuard& operator=(const WidenedGradientGuard&) = delete;
+
+ private:
+  std::vector<bool> prev_;
+};
+
 // A tensor kept for backward: its data (a detached alias), the storage version at save time and
 // its autograd identity. get() throws, naming the op, when the tensor was modified in place since.
 // With grad mode off (a plain backward) get() is the detached alias; with grad mode on (the

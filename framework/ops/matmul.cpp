@@ -11,6 +11,7 @@ namespace hg {
 
 HG_DEFINE_STUB(gemm_stub, GemmFn);
 HG_DEFINE_OPTIONAL_STUB(gemm_bias_stub, GemmBiasFn);
+HG_DEFINE_OPTIONAL_STUB(gemm_widened_stub, GemmWidenedFn);
 
 namespace {
 const OpDef kMm{"mm", true};
@@ -35,6 +36,18 @@ Tensor as_batch(const Tensor& t) {
 Tensor gemm_2d(const Tensor& a, const Tensor& b) {
   Tensor out = empty({a.shape()[0], b.shape()[1]}, TensorOptions(a.dtype()).device(a.device()));
   if (out.numel()) gemm_stub(a.device().type, as_batch(out), as_batch(a), as_batch(b));
+  return out;
+}
+
+// A weight's gradient a @ b (g^T x): as float32 rounded through the 16-bit dtype where the engine
+// granted it (widened_gradient_wanted) and the device writes that form in one pass, else mm.
+Tensor weight_gradient(const Tensor& a, const Tensor& b, size_t input) {
+  const DeviceType dev = a.device().type;
+  if (!widened_gradient_wanted(input) || !is_reduced_float(a.dtype()) || !gemm_widened_stub.has(dev) ||
+      a.shape()[1] == 0)
+    return mm(a, b);
+  Tensor out = empty({a.shape()[0], b.shape()[1]}, TensorOptions(kFloat32).device(a.device()));
+  if (out.numel()) gemm_widened_stub(dev, out, a, b);
   return out;
 }
 }  // namespace
@@ -143,7 +156,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
       const Tensor& x = sx.get();
       Tensor g2 = g[0].reshape({-1, out_features});
       Tensor gx = need_x ? mm(g2, sw.get()).reshape(x.shape()) : Tensor();
-      Tensor gw = need_w ? mm(g2.t(), x.reshape({-1, in})) : Tensor();
+      Tensor gw = need_w ? weight_gradient(g2.t(), x.reshape({-1, in}), 1) : Tensor();
       Tensor gb = need_b ? sum(g2, {0}) : Tensor();
       return {gx, gw, gb};
     };

@@ -81,6 +81,20 @@ inline void store_lanes16(T* dst, Lanes16 v) {
 #endif
 }
 
+// dst[i] = float(T(v[i])): each lane rounded to T (as store_lanes16 rounds) and stored widened
+// to float32, what storing T values and widening them gives, without the 16-bit copy.
+template <class T>
+inline void store_lanes16_widened(float* dst, Lanes16 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, &v, sizeof v);
+  } else {
+    T rounded[kLanes16];
+    store_lanes16(rounded, v);
+    const Lanes16 wide = load_lanes16(rounded);
+    std::memcpy(dst, &wide, sizeof wide);
+  }
+}
+
 // The sum of the 16 lanes, in a fixed order.
 inline float lanes16_sum(Lanes16 v) {
   float s = 0;

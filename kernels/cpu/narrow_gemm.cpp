@@ -12,9 +12,6 @@
 namespace hg::cpu {
 namespace {
 
-using V16 = Lanes16;
-constexpr int64_t kLanes = kLanes16;
-
 // a as float32, [m, ld] with ld a multiple of 16 and zeros past column k, so the kernels read
 // whole vectors without bounds checks.
 template <class T>
@@ -48,22 +45,22 @@ void for_row_groups(int64_t m, Step&& step) {
 constexpr int64_t kDotRows = 4, kDotCols = 4;
 
 template <int64_t R, class T>
-void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const V16* tail, int64_t k, int64_t n,
+void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const Lanes16* tail, int64_t k, int64_t n,
               int64_t i0, int64_t j0, const float* bias) {
-  const int64_t k_full = k / kLanes * kLanes;
-  V16 acc[R][kDotCols] = {};
-  for (int64_t p = 0; p < k_full; p += kLanes) {
-    V16 wv[kDotCols];
+  const int64_t k_full = k / kLanes16 * kLanes16;
+  Lanes16 acc[R][kDotCols] = {};
+  for (int64_t p = 0; p < k_full; p += kLanes16) {
+    Lanes16 wv[kDotCols];
     for (int64_t c = 0; c < kDotCols; ++c) wv[c] = load_lanes16(rows[c] + p);
     for (int64_t r = 0; r < R; ++r) {
-      V16 xv;
+      Lanes16 xv;
       std::memcpy(&xv, x + r * ld + p, sizeof xv);
       for (int64_t c = 0; c < kDotCols; ++c) acc[r][c] += xv * wv[c];
     }
   }
   if (k_full < k) {  // a's padding is zero past column k
     for (int64_t r = 0; r < R; ++r) {
-      V16 xv;
+      Lanes16 xv;
       std::memcpy(&xv, x + r * ld + k_full, sizeof xv);
       for (int64_t c = 0; c < kDotCols; ++c) acc[r][c] += xv * tail[c];
     }
@@ -82,8 +79,8 @@ void dot_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int
                int64_t j0, const float* bias) {
   const T* rows[kDotCols];
   for (int64_t c = 0; c < kDotCols; ++c) rows[c] = w + std::min(j0 + c, n - 1) * ldw;  // past n: a repeat, unused
-  const int64_t k_full = k / kLanes * kLanes;
-  V16 tail[kDotCols];
+  const int64_t k_full = k / kLanes16 * kLanes16;
+  Lanes16 tail[kDotCols];
   for (int64_t c = 0; c < kDotCols; ++c) tail[c] = load_lanes16_partial(rows[c] + k_full, k - k_full);
   for_row_groups<kDotRows>(
       m, [&]<int64_t R>(int64_t i0) { dot_rows<R>(out, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
@@ -100,23 +97,23 @@ constexpr int64_t kSpan = 2048, kDepth = 8, kAxRows = 8, kAxVecs = 2;
 // Rows [i0, i0 + R) of the tile (row stride span) += a's rows times b's rows [p0, p1).
 template <int64_t R, class T>
 void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, int64_t p0, int64_t p1, int64_t span) {
-  constexpr int64_t kWidth = kAxVecs * kLanes;
+  constexpr int64_t kWidth = kAxVecs * kLanes16;
   const int64_t full = span / kWidth * kWidth;
   for (int64_t jj = 0; jj < full; jj += kWidth) {
-    V16 acc[R][kAxVecs];
+    Lanes16 acc[R][kAxVecs];
     for (int64_t r = 0; r < R; ++r)
-      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes, 64);
+      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes16, 64);
     const T* col = w + jj;
     for (int64_t p = p0; p < p1; ++p) {
-      V16 bv[kAxVecs];
-      for (int64_t v = 0; v < kAxVecs; ++v) bv[v] = load_lanes16(col + p * ldw + v * kLanes);
+      Lanes16 bv[kAxVecs];
+      for (int64_t v = 0; v < kAxVecs; ++v) bv[v] = load_lanes16(col + p * ldw + v * kLanes16);
       for (int64_t r = 0; r < R; ++r) {
         const float s = x[r * ld + p];
         for (int64_t v = 0; v < kAxVecs; ++v) acc[r][v] += s * bv[v];
       }
     }
     for (int64_t r = 0; r < R; ++r)
-      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes, &acc[r][v], 64);
+      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
   }
   for (int64_t jj = full; jj < span; ++jj) {  // the last span % 32 columns
     for (int64_t r = 0; r < R; ++r) {
@@ -149,7 +146,7 @@ void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, in
 template <class T>
 void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                  int64_t m, int64_t k, int64_t n, const T* bias) {
-  const int64_t ld = (k + kLanes - 1) / kLanes * kLanes;
+  const int64_t ld = (k + kLanes16 - 1) / kLanes16 * kLanes16;
   const bool by_columns = sb_row == 1 && sb_col != 1;
   Workspace<float> af(m * ld), bias_f(bias != nullptr ? n : 0);
   widen_rows(a, sa_row, sa_col, m, k, ld, af.data());

@@ -23,8 +23,10 @@ inline bool use_short_inner_gemm(int64_t m, int64_t k, int64_t n) {
 // out (row-major [m, n], contiguous) = a @ b, with a[i, p] at a + i * sa_row + p * sa_col and
 // b[p, j] at b + p * sb_row + j * sb_col; float32 accumulation, one rounding per element. T is
 // BFloat16 or Half. Spread over the thread pool by row blocks.
-template <class T>
-void short_inner_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
+// With Out = float, each element is rounded to T and stored widened to float32 (what
+// converting the T result to float32 gives, in the same pass).
+template <class T, class Out = T>
+void short_inner_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                       int64_t m, int64_t k, int64_t n);
 
 }  // namespace hg::cpu

@@ -1,0 +1,145 @@
+// A float32 weight used by linear under autocast gets its gradient written as float32 in one
+// pass (widened_gradient_wanted, framework/op.h) where nothing else can see the 16-bit gradient:
+// bit for bit what the cast back gives, and the cast taken whenever something could see it.
+#include "helpers.h"
+
+using namespace hg;
+
+namespace {
+// Backward events of "to" from `from` to float32: the casts of gradients back to float32.
+size_t casts_back(const OpRecorder& rec, Dtype from) {
+  size_t n = 0;
+  for (const OpEvent& e : rec.events())
+    if (e.name == "to" && e.backward && e.inputs == std::vector<Dtype>{from} &&
+        e.outputs == std::vector<Dtype>{kFloat32})
+      ++n;
+  return n;
+}
+
+// The weight gradient as the unfused path computes it: the 16-bit product, then cast.
+Tensor expected_weight_grad(const Tensor& upstream, const Tensor& x, Dtype d) {
+  NoGradGuard no_grad;
+  return mm(upstream.to(d).t(), x.to(d)).to(kFloat32);
+}
+
+struct Layer {
+  Tensor w, b;
+  Layer(int64_t out, int64_t in) {
+    w = (randn({out, in}) * 0.05).detach().requires_grad_();
+    b = (randn({out}) * 0.05).detach().requires_grad_();
+  }
+};
+}  // namespace
+
+TEST_CASE("amp: linear's weight gradient reaches .grad in float32 in one pass, bit for bit the cast's values") {
+  // Batch 16: the short-inner kernel writes the float32 form itself; batch 40: the product is
+  // computed in 16 bits and widened inside the same kernel call.
+  manual_seed(31);
+  for (Dtype d : {kBFloat16, kFloat16}) {
+    for (const int64_t batch : {16, 40}) {
+      CAPTURE(dtype_name(d));
+      CAPTURE(batch);
+      Layer l(400, 300);
+      const Tensor x = randn({batch, 300}), upstream = randn({batch, 400});
+      Tensor loss;
+      {
+        amp::AutocastGuard g(kCPU, d);
+        loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
+      }
+      OpRecorder rec;
+      loss.backward();
+      CHECK(l.w.grad().dtype() == kFloat32);
+      CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
+      // Only the bias's gradient (a column sum) was cast back; the weight's went on widened.
+      CHECK(casts_back(rec, d) == 1);
+    }
+  }
+}
+
+TEST_CASE("amp: the weight gradient is cast as before when something else could see it") {
+  manual_seed(32);
+  const Dtype d = kBFloat16;
+  const Tensor x = randn({16, 300}), x2 = randn({16, 300}), upstream = randn({16, 400});
+
+  SUBCASE("the weight used twice in the region: both gradients summed in bfloat16 first") {
+    Layer l(400, 300);
+    Tensor loss;
+    {
+      amp::AutocastGuard g(kCPU, d);
+      loss = ((linear(x, l.w, l.b) + linear(x2, l.w, l.b)).to(kFloat32) * upstream).sum();
+    }
+    OpRecorder rec;
+    loss.backward();
+    NoGradGuard no_grad;
+    const Tensor g16 = upstream.to(d);
+    const Tensor sum16 = mm(g16.t(), x.to(d)) + mm(g16.t(), x2.to(d));
+    CHECK(l.w.grad().to_vector<float>() == sum16.to(kFloat32).to_vector<float>());
+    CHECK(casts_back(rec, d) == 2);
+  }
+  SUBCASE("create_graph: the recorded formulas keep the cast") {
+    Layer l(400, 300);
+    Tensor loss;
+    {
+      amp::AutocastGuard g(kCPU, d);
+      loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
+    }
+    OpRecorder rec;
+    loss.backward({}, std::nullopt, true);
+    CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
+    CHECK(casts_back(rec, d) == 2);
+  }
+  SUBCASE("a hook or retain_grad on the 16-bit weight sees a 16-bit gradient") {
+    Layer l(400, 300);
+    const Tensor w16 = l.w.to(d);
+    Dtype seen = kFloat64;
+    RemovableHandle h = w16.register_hook([&](const Tensor& g) { seen = g.dtype(); });
+    Tensor w16_retained = l.w.to(d);
+    w16_retained.retain_grad();
+    const Tensor b16 = l.b.to(d);  // one cast, two uses: its gradients are summed, then cast once
+    const Tensor y = linear(x.to(d), w16, b16) + linear(x2.to(d), w16_retained, b16);
+    OpRecorder rec;
+    (y.to(kFloat32) * upstream).sum().backward();
+    CHECK(seen == d);
+    CHECK(w16_retained.grad().dtype() == d);
+    CHECK(casts_back(rec, d) == 3);  // both weight casts and the bias's
+  }
+  SUBCASE("grad() of the 16-bit weight itself returns it in its dtype") {
+    Layer l(400, 300);
+    const Tensor w16 = l.w.to(d);
+    const Tensor loss = (linear(x.to(d), w16, l.b.to(d)).to(kFloat32) * upstream).sum();
+    const TensorList g = autograd::grad({loss}, {w16});
+    CHECK(g[0].dtype() == d);
+    CHECK(g[0].to(kFloat32).to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
+  }
+  SUBCASE("grad() of the float32 weight: widened, the same values") {
+    Layer l(400, 300);
+    Tensor loss;
+    {
+      amp::AutocastGuard g(kCPU, d);
+      loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
+    }
+    const TensorList g = autograd::grad({loss}, {l.w});
+    CHECK(g[0].dtype() == kFloat32);
+    CHECK(g[0].to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
+    CHECK_FALSE(l.w.grad().defined());
+  }
+}
+
+TEST_CASE("amp: widened weight gradients accumulate over micro-batches and train as before") {
+  // Two backward passes into the same .grad (the second adds in float32), against the cast path
+  // values; then SGD steps give the same weights as steps on the expected gradients.
+  manual_seed(33);
+  const Dtype d = kFloat16;
+  Layer l(400, 300);
+  const Tensor x = randn({8, 300}), upstream = randn({8, 400});
+  for (int micro = 0; micro < 2; ++micro) {
+    Tensor loss;
+    {
+      amp::AutocastGuard g(kCPU, d);
+      loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
+    }
+    loss.backward();
+  }
+  const Tensor once = expected_weight_grad(upstream, x, d);
+  CHECK(l.w.grad().to_vector<float>() == (once + once).to_vector<float>());
+}
