@@ -176,8 +176,8 @@ void gemm_bias_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Te
 }
 
 // A 16-bit product written as float32 rounded through its dtype (gemm_widened_stub): in one
-// pass on short_inner_gemm (a weight gradient at a small batch), else the product and then its
-// widening.
+// pass on short_inner_gemm (a weight gradient at a small batch) and on the widening kernel,
+// else (oneDNN's bfloat16 kernels, the narrow one) the product and then its widening.
 void gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
   HG_CHECK(out.is_contiguous() && out.dtype() == kFloat32 && a.dim() == 2 && b.dim() == 2 &&
                is_reduced_float(a.dtype()) && b.dtype() == a.dtype(),
@@ -191,6 +191,13 @@ void gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
       float* po = static_cast<float*>(out.raw_data());
       if (use_short_inner_gemm(m, k, n)) {
         short_inner_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n);
+        return;
+      }
+      // The products gemm_raw would widen (every float16 one, bfloat16 without native units):
+      // the widening kernel stores its rounded sums widened.
+      if (!use_narrow_gemm(m, k, n, b.strides()[0], b.strides()[1]) &&
+          (std::is_same_v<T, Half> || !onednn_matmul_enabled(kBFloat16))) {
+        widening_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n);
         return;
       }
       Workspace<T> product(m * n);
