@@ -81,18 +81,45 @@ inline void store_lanes16(T* dst, Lanes16 v) {
 #endif
 }
 
-// dst[i] = float(T(v[i])): each lane rounded to T (as store_lanes16 rounds) and stored widened
-// to float32, what storing T values and widening them gives, without the 16-bit copy.
+// Each lane rounded to T (as store_lanes16 rounds) and widened back to float32, in registers.
+template <class T>
+inline Lanes16 round_lanes16(Lanes16 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+#ifdef __AVX512F__
+    __m512 x;
+    std::memcpy(&x, &v, sizeof x);
+    __m512 r;
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      // The bfloat16 rounding on the bits, keeping the result in the top half: a NaN gets its
+      // quiet bit, others add 0x7fff plus the kept lowest bit; then the low half is cleared.
+      const __m512i bits = _mm512_castps_si512(x);
+      const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, bits, 16), _mm512_set1_epi32(1));
+      const __m512i sum = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+      const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+      const __m512i kept = _mm512_mask_or_epi32(sum, nan, bits, _mm512_set1_epi32(0x00400000));
+      r = _mm512_castsi512_ps(_mm512_and_si512(kept, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+    } else {
+      r = _mm512_maskz_cvtph_ps(0xffff, _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    Lanes16 out;
+    std::memcpy(&out, &r, sizeof out);
+    return out;
+#else
+    Lanes16 out;
+    for (int64_t i = 0; i < kLanes16; ++i) out[i] = static_cast<float>(static_cast<T>(v[i]));
+    return out;
+#endif
+  }
+}
+
+// dst[i] = float(T(v[i])): each lane rounded to T and stored widened to float32, what storing T
+// values and widening them gives, without the 16-bit copy.
 template <class T>
 inline void store_lanes16_widened(float* dst, Lanes16 v) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::memcpy(dst, &v, sizeof v);
-  } else {
-    T rounded[kLanes16];
-    store_lanes16(rounded, v);
-    const Lanes16 wide = load_lanes16(rounded);
-    std::memcpy(dst, &wide, sizeof wide);
-  }
+  const Lanes16 r = round_lanes16<T>(v);
+  std::memcpy(dst, &r, sizeof r);
 }
 
 // The sum of the 16 lanes, in a fixed order.

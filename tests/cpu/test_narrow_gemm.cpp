@@ -122,7 +122,7 @@ TEST_CASE("narrow products carry inf and NaN to the outputs they feed") {
   }
 }
 
-TEST_CASE("the kernels' in-register rounding matches hg::BFloat16 and hg::Half bit for bit") {
+TEST_CASE("the kernels' in-register rounding (stored 16-bit or widened) matches hg::BFloat16 and hg::Half bit for bit") {
   // Ties both ways, subnormals (vcvtneps2bf16 would flush these), the largest finite values,
   // infinities and NaNs with payloads, then a sweep of bit patterns across the whole range.
   std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x3f808000u,
@@ -141,6 +141,14 @@ TEST_CASE("the kernels' in-register rounding matches hg::BFloat16 and hg::Half b
       CAPTURE(bits[i + static_cast<size_t>(l)]);
       CHECK(b[l].bits == BFloat16(v[l]).bits);
       CHECK(h[l].bits == Half(v[l]).bits);
+    }
+    // Rounded and widened in registers (a weight gradient stored as float32): the same values.
+    float wide_b[16], wide_h[16];
+    cpu::store_lanes16_widened<BFloat16>(wide_b, v);
+    cpu::store_lanes16_widened<Half>(wide_h, v);
+    for (int l = 0; l < 16; ++l) {
+      CHECK(std::bit_cast<uint32_t>(wide_b[l]) == std::bit_cast<uint32_t>(static_cast<float>(b[l])));
+      CHECK(std::bit_cast<uint32_t>(wide_h[l]) == std::bit_cast<uint32_t>(static_cast<float>(h[l])));
     }
     // And back: widening is exact.
     const cpu::Lanes16 wb = cpu::load_lanes16(b), wh = cpu::load_lanes16(h);
