@@ -12,7 +12,7 @@
 
 #include "framework/half.h"
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
 #include <immintrin.h>
 #endif
 
@@ -37,6 +37,21 @@ inline Lanes16 load_lanes16(const T* p) {
   } else {
     const __m512 x = _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     std::memcpy(&v, &x, sizeof v);
+  }
+#elif defined(__AVX2__) && defined(__F16C__)
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    __m256 half[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * h));
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        half[h] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16));
+      } else {
+        half[h] = _mm256_cvtph_ps(x);
+      }
+    }
+    std::memcpy(&v, half, sizeof v);
   }
 #else
   for (int64_t i = 0; i < kLanes16; ++i) v[i] = static_cast<float>(p[i]);
