@@ -116,7 +116,8 @@ inline Lanes16 round_lanes16(Lanes16 v) {
       const __m512i kept = _mm512_mask_or_epi32(sum, nan, bits, _mm512_set1_epi32(0x00400000));
       r = _mm512_castsi512_ps(_mm512_and_si512(kept, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
     } else {
-      r = _mm512_maskz_cvtph_ps(0xffff, _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      r = _mm512_maskz_cvtph_ps(0xffff,
+                                _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     Lanes16 out;
     std::memcpy(&out, &r, sizeof out);

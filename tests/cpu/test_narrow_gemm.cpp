@@ -122,7 +122,8 @@ TEST_CASE("narrow products carry inf and NaN to the outputs they feed") {
   }
 }
 
-TEST_CASE("the kernels' in-register rounding (stored 16-bit or widened) matches hg::BFloat16 and hg::Half bit for bit") {
+TEST_CASE(
+    "the kernels' in-register rounding (stored 16-bit or widened) matches hg::BFloat16 and hg::Half bit for bit") {
   // Ties both ways, subnormals (vcvtneps2bf16 would flush these), the largest finite values,
   // infinities and NaNs with payloads, then a sweep of bit patterns across the whole range.
   std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x3f808000u,
