@@ -40,8 +40,10 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
 }
 
 // The gradient arriving for the output, contiguous and of x's dtype, with x's shape.
+// The incoming gradient as the kernels read it: x's dtype and shape, contiguous (the gradient
+// of a sum() arrives expanded, with zero strides).
 Tensor grad_like(const Tensor& g, const Tensor& x) {
-  return internal::reshaped(internal::cast(g, x.dtype()), x.shape());
+  return internal::contiguous(internal::reshaped(internal::cast(g, x.dtype()), x.shape()));
 }
 
 Tensor empty_as(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
