@@ -55,7 +55,9 @@ inline void check_with_grad(const std::function<Tensor(const std::vector<Tensor>
   auto run = [&](Device dev) {
     std::vector<Tensor> xs;
     for (const Tensor& t : inputs) {
-      Tensor x = t.to(dev);
+      // detach(): on the CPU, to() returns the input itself, and a leaf marked here would make
+      // the CUDA copy a non-leaf (no .grad) on the next run.
+      Tensor x = t.detach().to(dev);
       if (t.is_floating_point()) x.requires_grad_();
       xs.push_back(x);
     }

@@ -96,7 +96,7 @@ std::vector<Tensor> run_steps(Device dev, Make make, int steps) {
   manual_seed(11);
   std::vector<Tensor> cpu_params{randn({5, 3}), randn({3})};
   std::vector<Tensor> params;
-  for (const Tensor& p : cpu_params) params.push_back(p.to(dev).requires_grad_());
+  for (const Tensor& p : cpu_params) params.push_back(p.detach().to(dev).requires_grad_());
   auto opt = make(params);
   for (int s = 0; s < steps; ++s) {
     opt.zero_grad();

@@ -20,8 +20,8 @@ Tolerance attn_tolerance(Dtype d) {
 // Output and input gradients (of sum(out * w)) on `dev`; the dropout seed is reset first.
 std::vector<Tensor> run(Device dev, const std::vector<Tensor>& in, const Tensor& mask, bool causal, double p) {
   std::vector<Tensor> xs;
-  for (const Tensor& t : in) xs.push_back(t.to(dev).requires_grad_());
-  Tensor m = mask.defined() ? mask.to(dev) : Tensor();
+  for (const Tensor& t : in) xs.push_back(t.detach().to(dev).requires_grad_());
+  Tensor m = mask.defined() ? mask.detach().to(dev) : Tensor();
   if (m.defined() && m.is_floating_point()) m.requires_grad_();
   manual_seed(1234);
   const Tensor y = scaled_dot_product_attention(xs[0], xs[1], xs[2], m, p, causal);

@@ -92,10 +92,12 @@ TEST_CASE("cuda in-place ops under autograd (on tensors and views) match the CPU
           Tensor y = v[0] * 1.0;
           y.narrow(1, 0, 3).mul_(v[1].narrow(1, 0, 3));
           y += v[2];
-          y.select(0, 2).relu_();
           y.clamp_(-1.0, 1.5);
           y.masked_fill_(mask.to(y.device()), 0.5);
           y.t().narrow(0, 4, 2).div_(2.0);
+          // Last: relu_ saves its output, which a later in-place op on y would modify (an error
+          // at backward, as in PyTorch).
+          y.select(0, 2).relu_();
           return y;
         },
         {a, b, row}, row_tolerance(d));
