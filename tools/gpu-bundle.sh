@@ -4,9 +4,9 @@
 # its pip nvidia-* wheels) but none of the Debian packages, possibly not even pkg-config.
 # Copies what the build needs into the ignored folder .carry/ (about 45 MB; the device tool
 # carries at most 64 MiB):
-#   .carry/include         fmt, doctest, CLI11, nlohmann and OpenBLAS headers
-#   .carry/lib             libfmt, libopenblas and the Fortran runtime OpenBLAS needs
-#   .carry/lib/pkgconfig   fmt, openblas, doctest, nlohmann_json, CLI11 .pc files, relocatable
+#   .carry/include         fmt, doctest, CLI11, nlohmann, OpenBLAS and SLEEF headers
+#   .carry/lib             libfmt, libopenblas, the Fortran runtime OpenBLAS needs, libsleef
+#   .carry/lib/pkgconfig   fmt, openblas, sleef, doctest, nlohmann_json, CLI11 .pc files, relocatable
 #                          through ${pcfiledir}
 #   .carry/bin/pkg-config  Debian's pkgconf (+ libpkgconf in .carry/libexec), put on PATH by
 #                          tools/gpu-env.sh only when the device has no pkg-config
@@ -28,6 +28,10 @@ blas_lib=$libdir/openblas-pthread
 
 cp -r /usr/include/fmt /usr/include/doctest /usr/include/CLI /usr/include/nlohmann "$carry/include/"
 cp "$blas_inc"/*.h "$carry/include/"
+# SLEEF: without it the CPU elementwise kernels fall back to libm, whose float32 tanh is
+# outside the bounds the cpu suite checks (2.04 ULP measured with Ubuntu 24.04's glibc).
+cp "/usr/include/$multiarch/sleef.h" "$carry/include/"
+cp -L "$libdir/libsleef.so.3" "$carry/lib/libsleef.so.3"
 # Plain files only (symlinks may not travel); tools/gpu-check makes the lib*.so links.
 cp -L "$libdir/libfmt.so.9" "$carry/lib/libfmt.so.9"
 cp -L "$blas_lib/libopenblas.so.0" "$carry/lib/libopenblas.so.0"
@@ -58,6 +62,7 @@ blas_version=$(pkg-config --modversion openblas)
 doctest_version=$(dpkg-query -W -f='${Version}' doctest-dev | sed 's/[~+-].*//')
 json_version=$(pkg-config --modversion nlohmann_json)
 cli11_version=$(pkg-config --modversion CLI11)
+sleef_version=$(pkg-config --modversion sleef)
 cat > "$carry/lib/pkgconfig/fmt.pc" <<PC
 prefix=\${pcfiledir}/../..
 includedir=\${prefix}/include
@@ -77,6 +82,16 @@ Description: OpenBLAS carried from the development machine
 Version: $blas_version
 Libs: -L\${libdir} -lopenblas
 Libs.private: -lm -lpthread -lgfortran
+Cflags: -I\${includedir}
+PC
+cat > "$carry/lib/pkgconfig/sleef.pc" <<PC
+prefix=\${pcfiledir}/../..
+includedir=\${prefix}/include
+libdir=\${prefix}/lib
+Name: SLEEF
+Description: SLEEF carried from the development machine
+Version: $sleef_version
+Libs: -L\${libdir} -lsleef
 Cflags: -I\${includedir}
 PC
 cat > "$carry/lib/pkgconfig/doctest.pc" <<PC

@@ -111,11 +111,12 @@ hg_gpu_env() {
   }
 
   # Dependencies: the system's, else .carry.
-  local deps="fmt openblas doctest nlohmann_json CLI11"
+  local deps="fmt openblas sleef doctest nlohmann_json CLI11"
   # shellcheck disable=SC2086
   if [ -d "$carry" ] && ! pkg-config --exists $deps 2> /dev/null; then
     ln -sf libfmt.so.9 "$carry/lib/libfmt.so"
     ln -sf libopenblas.so.0 "$carry/lib/libopenblas.so"
+    [ -e "$carry/lib/libsleef.so.3" ] && ln -sf libsleef.so.3 "$carry/lib/libsleef.so"
     export PKG_CONFIG_PATH=$carry/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
     export LIBRARY_PATH=$carry/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
     export LD_LIBRARY_PATH=$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -121,6 +121,7 @@ struct PowScalar {
   double exponent = 1;
   template <class T>
   HG_HOST_DEVICE T operator()(T x) const {
+    if (exponent == 2) return x * x;  // exact (libm's powf is not always correctly rounded here)
     return std::pow(x, T(exponent));
   }
 };

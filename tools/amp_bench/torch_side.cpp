@@ -143,7 +143,10 @@ SideResult side_from_json(const nlohmann::json& e) {
 void merge_torch(const nlohmann::json& torch_json, std::vector<CellResult>& cells) {
   for (const auto& e : torch_json.at("results")) {
     for (auto& cell : cells) {
-      if (cell.model == e.at("model") && cell.precision == e.at("precision") && cell.device == e.at("device")) {
+      // Compare as strings: with C++20's reversed operators, string == json is ambiguous on
+      // some compilers (gcc 13 with nlohmann 3.11).
+      const auto field = [&e](const char* key) { return e.at(key).get<std::string>(); };
+      if (cell.model == field("model") && cell.precision == field("precision") && cell.device == field("device")) {
         try {
           cell.torch = side_from_json(e);
         } catch (const nlohmann::json::exception& ex) {
