@@ -60,15 +60,18 @@ TEST_CASE("backward ops read expanded and transposed incoming gradients through 
     CAPTURE(dtype_name(d));
     const auto r = [d](const Shape& s) { return randn(s).to(d); };
     const Tensor x4 = r({4, 6, 3, 3}), x2 = r({5, 8});
-    check_strided_grads("layer_norm", [](const Inputs& v) { return layer_norm(v[0], {3, 3}, v[1], v[2]); },
+    check_strided_grads("layer_norm",
+                        [](const Inputs& v) {
+                          return layer_norm(v[0], {3, 3}, v[1], v[2]);
+                        },
                         {x4, r({3, 3}), r({3, 3})});
-    check_strided_grads(
-        "batch_norm (train)", [](const Inputs& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
-        {x4, r({6}), r({6})});
+    check_strided_grads("batch_norm (train)",
+                        [](const Inputs& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); },
+                        {x4, r({6}), r({6})});
     const Tensor rm = randn({6}), rv = rand({6}) + 0.5;
-    check_strided_grads(
-        "batch_norm (eval)", [&](const Inputs& v) { return batch_norm(v[0], rm, rv, v[1], v[2], false); },
-        {x4, r({6}), r({6})});
+    check_strided_grads("batch_norm (eval)",
+                        [&](const Inputs& v) { return batch_norm(v[0], rm, rv, v[1], v[2], false); },
+                        {x4, r({6}), r({6})});
     check_strided_grads("group_norm", [](const Inputs& v) { return group_norm(v[0], 3, v[1], v[2]); },
                         {x4, r({6}), r({6})});
     check_strided_grads("softmax", [](const Inputs& v) { return softmax(v[0], 1); }, {x2});
