@@ -36,6 +36,10 @@ Tensor Conv2d::forward_relu(const Tensor& x) {
   return conv2d_relu(x, weight, bias, options_.stride, options_.padding, options_.dilation, options_.groups);
 }
 
+Tensor Conv2d::forward_relu_max_pool(const Tensor& x) {
+  return conv2d_relu_max_pool2d(x, weight, bias, options_.stride, options_.padding, options_.dilation, options_.groups);
+}
+
 std::string Conv2d::extra_repr() const {
   return fmt::format("{}, {}, kernel_size=[{}, {}], stride={}, padding={}, dilation={}, groups={}, bias={}",
                      weight.size(1) * options_.groups, weight.size(0), weight.size(2), weight.size(3), options_.stride,
@@ -69,6 +73,14 @@ std::string Conv1d::extra_repr() const {
   return fmt::format("{}, {}, kernel_size={}, stride={}, padding={}, dilation={}, groups={}, bias={}",
                      weight.size(1) * options_.groups, weight.size(0), weight.size(2), options_.stride,
                      options_.padding, options_.dilation, options_.groups, bias.defined());
+}
+
+bool MaxPool2d::is_plain_2x2() const {
+  const auto all_equal = [](const std::vector<int64_t>& v, int64_t value) {
+    return (v.size() == 1 || v.size() == 2) && v.front() == value && v.back() == value;
+  };
+  return all_equal(kernel_, 2) && (options_.stride.empty() || all_equal(options_.stride, 2)) &&
+         all_equal(options_.padding, 0) && all_equal(options_.dilation, 1) && !options_.ceil_mode;
 }
 
 Tensor MaxPool2d::forward(const Tensor& x) {

@@ -26,6 +26,9 @@ class Conv2d : public Module {
   // relu(forward(x)) as one op (conv2d_relu), without this module's hooks: what Sequential runs
   // for a hook-free Conv2d followed by a hook-free ReLU.
   Tensor forward_relu(const Tensor& x);
+  // max_pool2d(relu(forward(x)), 2) as one op (conv2d_relu_max_pool2d), without hooks: what
+  // Sequential runs for a hook-free Conv2d, ReLU, and 2x2 MaxPool2d (MaxPool2d::is_plain_2x2).
+  Tensor forward_relu_max_pool(const Tensor& x);
   std::string extra_repr() const override;
   Tensor weight, bias;
 
@@ -68,6 +71,9 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(int64_t kernel_size, Pool2dOptions options = {})
       : MaxPool2d(std::vector<int64_t>{kernel_size, kernel_size}, std::move(options)) {}
   Tensor forward(const Tensor& x) override;
+  // A 2x2 window with stride 2, no padding or dilation, floor mode: the pool
+  // conv2d_relu_max_pool2d applies.
+  bool is_plain_2x2() const;
 
  private:
   std::vector<int64_t> kernel_;

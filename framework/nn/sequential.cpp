@@ -25,6 +25,10 @@ Conv2d* fusable_conv_relu(Module& first, Module& second) {
   if (first.has_forward_hooks() || second.has_forward_hooks()) return nullptr;
   return static_cast<Conv2d*>(&first);
 }
+// A 2x2 MaxPool2d (exactly that class, no hooks) that may join the conv2d_relu before it.
+bool fusable_pool(Module& m) {
+  return typeid(m) == typeid(MaxPool2d) && !m.has_forward_hooks() && static_cast<MaxPool2d&>(m).is_plain_2x2();
+}
 }  // namespace
 
 Tensor Sequential::forward(const Tensor& x) {
@@ -32,8 +36,14 @@ Tensor Sequential::forward(const Tensor& x) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (i + 1 < layers_.size()) {
       if (Conv2d* conv = fusable_conv_relu(*layers_[i], *layers_[i + 1])) {
-        y = conv->forward_relu(y);  // the same values and gradients as the two modules, one pass fewer
-        ++i;
+        // The same values and gradients as the modules, in one op.
+        if (i + 2 < layers_.size() && fusable_pool(*layers_[i + 2])) {
+          y = conv->forward_relu_max_pool(y);
+          i += 2;
+        } else {
+          y = conv->forward_relu(y);
+          ++i;
+        }
         continue;
       }
     }

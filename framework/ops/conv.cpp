@@ -4,7 +4,9 @@
 
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/pool.h"
 #include "framework/ops/unary_kernels.h"
 #include "framework/ops/views.h"
 
@@ -13,6 +15,8 @@ namespace hg {
 HG_DEFINE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
+HG_DEFINE_OPTIONAL_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
+HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
 
 bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU; }
 
@@ -21,6 +25,8 @@ const OpDef kConv2d{"conv2d", true};
 // conv2d then relu as one op: the ReLU runs inside the forward kernel's pass over the output
 // where the backend's kernel supports it (conv2d_relu_in_kernel).
 const OpDef kConv2dRelu{"conv2d_relu", true};
+// conv2d_relu then a 2x2 max pool as one op, where the device has the pooling kernels.
+const OpDef kConv2dReluMaxPool{"conv2d_relu_max_pool2d", true};
 // The backward runs as its own (recorded, non-differentiable) op, so an OpRecorder shows which
 // dtypes the gradient kernels ran in.
 const OpDef kConv2dBackward{"conv2d_backward", false};
@@ -88,10 +94,26 @@ Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& 
 
 namespace {
 
-// conv2d and conv2d_relu: one argument check, one forward, one backward; `relu` adds the ReLU
-// and its gradient mask (taken from the saved output).
-Tensor conv2d_op(const OpDef& def, bool relu, const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in,
-                 const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+// The gradient of a 2x2 max pool's input [N,O,H,W] for the pooled gradient g [N,O,H/2,W/2],
+// through the ReLU before it, in public ops (create_graph): each g copied to its window, times
+// the 0/1 mask of chosen, positive elements, a constant (the pool and the ReLU are piecewise
+// linear).
+Tensor relu_max_pool_grad_recorded(const Tensor& g, const Tensor& which, const Tensor& pooled, const Shape& shape) {
+  const int64_t n = shape[0], o = shape[1], h = shape[2], w = shape[3], ph = h / 2, pw = w / 2;
+  Tensor mask = empty(shape, TensorOptions(pooled.dtype()).device(pooled.device()));
+  relu_max_pool_2x2_backward_stub(pooled.device().type, mask, ones_like(pooled), which, pooled);
+  Tensor up =
+      g.to(pooled.dtype()).reshape({n, o, ph, 1, pw, 1}).expand({n, o, ph, 2, pw, 2}).reshape({n, o, 2 * ph, 2 * pw});
+  if (2 * pw < w) up = cat({up, zeros({n, o, 2 * ph, w - 2 * pw}, TensorOptions(up.dtype()).device(up.device()))}, 3);
+  if (2 * ph < h) up = cat({up, zeros({n, o, h - 2 * ph, w}, TensorOptions(up.dtype()).device(up.device()))}, 2);
+  return up * mask;
+}
+
+// conv2d, conv2d_relu and conv2d_relu_max_pool2d: one argument check, one forward, one
+// backward; `relu` adds the ReLU and its gradient mask (taken from the saved output), `pool` a
+// 2x2 max pool after it (on a device with its kernels).
+Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in, const Tensor& weight_in,
+                 const Tensor& bias_in, const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                  const std::vector<int64_t>& dilation, int64_t groups) {
   const char* op = def.name;
   OpCall call(def, {input_in, weight_in, bias_in});
@@ -137,6 +159,8 @@ Tensor conv2d_op(const OpDef& def, bool relu, const Tensor& input_in, const Tens
            "input shape {} padded to {}x{} is smaller than the (dilated) kernel {}x{} of weight shape {}",
            input.shape(), ph, pw, eff_h, eff_w, weight.shape());
   const int64_t oh = (ph - eff_h) / p.stride[0] + 1, ow = (pw - eff_w) / p.stride[1] + 1;
+  HG_CHECK(!pool || (oh >= 2 && ow >= 2), op, "the convolution's output ({}x{}) is smaller than the 2x2 pooling window",
+           oh, ow);
 
   const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
   const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
@@ -148,18 +172,43 @@ Tensor conv2d_op(const OpDef& def, bool relu, const Tensor& input_in, const Tens
     conv2d_forward_stub(dev, out4, xc, wc, bc, fwd);
     if (relu && !fwd.relu) unary_stub(dev, UnaryOp::Relu, out4, out4, 0, 0);
   }
+  Tensor which;  // pool: each window's choice, 0..3
+  if (pool) {
+    Tensor pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
+    which = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
+    if (pooled.numel()) max_pool_2x2_codes_stub(x.device().type, pooled, which, out4);
+    out4 = pooled;  // the convolution's output is dropped here
+  }
   Tensor out = unbatched ? out4.squeeze(0) : out4;
 
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [sx = SavedTensor(xc, op), sw = SavedTensor(wc, op), si = SavedTensor(input, op),
-          swi = SavedTensor(weight, op), sy = relu ? SavedTensor::output(out, op) : SavedTensor(), relu, p,
-          has_bias = bias.defined(), need_x = input.requires_grad(), need_w = weight.requires_grad(),
-          need_b = bias.defined() && bias.requires_grad(), unbatched,
+          swi = SavedTensor(weight, op), sy = relu ? SavedTensor::output(out, op) : SavedTensor(), relu, pool, which,
+          conv_shape = Shape{n, o, oh, ow}, p, has_bias = bias.defined(), need_x = input.requires_grad(),
+          need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(), unbatched,
           in_shape = input.shape()](const TensorList& grads) -> TensorList {
       if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
-      // conv2d_relu: the incoming gradient through relu's mask first, by relu's own gradient.
-      const TensorList g = {relu ? relu_gradient(grads[0], sy.get()) : grads[0]};
+      TensorList g;
+      if (pool) {
+        // The convolution's output gradient, through the pool and the ReLU's mask in one pass.
+        const Tensor pooled = sy.get();
+        const Tensor pooled4 = unbatched ? pooled.unsqueeze(0) : pooled;
+        if (GradMode::is_enabled()) {
+          const Tensor g4 = unbatched ? grads[0].unsqueeze(0) : grads[0];
+          g = {relu_max_pool_grad_recorded(g4, which, pooled4.detach(), conv_shape)};
+        } else {
+          const Tensor go =
+              internal::contiguous(internal::reshaped(internal::cast(grads[0], pooled.dtype()), pooled4.shape()));
+          Tensor gy = empty(conv_shape, TensorOptions(pooled.dtype()).device(pooled.device()));
+          relu_max_pool_2x2_backward_stub(pooled.device().type, gy, go, which, pooled4);
+          g = {gy};
+        }
+        if (unbatched) g[0] = g[0].squeeze(0);
+      } else {
+        // conv2d_relu: the incoming gradient through relu's mask first, by relu's own gradient.
+        g = {relu ? relu_gradient(grads[0], sy.get()) : grads[0]};
+      }
       if (GradMode::is_enabled()) {
         // create_graph: the gradients as differentiable ops of the saved input and weight.
         const Tensor x4 = unbatched ? si.get().unsqueeze(0) : si.get();
@@ -198,12 +247,21 @@ Tensor conv2d_op(const OpDef& def, bool relu, const Tensor& input_in, const Tens
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
               std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
-  return conv2d_op(kConv2d, false, input, weight, bias, stride, padding, dilation, groups);
+  return conv2d_op(kConv2d, false, false, input, weight, bias, stride, padding, dilation, groups);
 }
 
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, std::vector<int64_t> stride,
                    std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
-  return conv2d_op(kConv2dRelu, true, input, weight, bias, stride, padding, dilation, groups);
+  return conv2d_op(kConv2dRelu, true, false, input, weight, bias, stride, padding, dilation, groups);
+}
+
+Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                              std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                              int64_t groups) {
+  const bool fused = input.defined() && max_pool_2x2_codes_stub.has(input.device().type) &&
+                     relu_max_pool_2x2_backward_stub.has(input.device().type);
+  if (!fused) return max_pool2d(conv2d_relu(input, weight, bias, stride, padding, dilation, groups), {2}, {2});
+  return conv2d_op(kConv2dReluMaxPool, true, true, input, weight, bias, stride, padding, dilation, groups);
 }
 
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,

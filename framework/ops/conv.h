@@ -21,6 +21,17 @@ Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
                    std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
                    std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
 
+// max_pool2d(conv2d_relu(...), 2) as one op ("conv2d_relu_max_pool2d", lower precision under
+// autocast): a 2x2, stride-2 max pool in floor mode, with exactly the values and gradients of
+// the two ops. The convolution's output is not kept for backward: the pooled output and a byte
+// per window saying which element it chose are enough, and the backward writes the convolution's
+// output gradient in one pass (the pool's scatter and the ReLU's mask together). Devices without
+// those kernels run the two ops. nn::Sequential calls it for Conv2d, ReLU, MaxPool2d(2) without
+// hooks.
+Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                              std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
+                              std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
+
 // PyTorch's conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C/groups, k], optional
 // bias [O]. Runs as conv2d on a height-1 image, so every backend, dtype, autocast rule (lower
 // precision) and gradient of conv2d applies.

@@ -40,4 +40,17 @@ HG_DECLARE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DECLARE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DECLARE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 
+// conv2d_relu_max_pool2d: a 2x2, stride-2 max pool (floor mode) over conv2d_relu's output.
+// Optional: on a device without them the op is max_pool2d over conv2d_relu.
+// out [N,O,H/2,W/2] gets each window's max (max_pool2d's rule: the first candidate seeds, a later
+// one wins when larger or NaN) and which [N,O,H/2,W/2] (uint8) the chosen element's place in its
+// window, 0..3 row-major. input [N,O,H,W] contiguous.
+using MaxPool2x2CodesFn = void (*)(const Tensor& out, const Tensor& which, const Tensor& input);
+HG_DECLARE_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
+// grad_input [N,O,H,W] (overwritten): grad_out at each window's chosen element where the pooled
+// value `out` is positive (the ReLU's mask), 0 everywhere else.
+using ReluMaxPool2x2BackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,
+                                          const Tensor& out);
+HG_DECLARE_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
+
 }  // namespace hg

@@ -3,9 +3,13 @@
 // rounded once.
 #include <algorithm>
 #include <cmath>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <limits>
 #include <vector>
 
+#include "framework/ops/conv_kernels.h"
 #include "framework/ops/pool_kernels.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
@@ -278,6 +282,140 @@ void avg_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_out, c
   });
 }
 
+// Flat offsets 0, 1, w, w + 1 inside each window (ix minus the window's first element) as
+// 0..3. A function of its own, arguments by value and restrict: inside the kernel's lambda the
+// uint8_t stores (which may alias anything) made the compiler reload every captured value.
+void window_codes(const int64_t* __restrict ix, uint8_t* __restrict codes, int64_t n, int64_t base, int64_t w) {
+  for (int64_t ox = 0; ox < n; ++ox) {
+    const int64_t off = ix[ox] - (base + 2 * ox);
+    codes[ox] = static_cast<uint8_t>(off > 1 ? off - (w - 2) : off);
+  }
+}
+
+// conv2d_relu_max_pool2d's pooling (framework/ops/conv_kernels.h): the plain 2x2 rows above,
+// each window's choice kept as 0..3 (row-major in the window) rather than a flat index.
+template <class T>
+void max_pool_2x2_codes_typed(const Tensor& out, const Tensor& which, const Tensor& input) {
+  const Planes g = planes_of(input, out);
+  const T* x = static_cast<const T*>(input.raw_data());
+  T* y = static_cast<T*>(out.raw_data());
+  uint8_t* codes = static_cast<uint8_t*>(which.raw_data());
+  parallel_for(g.planes, grain_for(g.oh * g.ow * 4), [&](int64_t b, int64_t e) {
+    std::vector<int64_t> scratch(static_cast<size_t>(g.ow));
+    int64_t* __restrict ix = scratch.data();
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + pl * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const int64_t row = 2 * oy * g.w, o = (pl * g.oh + oy) * g.ow;
+        max_pool_2x2_row(xp + row, xp + row + g.w, y + o, ix, g.ow, row, g.w);
+        window_codes(ix, codes + o, g.ow, row, g.w);
+      }
+    }
+  });
+}
+
+// T's bits as an unsigned integer of its width: the backward below selects and masks on those,
+// which GCC vectorises (on float values it made branches).
+template <class T>
+struct FloatBits {
+  using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  static constexpr int kBits = 8 * sizeof(T);
+  static constexpr int kMantissa = std::is_same_v<T, BFloat16> ? 7
+                                   : std::is_same_v<T, Half>   ? 10
+                                   : sizeof(T) == 4            ? 23
+                                                               : 52;
+  static constexpr U kSign = U(U(1) << (kBits - 1));
+  static constexpr U kInf = U(kSign - (U(1) << kMantissa));  // exponent all ones, mantissa 0
+  static constexpr U kQuiet = U(U(1) << (kMantissa - 1));
+  // 0 + g on the bits: -0 becomes +0 and a signalling NaN is quietened; anything else is g.
+  static U plus_zero(U g) {
+    const bool nan = U(g & U(~kSign)) > kInf;
+    return g == kSign ? U(0) : nan ? U(g | kQuiet) : g;
+  }
+  // v > 0: sign clear, not zero, not NaN (infinity is positive).
+  static bool positive(U v) { return v != 0 && v <= kInf; }
+};
+
+// One row of windows: see relu_max_pool_2x2_backward_typed.
+template <class T>
+void relu_max_pool_2x2_backward_row(const uint8_t* __restrict codes, const typename FloatBits<T>::U* __restrict gy,
+                                    const typename FloatBits<T>::U* __restrict pooled,
+                                    typename FloatBits<T>::U* __restrict r0, typename FloatBits<T>::U* __restrict r1,
+                                    int64_t n) {
+  using B = FloatBits<T>;
+  using U = typename B::U;
+  int64_t ox = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if constexpr (sizeof(U) == 4) {
+    // 16 windows at a time, the last few under a mask (rows are short: 12 windows in the MNIST
+    // CNN; GCC made the loop below scalar with branches): the value each window passes on, then
+    // the four positions' vectors interleaved into the two rows.
+    const __m512i sign = _mm512_set1_epi32(static_cast<int>(B::kSign)),
+                  inf = _mm512_set1_epi32(static_cast<int>(B::kInf));
+    const __m512i quiet = _mm512_set1_epi32(static_cast<int>(B::kQuiet)), abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (; ox < n; ox += 16) {
+      const int64_t rem = std::min<int64_t>(16, n - ox);
+      const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << rem) - 1);
+      const __mmask16 m_lo = static_cast<__mmask16>(rem >= 8 ? 0xffff : (uint32_t{1} << (2 * rem)) - 1);
+      const __mmask16 m_hi = static_cast<__mmask16>(rem <= 8 ? 0 : (uint32_t{1} << (2 * rem - 16)) - 1);
+      const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, codes + ox));
+      const __m512i p = _mm512_maskz_loadu_epi32(m, pooled + ox), g = _mm512_maskz_loadu_epi32(m, gy + ox);
+      const __mmask16 keep = _mm512_test_epi32_mask(p, p) & _mm512_cmple_epu32_mask(p, inf);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(g, abs_mask), inf);
+      __m512i v = _mm512_mask_or_epi32(g, nan, g, quiet);
+      v = _mm512_maskz_mov_epi32(keep & ~_mm512_cmpeq_epi32_mask(g, sign), v);
+      const __m512i v0 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(0)), v);
+      const __m512i v1 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(1)), v);
+      const __m512i v2 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(2)), v);
+      const __m512i v3 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(3)), v);
+      _mm512_mask_storeu_epi32(r0 + 2 * ox, m_lo, _mm512_permutex2var_epi32(v0, lo, v1));
+      _mm512_mask_storeu_epi32(r0 + 2 * ox + 16, m_hi, _mm512_permutex2var_epi32(v0, hi, v1));
+      _mm512_mask_storeu_epi32(r1 + 2 * ox, m_lo, _mm512_permutex2var_epi32(v2, lo, v3));
+      _mm512_mask_storeu_epi32(r1 + 2 * ox + 16, m_hi, _mm512_permutex2var_epi32(v2, hi, v3));
+    }
+  }
+#endif
+  for (; ox < n; ++ox) {
+    const U k = codes[ox];
+    const U v = B::positive(pooled[ox]) ? B::plus_zero(gy[ox]) : U(0);
+    r0[2 * ox] = k == 0 ? v : U(0);
+    r0[2 * ox + 1] = k == 1 ? v : U(0);
+    r1[2 * ox] = k == 2 ? v : U(0);
+    r1[2 * ox + 1] = k == 3 ? v : U(0);
+  }
+}
+
+// The gradient of the convolution's output in one pass: the chosen element of each window gets
+// 0 + g when the pooled value is positive (the ReLU's mask), every other element 0 (those of
+// the rows and columns no window covers too). The same values as max_pool2d's backward followed
+// by relu's, bit for bit.
+template <class T>
+void relu_max_pool_2x2_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,
+                                      const Tensor& out) {
+  using S = typename FloatBits<T>::U;
+  const Planes g = planes_of(grad_input, grad_out);
+  const S* gy = static_cast<const S*>(grad_out.raw_data());
+  const S* pooled = static_cast<const S*>(out.raw_data());
+  const uint8_t* codes = static_cast<const uint8_t*>(which.raw_data());
+  S* gx = static_cast<S*>(grad_input.raw_data());
+  parallel_for(g.planes, grain_for(g.h * g.w), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      S* dst = gx + pl * g.h * g.w;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const int64_t o = (pl * g.oh + oy) * g.ow;
+        S* r0 = dst + 2 * oy * g.w;
+        S* r1 = r0 + g.w;
+        relu_max_pool_2x2_backward_row<T>(codes + o, gy + o, pooled + o, r0, r1, g.ow);
+        std::fill(r0 + 2 * g.ow, r0 + g.w, S(0));  // the columns right of the last window
+        std::fill(r1 + 2 * g.ow, r1 + g.w, S(0));
+      }
+      std::fill(dst + 2 * g.oh * g.w, dst + g.h * g.w, S(0));  // the rows below the last window
+    }
+  });
+}
+
 void max_pool_cpu(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dParams& p) {
   dispatch_floating(input.dtype(), "max_pool2d",
                     [&]<class T>(TypeTag<T>) { max_pool_typed<T>(out, indices, input, p); });
@@ -294,8 +432,21 @@ void avg_pool_backward_cpu(const Tensor& grad_input, const Tensor& grad_out, con
                     [&]<class T>(TypeTag<T>) { avg_pool_backward_typed<T>(grad_input, grad_out, p); });
 }
 
+void max_pool_2x2_codes_cpu(const Tensor& out, const Tensor& which, const Tensor& input) {
+  dispatch_floating(input.dtype(), "conv2d_relu_max_pool2d",
+                    [&]<class T>(TypeTag<T>) { max_pool_2x2_codes_typed<T>(out, which, input); });
+}
+void relu_max_pool_2x2_backward_cpu(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,
+                                    const Tensor& out) {
+  dispatch_floating(grad_out.dtype(), "conv2d_relu_max_pool2d", [&]<class T>(TypeTag<T>) {
+    relu_max_pool_2x2_backward_typed<T>(grad_input, grad_out, which, out);
+  });
+}
+
 }  // namespace
 
+HG_REGISTER_KERNEL(max_pool_2x2_codes_stub, kCPU, max_pool_2x2_codes_cpu);
+HG_REGISTER_KERNEL(relu_max_pool_2x2_backward_stub, kCPU, relu_max_pool_2x2_backward_cpu);
 HG_REGISTER_KERNEL(max_pool2d_stub, kCPU, max_pool_cpu);
 HG_REGISTER_KERNEL(max_pool2d_backward_stub, kCPU, max_pool_backward_cpu);
 HG_REGISTER_KERNEL(avg_pool2d_stub, kCPU, avg_pool_cpu);

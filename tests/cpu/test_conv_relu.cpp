@@ -143,7 +143,7 @@ std::shared_ptr<nn::Sequential> conv_relu_model(std::shared_ptr<nn::Module> firs
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::move(first))
       .push_back(std::make_shared<nn::ReLU>())
-      .push_back(std::make_shared<nn::MaxPool2d>(2))
+      .push_back(std::make_shared<nn::AvgPool2d>(2))  // a MaxPool2d(2) would join the fused op
       .push_back(std::make_shared<nn::Flatten>())
       .push_back(std::make_shared<nn::Linear>(4 * 3 * 3, 2));
   return model;

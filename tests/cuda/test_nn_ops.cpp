@@ -119,6 +119,15 @@ TEST_CASE("cuda conv2d_relu (cuDNN, then its ReLU as a second pass) (+backward) 
   }
 }
 
+TEST_CASE("cuda conv2d_relu_max_pool2d (conv2d_relu then max_pool2d there) (+backward) matches the CPU") {
+  for (Dtype d : {kFloat32, kFloat64}) {
+    CAPTURE(d);
+    check_with_grad([](const auto& v) { return conv2d_relu_max_pool2d(v[0], v[1], v[2], {1}, {1}); },
+                    {randn({2, 4, 7, 6}).to(d), randn({5, 4, 3, 3}).to(d), randn({5}).to(d)},
+                    d == kFloat32 ? Tolerance{1e-4, 1e-4} : row_tolerance(d));
+  }
+}
+
 TEST_CASE("cuda indexing, where, clamp, embedding match the CPU") {
   const Tensor x = randn({5, 7});
   const Tensor idx = randint(0, 5, {3, 7});

@@ -1,0 +1,215 @@
+// conv2d_relu_max_pool2d, convolution + ReLU + 2x2 max pool in one op: the values and gradients
+// of max_pool2d(conv2d_relu(...), 2) bit for bit (weight and bias gradients to rounding: their
+// per-thread partial sums), NaN and ties included, in every float dtype; double backward; its
+// autocast row and recorder events; errors; and nn::Sequential's use of it.
+#include <cmath>
+#include <cstring>
+
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::check_close;
+using hg::test::check_error;
+using hg::test::Tolerance;
+
+namespace {
+
+struct Geometry {
+  Shape x, w;
+  std::vector<int64_t> stride, padding;
+};
+
+const std::vector<Geometry> kGeometries = {
+    {{2, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}},    // even output (8x8)
+    {{2, 3, 9, 10}, {5, 3, 3, 2}, {1, 1}, {0, 0}},   // odd rows and columns (7x9): a leftover row and column
+    {{3, 2, 11, 11}, {3, 2, 3, 3}, {2, 1}, {1, 0}},  // stride, odd columns
+    {{4, 1, 28, 28}, {8, 1, 3, 3}, {1, 1}, {0, 0}},  // the MNIST CNN's second layer's geometry
+};
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * element_size(ca.dtype())) == 0;
+}
+
+Tensor leaf(const Tensor& t) { return t.defined() ? t.detach().requires_grad_() : Tensor(); }
+
+// Output and gradients of the fused op and of the two ops, for the same inputs and incoming
+// gradient (gy undefined: backward of sum(), an expanded gradient).
+void check_fused_matches(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Geometry& g, const Tensor& gy) {
+  Tensor x1 = leaf(x0), w1 = leaf(w0), b1 = leaf(b0), x2 = leaf(x0), w2 = leaf(w0), b2 = leaf(b0);
+  const Tensor y1 = max_pool2d(conv2d_relu(x1, w1, b1, g.stride, g.padding), {2});
+  const Tensor y2 = conv2d_relu_max_pool2d(x2, w2, b2, g.stride, g.padding);
+  REQUIRE(bitwise_equal(y2, y1));
+  if (gy.defined()) {
+    (y1 * gy).sum().backward();
+    (y2 * gy).sum().backward();
+  } else {
+    y1.sum().backward();
+    y2.sum().backward();
+  }
+  CHECK(bitwise_equal(x2.grad(), x1.grad()));
+  const Dtype d = x0.dtype();
+  const Tolerance tol = d == kFloat64   ? Tolerance{1e-12, 1e-12}
+                        : d == kFloat32 ? Tolerance{1e-5, 1e-5}
+                                        : Tolerance{2e-2, 2e-2};
+  check_close(w2.grad(), w1.grad(), tol);
+  if (b0.defined()) check_close(b2.grad(), b1.grad(), tol);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d_relu_max_pool2d gives max_pool2d(conv2d_relu) in every float dtype and geometry") {
+  manual_seed(31);
+  for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(d));
+    for (const Geometry& g : kGeometries) {
+      CAPTURE(g.x);
+      for (bool with_bias : {true, false}) {
+        CAPTURE(with_bias);
+        const Tensor x = randn(g.x).to(d), w = (randn(g.w) * 0.5).to(d);
+        const Tensor b = with_bias ? randn({g.w[0]}).to(d) : Tensor();
+        Shape pooled;
+        {
+          NoGradGuard no_grad;
+          pooled = conv2d_relu_max_pool2d(x, w, b, g.stride, g.padding).shape();
+        }
+        check_fused_matches(x, w, b, g, randn(pooled).to(d));
+        check_fused_matches(x, w, b, g, Tensor());
+      }
+    }
+  }
+}
+
+TEST_CASE("conv2d_relu_max_pool2d: ties, NaN, negative windows, unbatched input") {
+  // Small integers: many windows hold equal maxima (the first one wins, as in max_pool2d) and
+  // many are all negative (pooled 0 after the ReLU: no gradient).
+  manual_seed(32);
+  const Geometry g{{2, 2, 6, 7}, {3, 2, 2, 2}, {1, 1}, {0, 0}};
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    const Tensor x = randint(-2, 3, g.x).to(d), w = randint(-1, 2, g.w).to(d), b = randint(-1, 2, {3}).to(d);
+    check_fused_matches(x, w, b, g, randn({2, 3, 2, 3}).to(d));
+    Tensor with_nan = x.clone();
+    with_nan.narrow(2, 1, 1).narrow(3, 2, 1).fill_(NAN);  // NaN propagates to the windows it reaches
+    check_fused_matches(with_nan, w, b, g, randn({2, 3, 2, 3}).to(d));
+    Tensor xn = leaf(with_nan);
+    const Tensor y = conv2d_relu_max_pool2d(xn, w, b);
+    CHECK(std::isnan(y.to(kFloat32).max().item<double>()));
+  }
+  const Tensor img = randn({3, 9, 9}), wt = randn({4, 3, 3, 3}), bias = randn({4});
+  const Tensor y = conv2d_relu_max_pool2d(img, wt, bias, {1}, {1});
+  CHECK(y.shape() == Shape{4, 4, 4});
+  CHECK(bitwise_equal(y, max_pool2d(conv2d_relu(img, wt, bias, {1}, {1}), {2})));
+  CHECK(conv2d_relu_max_pool2d(zeros({0, 3, 9, 9}), wt, bias).shape() == Shape{0, 4, 3, 3});
+}
+
+TEST_CASE("conv2d_relu_max_pool2d gradients: gradcheck, gradgradcheck and create_graph against the two ops") {
+  // Fixed seed: no conv output within a finite-difference step of the ReLU's kink or of a tie.
+  manual_seed(33);
+  const TensorList inputs = {randn({2, 2, 5, 6}), randn({3, 2, 3, 3}), randn({3})};
+  const auto fn = [](const TensorList& t) { return conv2d_relu_max_pool2d(t[0], t[1], t[2], {1, 1}, {1, 1}); };
+  CHECK(autograd::gradcheck(fn, inputs));
+  CHECK(autograd::gradgradcheck(fn, inputs));
+  // A gradient penalty through both forms: the same second-order gradients.
+  const auto penalty = [](bool fused, const TensorList& in) {
+    Tensor x = leaf(in[0]), w = leaf(in[1]), b = leaf(in[2]);
+    const Tensor y =
+        fused ? conv2d_relu_max_pool2d(x, w, b, {1}, {1}) : max_pool2d(conv2d_relu(x, w, b, {1}, {1}), {2});
+    const Tensor gx = autograd::grad({(y * y).sum()}, {x}, {}, std::nullopt, true)[0];
+    (gx * gx).sum().backward();
+    return TensorList{x.grad(), w.grad(), b.grad()};
+  };
+  const TensorList f64 = {inputs[0].to(kFloat64), inputs[1].to(kFloat64), inputs[2].to(kFloat64)};
+  const TensorList fused = penalty(true, f64), composed = penalty(false, f64);
+  for (size_t i = 0; i < fused.size(); ++i) check_close(fused[i], composed[i], Tolerance{1e-10, 1e-10});
+}
+
+TEST_CASE("conv2d_relu_max_pool2d records itself once, keeps no conv output, and runs in bfloat16 under autocast") {
+  Tensor x = randn({2, 3, 8, 8}), w = (randn({4, 3, 3, 3}) * 0.2).detach().requires_grad_();
+  Tensor b = zeros({4}).requires_grad_();
+  Tensor loss;
+  {
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    OpRecorder rec;
+    const Tensor y = conv2d_relu_max_pool2d(x, w, b, {1, 1}, {1, 1});
+    CHECK(y.dtype() == kBFloat16);
+    CHECK(y.shape() == Shape{2, 4, 4, 4});
+    CHECK(rec.count("conv2d_relu_max_pool2d", false) == 1);
+    CHECK(rec.count("conv2d_relu") == 0);
+    CHECK(rec.count("max_pool2d") == 0);
+    for (const OpEvent& e : rec.events())
+      if (e.name == "conv2d_relu_max_pool2d") CHECK(e.inputs == std::vector<Dtype>{kBFloat16, kBFloat16, kBFloat16});
+    loss = y.to(kFloat32).sum();
+  }
+  OpRecorder rec;
+  loss.backward();
+  CHECK(rec.count("conv2d_backward", true) == 1);
+  CHECK(rec.count("relu_backward") == 0);
+  CHECK(rec.count("max_pool2d_backward") == 0);
+  CHECK(w.grad().dtype() == kFloat32);
+  CHECK(b.grad().dtype() == kFloat32);
+}
+
+TEST_CASE("conv2d_relu_max_pool2d errors name the op") {
+  const Tensor x = zeros({2, 3, 8, 8});
+  check_error(
+      [&] {
+        conv2d_relu_max_pool2d(x, zeros({4, 2, 3, 3}));
+      },
+      {"[conv2d_relu_max_pool2d]", "[2, 3, 8, 8]", "channels"});
+  check_error(
+      [&] {
+        conv2d_relu_max_pool2d(zeros({1, 3, 3, 3}), zeros({4, 3, 3, 3}));
+      },
+      {"[conv2d_relu_max_pool2d]", "1x1", "2x2"});
+}
+
+TEST_CASE("Sequential runs a hook-free Conv2d, ReLU, MaxPool2d(2) as conv2d_relu_max_pool2d") {
+  manual_seed(34);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Conv2d>(2, 4, 3))
+      .push_back(std::make_shared<nn::ReLU>())
+      .push_back(std::make_shared<nn::MaxPool2d>(2))
+      .push_back(std::make_shared<nn::Flatten>())
+      .push_back(std::make_shared<nn::Linear>(4 * 3 * 3, 2));
+  const Tensor x = randn({3, 2, 8, 8});
+  OpRecorder rec;
+  const Tensor y = (*model)(x);
+  CHECK(rec.count("conv2d_relu_max_pool2d") == 1);
+  CHECK(rec.count("max_pool2d") == 0);
+  y.sum().backward();
+  const Tensor wgrad = model->parameters()[0].grad().clone();
+
+  // A hook on the pool: conv2d_relu, then the pool as its own module (the hook sees its input).
+  model->zero_grad();
+  Tensor seen;
+  auto handle = (*model)[2]->register_forward_hook([&](nn::Module&, const Tensor& in, const Tensor&) {
+    seen = in;
+    return std::optional<Tensor>();
+  });
+  rec.clear();
+  const Tensor y_hooked = (*model)(x);
+  CHECK(rec.count("conv2d_relu") == 1);
+  CHECK(rec.count("max_pool2d") == 1);
+  CHECK(rec.count("conv2d_relu_max_pool2d") == 0);
+  REQUIRE(seen.defined());
+  CHECK(seen.shape() == Shape{3, 4, 6, 6});
+  CHECK(bitwise_equal(y_hooked, y));
+  y_hooked.sum().backward();
+  check_close(model->parameters()[0].grad(), wgrad, Tolerance{1e-5, 1e-5});
+  handle.remove();
+
+  // Pools other than a plain 2x2 stay separate.
+  for (const nn::Pool2dOptions& o :
+       {nn::Pool2dOptions{{1, 1}}, nn::Pool2dOptions{{}, {1, 1}}, nn::Pool2dOptions{{}, {0, 0}, {1, 1}, true}}) {
+    auto other = std::make_shared<nn::Sequential>();
+    other->push_back(std::make_shared<nn::Conv2d>(2, 4, 3))
+        .push_back(std::make_shared<nn::ReLU>())
+        .push_back(std::make_shared<nn::MaxPool2d>(2, o));
+    rec.clear();
+    (*other)(x);
+    CHECK(rec.count("conv2d_relu_max_pool2d") == 0);
+    CHECK(rec.count("max_pool2d") == 1);
+  }
+}
