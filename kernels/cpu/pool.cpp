@@ -376,6 +376,33 @@ void relu_max_pool_2x2_backward_row(const uint8_t* __restrict codes, const typen
       _mm512_mask_storeu_epi32(r1 + 2 * ox + 16, m_hi, _mm512_permutex2var_epi32(v2, hi, v3));
     }
   }
+#if defined(__AVX512VL__)
+  if constexpr (sizeof(U) == 2) {
+    // float16/bfloat16: the same on 16 windows of 16-bit lanes, each row's 32 outputs in one store.
+    const __m256i sign = _mm256_set1_epi16(static_cast<int16_t>(B::kSign));
+    const __m256i inf = _mm256_set1_epi16(static_cast<int16_t>(B::kInf));
+    const __m256i quiet = _mm256_set1_epi16(static_cast<int16_t>(B::kQuiet)), abs_mask = _mm256_set1_epi16(0x7fff);
+    alignas(64) int16_t interleave[32];
+    for (int i = 0; i < 32; ++i) interleave[i] = static_cast<int16_t>((i % 2) * 32 + i / 2);
+    const __m512i pairs = _mm512_load_si512(interleave);
+    for (; ox < n; ox += 16) {
+      const int64_t rem = std::min<int64_t>(16, n - ox);
+      const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << rem) - 1);
+      const __mmask32 m_out = static_cast<__mmask32>((uint64_t{1} << (2 * rem)) - 1);
+      const __m256i k = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, codes + ox));
+      const __m256i p = _mm256_maskz_loadu_epi16(m, pooled + ox), g = _mm256_maskz_loadu_epi16(m, gy + ox);
+      const __mmask16 keep = _mm256_test_epi16_mask(p, p) & _mm256_cmple_epu16_mask(p, inf);
+      const __mmask16 nan = _mm256_cmpgt_epu16_mask(_mm256_and_si256(g, abs_mask), inf);
+      __m256i v = _mm256_mask_blend_epi16(nan, g, _mm256_or_si256(g, quiet));
+      v = _mm256_maskz_mov_epi16(keep & ~_mm256_cmpeq_epi16_mask(g, sign), v);
+      const auto pick = [&](int code) {
+        return _mm512_castsi256_si512(_mm256_maskz_mov_epi16(_mm256_cmpeq_epi16_mask(k, _mm256_set1_epi16(code)), v));
+      };
+      _mm512_mask_storeu_epi16(r0 + 2 * ox, m_out, _mm512_permutex2var_epi16(pick(0), pairs, pick(1)));
+      _mm512_mask_storeu_epi16(r1 + 2 * ox, m_out, _mm512_permutex2var_epi16(pick(2), pairs, pick(3)));
+    }
+  }
+#endif
 #endif
   for (; ox < n; ++ox) {
     const U k = codes[ox];

@@ -4,7 +4,9 @@
 // autocast row and recorder events; errors; and nn::Sequential's use of it.
 #include <cmath>
 #include <cstring>
+#include <random>
 
+#include "framework/ops/conv_kernels.h"
 #include "helpers.h"
 
 using namespace hg;
@@ -212,4 +214,66 @@ TEST_CASE("Sequential runs a hook-free Conv2d, ReLU, MaxPool2d(2) as conv2d_relu
     CHECK(rec.count("conv2d_relu_max_pool2d") == 0);
     CHECK(rec.count("max_pool2d") == 1);
   }
+}
+
+namespace {
+// The backward kernel's rule on the bits, per element: the value passed on is 0 + g where the
+// pooled value is positive (-0 becomes +0, a signalling NaN is quietened), else 0.
+template <class U>
+U expected_pass(U g, U pooled, U sign, U inf, U quiet) {
+  const bool positive = pooled != 0 && pooled <= inf;
+  if (!positive) return 0;
+  if (g == sign) return 0;
+  const bool nan = static_cast<U>(g & static_cast<U>(~sign)) > inf;
+  return nan ? static_cast<U>(g | quiet) : g;
+}
+
+template <class U>
+void check_backward_kernel(Dtype d, U sign, U inf, U quiet, const std::vector<U>& specials) {
+  CAPTURE(dtype_name(d));
+  std::mt19937 rng(35);
+  for (int64_t ow = 1; ow <= 40; ++ow) {  // every tail length of the 16-window vector loop
+    CAPTURE(ow);
+    const int64_t oh = 3, h = 2 * oh + (ow % 2), w = 2 * ow + 1 - (ow % 2);  // odd and even leftovers
+    Tensor g = randn({1, 2, oh, ow}).to(d), pooled = randn({1, 2, oh, ow}).to(d);
+    Tensor which = randint(0, 4, {1, 2, oh, ow}).to(kUInt8);
+    U* gb = static_cast<U*>(g.raw_data());
+    U* pb = static_cast<U*>(pooled.raw_data());
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      if (rng() % 3 == 0) gb[i] = specials[rng() % specials.size()];
+      if (rng() % 3 == 0) pb[i] = specials[rng() % specials.size()];
+    }
+    Tensor out = full({1, 2, h, w}, 7.0, TensorOptions(d));  // every element must be overwritten
+    relu_max_pool_2x2_backward_stub(kCPU, out, g, which, pooled);
+    const U* ob = static_cast<const U*>(out.raw_data());
+    const uint8_t* cb = static_cast<const uint8_t*>(which.raw_data());
+    int64_t bad = 0;
+    for (int64_t pl = 0; pl < 2; ++pl) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          U want = 0;
+          if (y < 2 * oh && x < 2 * ow) {
+            const int64_t o = (pl * oh + y / 2) * ow + x / 2;
+            if (cb[o] == (y % 2) * 2 + (x % 2)) want = expected_pass<U>(gb[o], pb[o], sign, inf, quiet);
+          }
+          bad += ob[(pl * h + y) * w + x] != want;
+        }
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("conv2d_relu_max_pool2d's backward kernel on the bits: -0, NaN payloads, infinities, every row length") {
+  check_backward_kernel<uint32_t>(kFloat32, 0x80000000u, 0x7f800000u, 0x00400000u,
+                                  {0x80000000u, 0x0u, 0x7f800001u, 0xff800001u, 0x7fc00000u, 0x7f800000u, 0xff800000u,
+                                   0x00000001u, 0x80000001u, 0x3f800000u, 0xbf800000u});
+  check_backward_kernel<uint16_t>(kBFloat16, 0x8000, 0x7f80, 0x0040,
+                                  {0x8000, 0x0, 0x7f81, 0xff81, 0x7fc0, 0x7f80, 0xff80, 0x0001, 0x8001, 0x3f80});
+  check_backward_kernel<uint16_t>(kFloat16, 0x8000, 0x7c00, 0x0200,
+                                  {0x8000, 0x0, 0x7c01, 0xfc01, 0x7e00, 0x7c00, 0xfc00, 0x0001, 0x8001, 0x3c00});
+  check_backward_kernel<uint64_t>(kFloat64, uint64_t{1} << 63, 0x7ff0000000000000ull, uint64_t{1} << 51,
+                                  {uint64_t{1} << 63, 0x0ull, 0x7ff0000000000001ull, 0x7ff8000000000000ull,
+                                   0x7ff0000000000000ull, 0x1ull, 0x3ff0000000000000ull});
 }
