@@ -26,6 +26,7 @@ const std::vector<Geometry> kGeometries = {
     {{2, 3, 9, 10}, {5, 3, 3, 2}, {1, 1}, {0, 0}},   // odd rows and columns (7x9): a leftover row and column
     {{3, 2, 11, 11}, {3, 2, 3, 3}, {2, 1}, {1, 0}},  // stride, odd columns
     {{4, 1, 28, 28}, {8, 1, 3, 3}, {1, 1}, {0, 0}},  // the MNIST CNN's second layer's geometry
+    {{1, 2, 40, 71}, {2, 2, 3, 3}, {1, 1}, {1, 1}},  // rows of 35 windows: two full vector steps and a tail
 };
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
@@ -88,7 +89,7 @@ TEST_CASE("conv2d_relu_max_pool2d: ties, NaN, negative windows, unbatched input"
   // many are all negative (pooled 0 after the ReLU: no gradient).
   manual_seed(32);
   const Geometry g{{2, 2, 6, 7}, {3, 2, 2, 2}, {1, 1}, {0, 0}};
-  for (Dtype d : {kFloat32, kBFloat16}) {
+  for (Dtype d : {kFloat32, kBFloat16, kFloat16, kFloat64}) {
     CAPTURE(dtype_name(d));
     const Tensor x = randint(-2, 3, g.x).to(d), w = randint(-1, 2, g.w).to(d), b = randint(-1, 2, {3}).to(d);
     check_fused_matches(x, w, b, g, randn({2, 3, 2, 3}).to(d));
