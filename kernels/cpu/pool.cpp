@@ -78,13 +78,86 @@ void max_pool_2x2_row(const T* __restrict r0, const T* __restrict r1, T* __restr
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// One row of 2x2 windows with AVX-512, 16 windows a step and the last ones under a mask (the
+// rows are short: 12 windows in the MNIST CNN, where the compiler's loop spent half its time in
+// its scalar tail). The rule of max_pool_2x2_row: c0 seeds, c1, c2, c3 in turn win when larger
+// or NaN, compared as float32 (exact for the 16-bit types); the chosen element's bits are stored.
+template <class T>
+void max_pool_2x2_codes_row_avx512(const T* r0, const T* r1, T* y, uint8_t* codes, int64_t n) {
+  for (int64_t ox = 0; ox < n; ox += 16) {
+    const int64_t rem = std::min<int64_t>(16, n - ox);
+    const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << rem) - 1);
+    __m512 c[4];
+    __m256i bits[4] = {};  // 16-bit types: the candidates' own bits
+    if constexpr (std::is_same_v<T, float>) {
+      const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+      const __mmask16 m_lo = static_cast<__mmask16>(rem >= 8 ? 0xffff : (uint32_t{1} << (2 * rem)) - 1);
+      const __mmask16 m_hi = static_cast<__mmask16>(rem <= 8 ? 0 : (uint32_t{1} << (2 * rem - 16)) - 1);
+      const float* rows[2] = {r0, r1};
+      for (int r = 0; r < 2; ++r) {
+        const __m512 lo = _mm512_maskz_loadu_ps(m_lo, rows[r] + 2 * ox);
+        const __m512 hi = _mm512_maskz_loadu_ps(m_hi, rows[r] + 2 * ox + 16);
+        c[2 * r] = _mm512_permutex2var_ps(lo, even, hi);
+        c[2 * r + 1] = _mm512_permutex2var_ps(lo, odd, hi);
+      }
+    } else {
+      alignas(64) int16_t idx[2][32] = {};
+      for (int i = 0; i < 16; ++i) idx[0][i] = static_cast<int16_t>(2 * i), idx[1][i] = static_cast<int16_t>(2 * i + 1);
+      const __mmask32 m2 = static_cast<__mmask32>((uint64_t{1} << (2 * rem)) - 1);
+      const void* rows[2] = {r0, r1};
+      for (int r = 0; r < 2; ++r) {
+        const __m512i v = _mm512_maskz_loadu_epi16(m2, static_cast<const uint16_t*>(rows[r]) + 2 * ox);
+        for (int parity = 0; parity < 2; ++parity) {
+          const __m256i b = _mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(idx[parity]), v));
+          bits[2 * r + parity] = b;
+          c[2 * r + parity] = std::is_same_v<T, BFloat16>
+                                  ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16))
+                                  : _mm512_cvtph_ps(b);
+        }
+      }
+    }
+    __m512 best = c[0];
+    __m512i code = _mm512_setzero_si512();
+    __m256i best_bits = bits[0];
+    for (int j = 1; j < 4; ++j) {
+      const __mmask16 t = _mm512_cmp_ps_mask(c[j], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(c[j], c[j], _CMP_UNORD_Q);
+      best = _mm512_mask_blend_ps(t, best, c[j]);
+      code = _mm512_mask_blend_epi32(t, code, _mm512_set1_epi32(j));
+      if constexpr (!std::is_same_v<T, float>) best_bits = _mm256_mask_blend_epi16(t, best_bits, bits[j]);
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_mask_storeu_ps(y + ox, m, best);
+    } else {
+      _mm256_mask_storeu_epi16(reinterpret_cast<uint16_t*>(y) + ox, m, best_bits);
+    }
+    _mm512_mask_cvtepi32_storeu_epi8(codes + ox, m, code);
+  }
+}
+#endif
+
+// A window's 0..3 code as the flat index of its element in the plane.
+inline void expand_codes(const uint8_t* __restrict codes, int64_t* __restrict ix, int64_t n, int64_t base, int64_t w) {
+  for (int64_t ox = 0; ox < n; ++ox) ix[ox] = base + 2 * ox + (codes[ox] & 1) + (codes[ox] >> 1) * w;
+}
+
 template <class T>
 void max_pool_2x2(const Planes& g, const T* x, T* y, int64_t* ix) {
   parallel_for(g.planes, grain_for(g.oh * g.ow * 4), [&](int64_t b, int64_t e) {
+    std::vector<uint8_t> codes(static_cast<size_t>(g.ow));
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * g.h * g.w;
       for (int64_t oy = 0; oy < g.oh; ++oy) {
         const int64_t row = 2 * oy * g.w, o = (pl * g.oh + oy) * g.ow;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+        if constexpr (sizeof(T) <= 4) {
+          // The vector rows of conv2d_relu_max_pool2d, their 0..3 codes turned into flat indices.
+          max_pool_2x2_codes_row_avx512<T>(xp + row, xp + row + g.w, y + o, codes.data(), g.ow);
+          expand_codes(codes.data(), ix + o, g.ow, row, g.w);
+          continue;
+        }
+#endif
         max_pool_2x2_row(xp + row, xp + row + g.w, y + o, ix + o, g.ow, row, g.w);
       }
     }
@@ -291,65 +364,6 @@ void window_codes(const int64_t* __restrict ix, uint8_t* __restrict codes, int64
     codes[ox] = static_cast<uint8_t>(off > 1 ? off - (w - 2) : off);
   }
 }
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// One row of 2x2 windows with AVX-512, 16 windows a step and the last ones under a mask (the
-// rows are short: 12 windows in the MNIST CNN, where the compiler's loop spent half its time in
-// its scalar tail). The rule of max_pool_2x2_row: c0 seeds, c1, c2, c3 in turn win when larger
-// or NaN, compared as float32 (exact for the 16-bit types); the chosen element's bits are stored.
-template <class T>
-void max_pool_2x2_codes_row_avx512(const T* r0, const T* r1, T* y, uint8_t* codes, int64_t n) {
-  for (int64_t ox = 0; ox < n; ox += 16) {
-    const int64_t rem = std::min<int64_t>(16, n - ox);
-    const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << rem) - 1);
-    __m512 c[4];
-    __m256i bits[4] = {};  // 16-bit types: the candidates' own bits
-    if constexpr (std::is_same_v<T, float>) {
-      const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-      const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-      const __mmask16 m_lo = static_cast<__mmask16>(rem >= 8 ? 0xffff : (uint32_t{1} << (2 * rem)) - 1);
-      const __mmask16 m_hi = static_cast<__mmask16>(rem <= 8 ? 0 : (uint32_t{1} << (2 * rem - 16)) - 1);
-      const float* rows[2] = {r0, r1};
-      for (int r = 0; r < 2; ++r) {
-        const __m512 lo = _mm512_maskz_loadu_ps(m_lo, rows[r] + 2 * ox);
-        const __m512 hi = _mm512_maskz_loadu_ps(m_hi, rows[r] + 2 * ox + 16);
-        c[2 * r] = _mm512_permutex2var_ps(lo, even, hi);
-        c[2 * r + 1] = _mm512_permutex2var_ps(lo, odd, hi);
-      }
-    } else {
-      alignas(64) int16_t idx[2][32] = {};
-      for (int i = 0; i < 16; ++i) idx[0][i] = static_cast<int16_t>(2 * i), idx[1][i] = static_cast<int16_t>(2 * i + 1);
-      const __mmask32 m2 = static_cast<__mmask32>((uint64_t{1} << (2 * rem)) - 1);
-      const void* rows[2] = {r0, r1};
-      for (int r = 0; r < 2; ++r) {
-        const __m512i v = _mm512_maskz_loadu_epi16(m2, static_cast<const uint16_t*>(rows[r]) + 2 * ox);
-        for (int parity = 0; parity < 2; ++parity) {
-          const __m256i b = _mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(idx[parity]), v));
-          bits[2 * r + parity] = b;
-          c[2 * r + parity] = std::is_same_v<T, BFloat16>
-                                  ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16))
-                                  : _mm512_cvtph_ps(b);
-        }
-      }
-    }
-    __m512 best = c[0];
-    __m512i code = _mm512_setzero_si512();
-    __m256i best_bits = bits[0];
-    for (int j = 1; j < 4; ++j) {
-      const __mmask16 t = _mm512_cmp_ps_mask(c[j], best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(c[j], c[j], _CMP_UNORD_Q);
-      best = _mm512_mask_blend_ps(t, best, c[j]);
-      code = _mm512_mask_blend_epi32(t, code, _mm512_set1_epi32(j));
-      if constexpr (!std::is_same_v<T, float>) best_bits = _mm256_mask_blend_epi16(t, best_bits, bits[j]);
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      _mm512_mask_storeu_ps(y + ox, m, best);
-    } else {
-      _mm256_mask_storeu_epi16(reinterpret_cast<uint16_t*>(y) + ox, m, best_bits);
-    }
-    _mm512_mask_cvtepi32_storeu_epi8(codes + ox, m, code);
-  }
-}
-#endif
 
 // conv2d_relu_max_pool2d's pooling (framework/ops/conv_kernels.h): the plain 2x2 rows above,
 // each window's choice kept as 0..3 (row-major in the window) rather than a flat index.
