@@ -198,8 +198,7 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
           const Tensor g4 = unbatched ? grads[0].unsqueeze(0) : grads[0];
           g = {relu_max_pool_grad_recorded(g4, which, pooled4.detach(), conv_shape)};
         } else {
-          const Tensor go =
-              internal::contiguous(internal::reshaped(internal::cast(grads[0], pooled.dtype()), pooled4.shape()));
+          const Tensor go = internal::dense_as(grads[0], pooled.dtype(), pooled4.shape());
           Tensor gy = empty(conv_shape, TensorOptions(pooled.dtype()).device(pooled.device()));
           relu_max_pool_2x2_backward_stub(pooled.device().type, gy, go, which, pooled4);
           g = {gy};

@@ -83,6 +83,10 @@ Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t.detach() : con
 
 Tensor cast(const Tensor& t, Dtype dtype) { return t.dtype() == dtype ? t.detach() : converted(t, dtype); }
 
+Tensor dense_as(const Tensor& t, Dtype dtype, const Shape& shape) {
+  return internal::contiguous(reshaped(cast(t, dtype), shape));
+}
+
 Tensor moved_to(const Tensor& t, Device device) {
   if (t.device() == device) return t.detach();
   const Tensor src = internal::contiguous(t);

@@ -32,6 +32,9 @@ Tensor moved_to(const Tensor& t, Device device);
 Tensor cast(const Tensor& t, Dtype dtype);
 // A fresh contiguous copy of t converted to `dtype` (always a copy).
 Tensor converted(const Tensor& t, Dtype dtype);
+// t as `dtype`, viewed as `shape` and contiguous, copied only where needed: how backward kernels
+// read an incoming gradient (the gradient of a sum() arrives expanded, with zero strides).
+Tensor dense_as(const Tensor& t, Dtype dtype, const Shape& shape);
 // The [outer, size of dim, inner] alias of a contiguous tensor (0-d: [1, 1, 1]): how kernels see
 // "the dim an op works along".
 Tensor as_3d(const Tensor& contiguous, int64_t dim);

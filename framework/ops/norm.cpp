@@ -40,12 +40,6 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
 }
 
 // The gradient arriving for the output, contiguous and of x's dtype, with x's shape.
-// The incoming gradient as the kernels read it: x's dtype and shape, contiguous (the gradient
-// of a sum() arrives expanded, with zero strides).
-Tensor grad_like(const Tensor& g, const Tensor& x) {
-  return internal::contiguous(internal::reshaped(internal::cast(g, x.dtype()), x.shape()));
-}
-
 Tensor empty_as(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
 
 // Under create_graph (grad mode on in the formula): a normalization's gradients written in public
@@ -126,7 +120,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
       OpCall bcall(kLayerNormBackward, {g[0], x, w});
-      const Tensor go = grad_like(bcall.input(0), x);
+      const Tensor go = internal::dense_as(bcall.input(0), x.dtype(), x.shape());
       Tensor gx = need_x ? empty_as(x) : Tensor();
       Tensor gw = need_w ? empty_as(w) : Tensor();
       Tensor gb = need_b ? empty(normalized_shape, TensorOptions(bias_dtype).device(x.device())) : Tensor();
@@ -202,7 +196,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
       OpCall bcall(kBatchNormBackward, {g[0], x, w});
-      const Tensor go = grad_like(bcall.input(0), x);
+      const Tensor go = internal::dense_as(bcall.input(0), x.dtype(), x.shape());
       Tensor gx = need_x ? empty_as(x) : Tensor();
       Tensor gw = need_w ? empty_as(w) : Tensor();
       Tensor gb = need_b ? empty({x.size(1)}, TensorOptions(bias_dtype).device(x.device())) : Tensor();

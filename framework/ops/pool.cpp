@@ -87,7 +87,7 @@ Tensor output_for(const Prepared& r) {
 
 // The gradient arriving for the pooled output, as a contiguous 4-d tensor of x's dtype.
 Tensor grad_4d(const Tensor& g, const Tensor& x, int64_t oh, int64_t ow) {
-  return internal::contiguous(internal::reshaped(internal::cast(g, x.dtype()), {x.size(0), x.size(1), oh, ow}));
+  return internal::dense_as(g, x.dtype(), {x.size(0), x.size(1), oh, ow});
 }
 
 // avg_pool2d's input gradient for a 4-d grad_out, as a differentiable op (create_graph).

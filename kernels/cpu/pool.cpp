@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #if defined(__AVX512F__)
+// GCC 12 flags the undefined pass-through operands inside its own AVX-512 intrinsics as "may be
+// used uninitialized" once they are inlined (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 #include <limits>
 #include <vector>
@@ -103,18 +108,20 @@ void max_pool_2x2_codes_row_avx512(const T* r0, const T* r1, T* y, uint8_t* code
         c[2 * r + 1] = _mm512_permutex2var_ps(lo, odd, hi);
       }
     } else {
-      alignas(64) int16_t idx[2][32] = {};
-      for (int i = 0; i < 16; ++i) idx[0][i] = static_cast<int16_t>(2 * i), idx[1][i] = static_cast<int16_t>(2 * i + 1);
+      // A row's 32 values as 16 32-bit lanes: each window's left element in a lane's low half,
+      // its right element in the high half.
       const __mmask32 m2 = static_cast<__mmask32>((uint64_t{1} << (2 * rem)) - 1);
       const void* rows[2] = {r0, r1};
       for (int r = 0; r < 2; ++r) {
         const __m512i v = _mm512_maskz_loadu_epi16(m2, static_cast<const uint16_t*>(rows[r]) + 2 * ox);
-        for (int parity = 0; parity < 2; ++parity) {
-          const __m256i b = _mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(idx[parity]), v));
-          bits[2 * r + parity] = b;
-          c[2 * r + parity] = std::is_same_v<T, BFloat16>
-                                  ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16))
-                                  : _mm512_cvtph_ps(b);
+        bits[2 * r] = _mm512_cvtepi32_epi16(v);
+        bits[2 * r + 1] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16));
+        if constexpr (std::is_same_v<T, BFloat16>) {  // a bfloat16 is a float32's top half
+          c[2 * r] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+          c[2 * r + 1] = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+        } else {
+          c[2 * r] = _mm512_cvtph_ps(bits[2 * r]);
+          c[2 * r + 1] = _mm512_cvtph_ps(bits[2 * r + 1]);
         }
       }
     }
@@ -206,20 +213,39 @@ void max_pool_typed(const Tensor& out, const Tensor& indices, const Tensor& inpu
   });
 }
 
+// T's bits as an unsigned integer of its width. conv2d_relu_max_pool2d's backward selects and
+// masks on those, which GCC vectorises (on float values it made branches).
+template <class T>
+struct FloatBits {
+  using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  static constexpr int kBits = 8 * sizeof(T);
+  static constexpr int kMantissa = std::is_same_v<T, BFloat16> ? 7
+                                   : std::is_same_v<T, Half>   ? 10
+                                   : sizeof(T) == 4            ? 23
+                                                               : 52;
+  static constexpr U kSign = U(U(1) << (kBits - 1));
+  static constexpr U kInf = U(kSign - (U(1) << kMantissa));  // exponent all ones, mantissa 0
+  static constexpr U kQuiet = U(U(1) << (kMantissa - 1));
+  static constexpr U kMantissaMask = U((U(1) << kMantissa) - 1);
+  // 0 + g on the bits: -0 becomes +0 and a signalling NaN is quietened; anything else is g.
+  static U plus_zero(U g) {
+    const bool nan = U(g & kInf) == kInf && U(g & kMantissaMask) != 0;
+    return g == kSign ? U(0) : nan ? U(g | kQuiet) : g;
+  }
+  // v > 0: sign clear, not zero, not NaN (infinity is positive).
+  static bool positive(U v) { return v != 0 && v <= kInf; }
+};
+
 // How the 2x2 backward moves T's values: 16-bit floats as their bits (uint16_t), so its loop
 // vectorises (a float round trip per element kept it scalar), the others as themselves.
 template <class T>
 using Stored = std::conditional_t<sizeof(T) == 2, uint16_t, T>;
 
-// 0 + g, stored. For float/double, computed. For float16/bfloat16, on the bits: g itself,
-// except that -0 becomes +0 and a signalling NaN is quietened.
+// 0 + g, stored. For float/double, computed. For float16/bfloat16, on the bits (FloatBits).
 template <class T>
 Stored<T> plus_zero(Stored<T> g) {
   if constexpr (sizeof(T) == 2) {
-    constexpr uint16_t kExp = std::is_same_v<T, BFloat16> ? 0x7f80 : 0x7c00;
-    constexpr uint16_t kQuiet = std::is_same_v<T, BFloat16> ? 0x0040 : 0x0200;
-    const bool nan = (g & kExp) == kExp && (g & static_cast<uint16_t>(~kExp & 0x7fff)) != 0;
-    return g == 0x8000 ? uint16_t{0} : nan ? static_cast<uint16_t>(g | kQuiet) : g;
+    return FloatBits<T>::plus_zero(g);
   } else {
     return T(0) + g;
   }
@@ -392,28 +418,6 @@ void max_pool_2x2_codes_typed(const Tensor& out, const Tensor& which, const Tens
     }
   });
 }
-
-// T's bits as an unsigned integer of its width: the backward below selects and masks on those,
-// which GCC vectorises (on float values it made branches).
-template <class T>
-struct FloatBits {
-  using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
-  static constexpr int kBits = 8 * sizeof(T);
-  static constexpr int kMantissa = std::is_same_v<T, BFloat16> ? 7
-                                   : std::is_same_v<T, Half>   ? 10
-                                   : sizeof(T) == 4            ? 23
-                                                               : 52;
-  static constexpr U kSign = U(U(1) << (kBits - 1));
-  static constexpr U kInf = U(kSign - (U(1) << kMantissa));  // exponent all ones, mantissa 0
-  static constexpr U kQuiet = U(U(1) << (kMantissa - 1));
-  // 0 + g on the bits: -0 becomes +0 and a signalling NaN is quietened; anything else is g.
-  static U plus_zero(U g) {
-    const bool nan = U(g & U(~kSign)) > kInf;
-    return g == kSign ? U(0) : nan ? U(g | kQuiet) : g;
-  }
-  // v > 0: sign clear, not zero, not NaN (infinity is positive).
-  static bool positive(U v) { return v != 0 && v <= kInf; }
-};
 
 // One row of windows: see relu_max_pool_2x2_backward_typed.
 template <class T>

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -47,6 +48,13 @@ inline void check_close(const Tensor& actual, const Tensor& expected, Tolerance 
 }
 inline void check_close(const Tensor& actual, const Tensor& expected) {
   check_close(actual, expected, tolerance(actual.dtype()));
+}
+
+// Same dtype, shape and bytes (NaN payloads and the sign of zero included).
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * element_size(ca.dtype())) == 0;
 }
 
 // The same values as `t`, laid out non-contiguously (a transposed copy transposed back).

@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 using namespace hg;
+using hg::test::bitwise_equal;
 using hg::test::check_close;
 using hg::test::check_error;
 using hg::test::Tolerance;
@@ -33,12 +34,6 @@ Tensor relu_of_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const C
 }
 Tensor conv2d_relu_of(const Tensor& x, const Tensor& w, const Tensor& b, const ConvReluCase& g) {
   return conv2d_relu(x, w, b, g.stride, g.padding, g.dilation, g.groups);
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * element_size(ca.dtype())) == 0;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "helpers.h"
 
 using namespace hg;
+using hg::test::bitwise_equal;
 using hg::test::check_close;
 using hg::test::check_error;
 using hg::test::Tolerance;
@@ -28,12 +29,6 @@ const std::vector<Geometry> kGeometries = {
     {{4, 1, 28, 28}, {8, 1, 3, 3}, {1, 1}, {0, 0}},  // the MNIST CNN's second layer's geometry
     {{1, 2, 40, 71}, {2, 2, 3, 3}, {1, 1}, {1, 1}},  // rows of 35 windows: two full vector steps and a tail
 };
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * element_size(ca.dtype())) == 0;
-}
 
 Tensor leaf(const Tensor& t) { return t.defined() ? t.detach().requires_grad_() : Tensor(); }
 
