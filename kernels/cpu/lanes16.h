@@ -59,6 +59,33 @@ inline Lanes16 load_lanes16(const T* p) {
   return v;
 }
 
+// The 32 bfloat16 values at p split by position, as float32: even[i] = p[2i], odd[i] = p[2i + 1].
+// One load and two bit operations for 32 values, where load_lanes16 takes a load, a widening
+// move and a shift for 16: each 32-bit word of the load holds an even value in its low half and
+// the next odd one in its high half, and a bfloat16 is the high half of its float32. For sums
+// over the 32 positions in any order (a dot product whose other operand is split the same way).
+inline void load_bf16_pairs(const BFloat16* p, Lanes16& even, Lanes16& odd) {
+#ifdef __AVX512F__
+  const __m512i words = _mm512_loadu_si512(p);
+  const __m512i e = _mm512_maskz_slli_epi32(0xffff, words, 16);
+  const __m512i o = _mm512_and_si512(words, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+  std::memcpy(&even, &e, sizeof even);
+  std::memcpy(&odd, &o, sizeof odd);
+#else
+  for (int64_t i = 0; i < kLanes16; ++i) {
+    even[i] = static_cast<float>(p[2 * i]);
+    odd[i] = static_cast<float>(p[2 * i + 1]);
+  }
+#endif
+}
+
+// load_bf16_pairs of the first `count` (at most 32) values at p, the values past them zero.
+inline void load_bf16_pairs_partial(const BFloat16* p, int64_t count, Lanes16& even, Lanes16& odd) {
+  BFloat16 padded[2 * kLanes16] = {};
+  std::memcpy(padded, p, static_cast<size_t>(count) * sizeof(BFloat16));
+  load_bf16_pairs(padded, even, odd);
+}
+
 // The first `count` values at p as float32, the other lanes zero.
 template <class T>
 inline Lanes16 load_lanes16_partial(const T* p, int64_t count) {
@@ -67,15 +94,13 @@ inline Lanes16 load_lanes16_partial(const T* p, int64_t count) {
   return v;
 }
 
-// dst[i] = T(v[i]) for the 16 lanes, rounding to nearest even.
-template <class T>
-inline void store_lanes16(T* dst, Lanes16 v) {
 #ifdef __AVX512F__
+// The 16 lanes rounded to nearest even as T (BFloat16 or Half), packed in 32 bytes.
+template <class T>
+inline __m256i pack_lanes16(Lanes16 v) {
   __m512 x;
   std::memcpy(&x, &v, sizeof x);
-  if constexpr (std::is_same_v<T, float>) {
-    _mm512_storeu_ps(dst, x);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
     // hg::BFloat16's rounding on the bits (vcvtneps2bf16 would flush float32 subnormals):
     // a NaN keeps its top half with the quiet bit set; others add 0x7fff plus the kept lowest
     // bit and drop the low half.
@@ -86,13 +111,37 @@ inline void store_lanes16(T* dst, Lanes16 v) {
         _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
     const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_maskz_cvtepi32_epi16(0xffff, result));
+    return _mm512_maskz_cvtepi32_epi16(0xffff, result);
   } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                        _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    static_assert(std::is_same_v<T, Half>);
+    return _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+}
+#endif
+
+// dst[i] = T(v[i]) for the 16 lanes, rounding to nearest even.
+template <class T>
+inline void store_lanes16(T* dst, Lanes16 v) {
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, &v, sizeof v);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), pack_lanes16<T>(v));
   }
 #else
   for (int64_t i = 0; i < kLanes16; ++i) dst[i] = static_cast<T>(v[i]);
+#endif
+}
+
+// store_lanes16 of 16-bit values to a 32-byte-aligned dst with a streaming store, which skips
+// reading the destination line into the cache first (for outputs read again only after the
+// cache has turned over); the caller orders these stores with stream_fence() when done.
+template <class T>
+inline void stream_lanes16(T* dst, Lanes16 v) {
+#ifdef __AVX512F__
+  _mm256_stream_si256(reinterpret_cast<__m256i*>(dst), pack_lanes16<T>(v));
+#else
+  store_lanes16(dst, v);
 #endif
 }
 

@@ -27,6 +27,34 @@ void widen_rows(const T* a, int64_t sa_row, int64_t sa_col, int64_t m, int64_t k
   }
 }
 
+// Whether x @ W^T reads T in pairs (load_bf16_pairs): bfloat16, whose widening then costs half.
+template <class T>
+constexpr bool kPaired = std::is_same_v<T, BFloat16>;
+constexpr int64_t kPair = 2 * kLanes16;
+
+// a as float32 for the paired dot products: [m, ld] with ld a multiple of 32, each block of 32
+// columns stored as its 16 even columns, then its 16 odd ones (load_bf16_pairs' split of W's
+// rows), zeros past column k.
+void widen_rows_paired(const BFloat16* a, int64_t sa_row, int64_t sa_col, int64_t m, int64_t k, int64_t ld,
+                       float* dst) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = dst + i * ld;
+    const BFloat16* src = a + i * sa_row;
+    for (int64_t q = 0; q < ld; q += kPair) {
+      Lanes16 even, odd;
+      if (sa_col == 1 && q + kPair <= k) {
+        load_bf16_pairs(src + q, even, odd);
+      } else {
+        BFloat16 block[kPair] = {};
+        for (int64_t p = q; p < std::min(k, q + kPair); ++p) block[p - q] = src[p * sa_col];
+        load_bf16_pairs(block, even, odd);
+      }
+      std::memcpy(row + q, &even, sizeof even);
+      std::memcpy(row + q + kLanes16, &odd, sizeof odd);
+    }
+  }
+}
+
 // Runs step.template operator()<R>(i0) over rows [0, m) in groups of kMax rows, then the rest in
 // halving groups (a single row is not padded to a group of eight).
 template <int64_t kMax, class Step>
@@ -74,11 +102,52 @@ void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const La
   }
 }
 
+// dot_rows for bfloat16 W rows read 32 values at a time (x in widen_rows_paired's layout).
+template <int64_t R>
+void dot_rows_paired(BFloat16* out, const float* x, int64_t ld, const BFloat16* const* rows, const Lanes16* tail,
+                     int64_t k, int64_t n, int64_t i0, int64_t j0, const float* bias) {
+  const int64_t k_full = k / kPair * kPair;
+  Lanes16 acc[R][kDotCols] = {};
+  const auto step = [&](const Lanes16* even, const Lanes16* odd, int64_t p) {
+    for (int64_t r = 0; r < R; ++r) {
+      Lanes16 xe, xo;
+      std::memcpy(&xe, x + r * ld + p, sizeof xe);
+      std::memcpy(&xo, x + r * ld + p + kLanes16, sizeof xo);
+      for (int64_t c = 0; c < kDotCols; ++c) {  // two multiply-adds (one sum would take a mul, an fma and an add)
+        acc[r][c] += xe * even[c];
+        acc[r][c] += xo * odd[c];
+      }
+    }
+  };
+  for (int64_t p = 0; p < k_full; p += kPair) {
+    Lanes16 even[kDotCols], odd[kDotCols];
+    for (int64_t c = 0; c < kDotCols; ++c) load_bf16_pairs(rows[c] + p, even[c], odd[c]);
+    step(even, odd, p);
+  }
+  if (k_full < k) step(tail, tail + kDotCols, k_full);  // zeros past k on both sides
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < kDotCols && j0 + c < n; ++c) {
+      float s = lanes16_sum(acc[r][c]);
+      if (bias != nullptr) s += bias[j0 + c];
+      out[(i0 + r) * n + j0 + c] = static_cast<BFloat16>(s);
+    }
+  }
+}
+
 template <class T>
 void dot_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k, int64_t n,
                int64_t j0, const float* bias) {
   const T* rows[kDotCols];
   for (int64_t c = 0; c < kDotCols; ++c) rows[c] = w + std::min(j0 + c, n - 1) * ldw;  // past n: a repeat, unused
+  if constexpr (kPaired<T>) {
+    const int64_t k_full = k / kPair * kPair;
+    Lanes16 tail[2 * kDotCols];  // the even halves, then the odd ones
+    for (int64_t c = 0; c < kDotCols; ++c)
+      load_bf16_pairs_partial(rows[c] + k_full, k - k_full, tail[c], tail[kDotCols + c]);
+    for_row_groups<kDotRows>(
+        m, [&]<int64_t R>(int64_t i0) { dot_rows_paired<R>(out, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
+    return;
+  }
   const int64_t k_full = k / kLanes16 * kLanes16;
   Lanes16 tail[kDotCols];
   for (int64_t c = 0; c < kDotCols; ++c) tail[c] = load_lanes16_partial(rows[c] + k_full, k - k_full);
@@ -106,7 +175,12 @@ void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, in
     const T* col = w + jj;
     for (int64_t p = p0; p < p1; ++p) {
       Lanes16 bv[kAxVecs];
-      for (int64_t v = 0; v < kAxVecs; ++v) bv[v] = load_lanes16(col + p * ldw + v * kLanes16);
+      if constexpr (kPaired<T>) {  // the tile holds each 32 columns as 16 even, then 16 odd ones
+        static_assert(kAxVecs * kLanes16 == kPair);
+        load_bf16_pairs(col + p * ldw, bv[0], bv[1]);
+      } else {
+        for (int64_t v = 0; v < kAxVecs; ++v) bv[v] = load_lanes16(col + p * ldw + v * kLanes16);
+      }
       for (int64_t r = 0; r < R; ++r) {
         const float s = x[r * ld + p];
         for (int64_t v = 0; v < kAxVecs; ++v) acc[r][v] += s * bv[v];
@@ -135,6 +209,16 @@ void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, in
   }
   for (int64_t i = 0; i < m; ++i) {
     float* row = tile + i * span;
+    if constexpr (kPaired<T>) {  // back to column order: the full 32-column blocks were split by parity
+      for (int64_t q = 0; q + kPair <= span; q += kPair) {
+        float block[kPair];
+        for (int64_t l = 0; l < kLanes16; ++l) {
+          block[2 * l] = row[q + l];
+          block[2 * l + 1] = row[q + kLanes16 + l];
+        }
+        std::memcpy(row + q, block, sizeof block);
+      }
+    }
     if (bias != nullptr)
       for (int64_t j = 0; j < span; ++j) row[j] += bias[j0 + j];
     store_run(row, out + i * n + j0, span);
@@ -146,10 +230,14 @@ void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, in
 template <class T>
 void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                  int64_t m, int64_t k, int64_t n, const T* bias) {
-  const int64_t ld = (k + kLanes16 - 1) / kLanes16 * kLanes16;
   const bool by_columns = sb_row == 1 && sb_col != 1;
+  const bool paired = kPaired<T> && by_columns;
+  const int64_t width = paired ? kPair : kLanes16, ld = (k + width - 1) / width * width;
   Workspace<float> af(m * ld), bias_f(bias != nullptr ? n : 0);
-  widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
+  if constexpr (kPaired<T>) {
+    if (paired) widen_rows_paired(a, sa_row, sa_col, m, k, ld, af.data());
+  }
+  if (!paired) widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
   const float* bias_data = nullptr;
   if (bias != nullptr) {
     load_run(bias, bias_f.data(), n);

@@ -87,6 +87,32 @@ TEST_CASE("linear at a small batch: bias inside the product, gradients through t
   }
 }
 
+TEST_CASE("bfloat16 narrow products read W in pairs: every tail length, and the input gradient's bits unchanged") {
+  // x @ W^T splits each 32 values of a W row by parity (load_bf16_pairs), the tail of k % 32
+  // values padded: every residue, with an infinity in the last column to show the tail is read.
+  manual_seed(24);
+  for (int64_t tail : {0, 1, 15, 16, 17, 31}) {
+    CAPTURE(tail);
+    const int64_t m = 3, k = 1024 + tail, n = 1024;
+    REQUIRE(cpu::use_narrow_gemm(m, k, n, 1, k));
+    const Tensor a = randn({m, k}).to(kBFloat16), w = randn({n, k}).to(kBFloat16);
+    check_close(mm(a, w.t()), narrow_reference(a, w.t()), narrow_tolerance(kBFloat16));
+    Tensor w_inf = w.clone();
+    w_inf.index_put_({5, k - 1}, full({}, INFINITY, kBFloat16));
+    const Tensor out = mm(ones({m, k}, kBFloat16), w_inf.t()).to(kFloat32);
+    CHECK(std::isinf(out.index({2, 5}).item<float>()));
+    CHECK(std::isfinite(out.index({2, 4}).item<float>()));
+  }
+  // g @ W (W by rows) sums each output in the same order as float32 does, the columns only
+  // stored split by parity in between: the same bits as the float32 product rounded once.
+  for (const NarrowShape s : {NarrowShape{16, 1024, 1024}, NarrowShape{7, 1100, 1030}, NarrowShape{1, 2048, 600}}) {
+    CAPTURE(s.n);
+    const Tensor g = randn({s.m, s.k}).to(kBFloat16), w = randn({s.k, s.n}).to(kBFloat16);
+    const Tensor wide = mm(g.to(kFloat32), w.to(kFloat32)).to(kBFloat16);
+    CHECK(hg::test::bitwise_equal(mm(g, w), wide));
+  }
+}
+
 TEST_CASE("narrow products give the same bits on one thread as on the pool") {
   // Each output's sum runs in one order whatever the split; inside a pool task every kernel
   // runs on the calling thread alone.
