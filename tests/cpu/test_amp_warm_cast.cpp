@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "helpers.h"
+#include "kernels/cpu/stream_store.h"
 
 using namespace hg;
 
@@ -131,4 +132,34 @@ TEST_CASE("amp: a step skipped by the GradScaler keeps the warm cast valid") {
   CHECK(w.version() == version);
   CHECK(w.impl()->autograd->warm_cast->value.storage() == warm.storage());
   CHECK(same_bits(w.impl()->autograd->warm_cast->value, w.detach().to(kFloat16)));
+}
+
+TEST_CASE("amp: a weight whose update overflows the cache gets its warm copy by streaming stores, the same bits") {
+  // update_and_cast streams the copy once the update moves half the last-level cache (16 bytes
+  // a value); an odd row length puts the pool's chunk boundaries off the 64-byte lines.
+  const int64_t cols = 1001, rows = hg::cpu::last_level_cache_bytes() / 32 / cols + 1;
+  for (Dtype dtype : {kBFloat16, kFloat16}) {
+    for (int which : {0, 1}) {  // SGD with momentum, Adam
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(which);
+      manual_seed(7);
+      Tensor w = (randn({rows, cols}) * 0.1).requires_grad_();
+      std::unique_ptr<optim::Optimizer> opt;
+      if (which == 0) opt = std::make_unique<optim::SGD>(TensorList{w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      if (which == 1) opt = std::make_unique<optim::Adam>(TensorList{w}, optim::AdamOptions{.lr = 0.01});
+      for (int step = 0; step < 2; ++step) {
+        opt->zero_grad();
+        {
+          amp::AutocastGuard g(kCPU, dtype);
+          amp::cast_for_autocast(w, dtype).to(kFloat32).sum().backward();  // marks w, grad of ones
+        }
+        opt->step();
+        const auto& warm = w.impl()->autograd->warm_cast;
+        REQUIRE(warm != nullptr);
+        REQUIRE(warm->value.defined());
+        CHECK(warm->version == w.version());
+        CHECK(same_bits(warm->value, w.detach().to(dtype)));
+      }
+    }
+  }
 }

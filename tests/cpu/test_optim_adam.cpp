@@ -316,3 +316,36 @@ TEST_CASE("clip_grad_norm_ scales gradients to the max norm and returns the tota
   a.set_grad(tensor(std::vector<float>{NAN, 1}));
   check_error([&] { optim::clip_grad_norm_({a}, 1.0, 2.0, true); }, {"[clip_grad_norm_]", "nan"});
 }
+
+TEST_CASE("the fused float32 Adam kernel: its 16-lane body and its scalar ends give the same bits") {
+  // As for SGD: equal inputs, so every output must be equal, over 40 vectors and a 9-value tail.
+  const int64_t n = 16 * 40 + 9;
+  const auto all_same = [](const Tensor& t) { return hg::test::bitwise_equal(t, t.narrow(0, 0, 1).expand(t.shape())); };
+  for (const bool decoupled : {false, true}) {
+    for (const bool amsgrad : {false, true}) {
+      for (const Dtype copy_dtype : {kFloat32, kBFloat16, kFloat16}) {  // kFloat32: no warm copy
+        CAPTURE(decoupled);
+        CAPTURE(amsgrad);
+        CAPTURE(dtype_name(copy_dtype));
+        const optim::AdamHyper h{.lr = 0.013,
+                                 .beta1 = 0.9,
+                                 .beta2 = 0.999,
+                                 .eps = 1e-8,
+                                 .weight_decay = 0.031,
+                                 .decoupled = decoupled,
+                                 .amsgrad = amsgrad};
+        const Tensor p = full({n}, 0.7301), m = full({n}, 0.0123), v = full({n}, 0.00457);
+        const Tensor vmax = amsgrad ? full({n}, 0.0051) : Tensor(), step = zeros({1}, kInt64);
+        const Tensor copy = copy_dtype == kFloat32 ? Tensor() : empty({n}, copy_dtype);
+        for (const double grad : {-1.2345, 0.377, 2.5}) {
+          optim::adam_update_stub(kCPU, p, full({n}, grad), m, v, vmax, step, Tensor(), copy, h);
+          CHECK(all_same(p));
+          CHECK(all_same(m));
+          CHECK(all_same(v));
+          if (amsgrad) CHECK(all_same(vmax));
+          if (copy.defined()) CHECK(hg::test::bitwise_equal(copy, p.to(copy_dtype)));
+        }
+      }
+    }
+  }
+}
