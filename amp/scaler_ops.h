@@ -6,7 +6,8 @@
 
 namespace hg::amp {
 
-// grad *= 1/scale in place (reciprocal in double) and found_inf = 1 if grad held inf/NaN, in
+// grad *= 1/scale in place (the reciprocal in double rounded to float32, the product in float32
+// for float32 and 16-bit gradients: PyTorch's rule) and found_inf = 1 if grad held inf/NaN, in
 // one pass. grad: floating, any layout; found_inf, scale: one-element float32 on grad's device.
 void unscale_grad_(const Tensor& grad, const Tensor& found_inf, const Tensor& scale);
 // The same for many gradients on found_inf's device: one kernel call per dtype (on CUDA one

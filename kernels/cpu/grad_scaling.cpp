@@ -1,26 +1,46 @@
 // CPU kernels for GradScaler: the fused inf/NaN check + unscale, and the scale update.
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "framework/ops/grad_scaling_kernels.h"
+#include "kernels/cpu/lanes16.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {
 namespace {
 
+// Multiplies data[0, n) by inv_scale in acc_t<T> (float for float32 and 16-bit gradients, as
+// PyTorch's opmath) and says whether any value was inf or NaN.
 template <class T>
-bool unscale_typed(T* data, int64_t n, double inv_scale) {
+bool unscale_typed(T* data, int64_t n, float inv_scale) {
   std::atomic<bool> found{false};
   using A = acc_t<T>;
   parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
-    // Written so it vectorises: finiteness as one comparison (false for inf and NaN), the flag
-    // as an integer OR, the product in double as before.
+    // Finiteness as one comparison (false for inf and NaN), the flag as an integer OR.
     int bad = 0;
-    for (int64_t i = begin; i < end; ++i) {
+    int64_t i = begin;
+    if constexpr (std::is_same_v<T, float>) {
+      // 16 lanes at a time, prefetched (the pass is bound by memory):
+      // wide_mlp fp16 at batch 16 unscales 67M gradients a step.
+      using Mask16 = int32_t __attribute__((vector_size(64)));
+      Mask16 bad_lanes = {};
+      for (; i + kLanes16 <= end; i += kLanes16) {
+        prefetch_ahead(data + i);
+        Lanes16 v;
+        std::memcpy(&v, data + i, sizeof v);
+        bad_lanes |= (v - v) != 0.0f;  // NaN for inf and NaN, 0 otherwise
+        v *= inv_scale;
+        std::memcpy(data + i, &v, sizeof v);
+      }
+      for (int64_t l = 0; l < kLanes16; ++l) bad |= bad_lanes[l];
+    }
+    for (; i < end; ++i) {
       const A v = static_cast<A>(data[i]);
       bad |= !(std::abs(v) <= std::numeric_limits<A>::max());
-      data[i] = static_cast<T>(static_cast<A>(static_cast<double>(v) * inv_scale));
+      data[i] = static_cast<T>(v * static_cast<A>(inv_scale));
     }
     if (bad) found.store(true, std::memory_order_relaxed);
   });
@@ -28,7 +48,8 @@ bool unscale_typed(T* data, int64_t n, double inv_scale) {
 }
 
 void unscale_grad_cpu(const TensorList& grads, const Tensor& found_inf, const Tensor& scale) {
-  const double inv_scale = 1.0 / static_cast<double>(*scale.data_ptr<float>());
+  // PyTorch's reciprocal: taken in double, rounded to float32 (exact for a power-of-two scale).
+  const auto inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale.data_ptr<float>()));
   for (const Tensor& grad : grads) {
     const bool found = dispatch_floating(grad.dtype(), "amp_unscale_", [&]<class T>(TypeTag<T>) {
       return unscale_typed(static_cast<T*>(grad.raw_data()), grad.numel(), inv_scale);

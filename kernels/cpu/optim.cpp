@@ -10,10 +10,6 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
-
 #include "framework/dispatch.h"
 #include "framework/ops/optim_update_kernels.h"
 #include "kernels/cpu/lanes16.h"
@@ -52,19 +48,10 @@ void with_copy(const Tensor& cast_out, F&& f) {
   f(static_cast<BFloat16*>(cast_out.raw_data()));
 }
 
-// How far ahead (in values: 2 KiB) the float32 loops prefetch each stream they read. Without
-// it the update with a 16-bit copy ran 18% slower than without one, the rounding's arithmetic
-// leaving fewer loads in flight (4 x 4096 x 4096 weights, SGD with momentum, 2 threads: 25.8 ->
-// 25.1 ms without a copy, 30.7 -> 27.7 ms with a bfloat16 one).
-constexpr int64_t kPrefetchAhead = 512;
-
-inline void prefetch_ahead(const float* p) {
-#if defined(__SSE__)
-  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead), _MM_HINT_T0);  // never faults
-#else
-  (void)p;
-#endif
-}
+// The float32 loops prefetch each stream they read (prefetch_ahead): without it the update
+// with a 16-bit copy ran 18% slower than without one, the rounding's arithmetic leaving fewer
+// loads in flight (4 x 4096 x 4096 weights, SGD with momentum, 2 threads: 25.8 -> 25.1 ms
+// without a copy, 30.7 -> 27.7 ms with a bfloat16 one).
 
 // Runs a float32 update over [begin, end): vector(i) updates values [i, i + 16) and returns
 // their new parameter values, scalar(i) updates value i and returns it. Both must apply the

@@ -93,6 +93,42 @@ TEST_CASE("amp: GradScaler unscale_ divides every gradient and leaves found_inf 
   CHECK(p.to_vector<float>() == std::vector<float>{-1, 3});
 }
 
+TEST_CASE("amp: GradScaler unscale_ multiplies by PyTorch's float32 reciprocal, in float32, over lanes and tail") {
+  // PyTorch's rule: inv_scale = scale.double().reciprocal().float(), then grad * inv_scale in
+  // float. With a scale of 3 that differs from the product taken in double: 7 / 3 gives
+  // 2.3333335 (2.3333333 in double), 1304 / 3 gives 434.66669 (434.66666).
+  amp::GradScaler scaler(kCPU, {.init_scale = 3.0});
+  const int64_t n = 16 * 60 + 5;  // 60 vectors and a 5-value tail
+  Tensor small = param_with_grad({0, 0}, {7.0f, 1304.0f});
+  Tensor big = zeros({n}).requires_grad_();
+  big.set_grad(full({n}, 7.0));
+  optim::SGD opt({small, big}, {.lr = 1.0});
+  scaler.scale(ones({}));
+  scaler.unscale_(opt);
+  CHECK(small.grad().to_vector<float>() == std::vector<float>{2.3333335f, 434.66669f});
+  CHECK(same_bits(big.grad(), full({n}, 2.3333335f)));
+  scaler.step(opt);
+  CHECK(opt.steps() == 1);  // nothing non-finite found
+  // inf or NaN anywhere, in a vector's lane or in the tail, is found.
+  for (int64_t at : {int64_t{0}, int64_t{517}, n - 16 - 5, n - 1}) {
+    for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+      CAPTURE(at);
+      CAPTURE(bad);
+      amp::GradScaler s(kCPU, {.init_scale = 3.0});
+      Tensor g = full({n}, 7.0);
+      g.index_put_({at}, full({}, bad));
+      big.set_grad(g);
+      optim::SGD o({big}, {.lr = 1.0});
+      s.scale(ones({}));
+      s.unscale_(o);
+      s.step(o);
+      s.update();
+      CHECK(o.steps() == 0);  // skipped
+      CHECK(s.get_scale() == 1.5);
+    }
+  }
+}
+
 TEST_CASE("amp: GradScaler skips the step on inf or NaN, bit for bit, and backs off") {
   for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                     std::numeric_limits<float>::quiet_NaN()}) {
