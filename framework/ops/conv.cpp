@@ -16,6 +16,7 @@ HG_DEFINE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 HG_DEFINE_OPTIONAL_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
+HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
 
 bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU; }
@@ -164,20 +165,31 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
 
   const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
   const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
-  Tensor out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
-  if (out4.numel()) {
-    const DeviceType dev = x.device().type;
-    Conv2dParams fwd = p;
-    fwd.relu = relu && conv2d_relu_in_kernel(dev);
-    conv2d_forward_stub(dev, out4, xc, wc, bc, fwd);
-    if (relu && !fwd.relu) unary_stub(dev, UnaryOp::Relu, out4, out4, 0, 0);
-  }
-  Tensor which;  // pool: each window's choice, 0..3
-  if (pool) {
+  const DeviceType dev = x.device().type;
+  Tensor out4, which;  // which (pool): each window's choice, 0..3
+  if (pool && conv2d_relu_max_pool_forward_stub.has(dev)) {
+    // One pass: each sample's convolution output is pooled while in cache, never kept whole.
     Tensor pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
-    which = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
-    if (pooled.numel()) max_pool_2x2_codes_stub(x.device().type, pooled, which, out4);
-    out4 = pooled;  // the convolution's output is dropped here
+    Tensor choices = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
+    if (pooled.numel() == 0 || conv2d_relu_max_pool_forward_stub(dev, pooled, choices, xc, wc, bc, p, oh, ow)) {
+      out4 = pooled;
+      which = choices;
+    }
+  }
+  if (!out4.defined()) {
+    out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
+    if (out4.numel()) {
+      Conv2dParams fwd = p;
+      fwd.relu = relu && conv2d_relu_in_kernel(dev);
+      conv2d_forward_stub(dev, out4, xc, wc, bc, fwd);
+      if (relu && !fwd.relu) unary_stub(dev, UnaryOp::Relu, out4, out4, 0, 0);
+    }
+    if (pool) {
+      Tensor pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
+      which = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
+      if (pooled.numel()) max_pool_2x2_codes_stub(dev, pooled, which, out4);
+      out4 = pooled;  // the convolution's output is dropped here
+    }
   }
   Tensor out = unbatched ? out4.squeeze(0) : out4;
 

@@ -47,6 +47,15 @@ HG_DECLARE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 // window, 0..3 row-major. input [N,O,H,W] contiguous.
 using MaxPool2x2CodesFn = void (*)(const Tensor& out, const Tensor& which, const Tensor& input);
 HG_DECLARE_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
+// conv2d_relu_max_pool2d's forward in one pass (optional; needs the two stubs around it too):
+// pooled and which as max_pool_2x2_codes_stub gives them from conv2d_forward_stub's ReLU'd
+// output [N,O,oh,ow], which is not kept: the CPU pools each sample's block while in cache.
+// Returns false, having written nothing, where the backend's kernel for these tensors cannot
+// (the CPU's oneDNN bfloat16 primitives): the op then runs the convolution and the pool apart.
+using Conv2dReluMaxPoolForwardFn = bool (*)(const Tensor& pooled, const Tensor& which, const Tensor& input,
+                                            const Tensor& weight, const Tensor& bias, const Conv2dParams& p, int64_t oh,
+                                            int64_t ow);
+HG_DECLARE_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 // grad_input [N,O,H,W] (overwritten): grad_out at each window's chosen element where the pooled
 // value `out` is positive (the ReLU's mask), 0 everywhere else.
 using ReluMaxPool2x2BackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,

@@ -13,6 +13,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_conv.h"
+#include "kernels/cpu/pool_2x2.h"
 #include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
@@ -191,14 +192,22 @@ struct AccMatrix {
   }
 };
 
+// conv2d_relu_max_pool2d's outputs: each sample's output block is pooled while in cache.
 template <class T>
-void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                   const Conv2dParams& prm) {
+struct PoolInto {
+  T* values;       // [N, O, OH/2, OW/2]
+  uint8_t* which;  // the same shape: each window's choice, 0..3
+};
+
+// out [N, O, oh, ow] = the convolution (ReLU'd with prm.relu); with `pool`, out is not written
+// (nullptr): each sample's block goes to a per-thread buffer and is pooled into *pool from there.
+template <class T>
+void forward_typed(T* y, int64_t oh, int64_t ow, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& prm, const PoolInto<T>* pool = nullptr) {
   using Acc = acc_t<T>;
   constexpr bool kSame = std::is_same_v<T, Acc>;
-  const Geometry g = geometry(input, weight, out.size(2), out.size(3), prm);
+  const Geometry g = geometry(input, weight, oh, ow, prm);
   const T* x = static_cast<const T*>(input.raw_data());
-  T* y = static_cast<T*>(out.raw_data());
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
   const bool has_bias = bias.defined();
   std::vector<Acc> b(static_cast<size_t>(g.o), Acc(0));
@@ -220,13 +229,16 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
     }
     wptr = wb.data();
   }
+  const int64_t pooled_plane = (g.oh / 2) * (g.ow / 2);
   for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col(pack ? kk * g.p : 0), acc(kSame ? 0 : g.og * g.p);
+    Workspace<T> block(pool != nullptr ? g.o * g.p : 0);                // the sample's output, when pooled
     if (fold_bias) std::fill_n(col.data() + g.ckk * g.p, g.p, Acc(1));  // im2col leaves this row alone
     for (int64_t s; (s = claim()) >= 0;) {
+      T* sample_out = pool != nullptr ? block.data() : y + s * g.o * g.p;
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
-        T* yg = y + (s * g.o + gi * g.og) * g.p;
+        T* yg = sample_out + gi * g.og * g.p;
         const Acc* cols;
         if (pack) {
           im2col(xg, col.data(), g);
@@ -248,6 +260,11 @@ void forward_typed(const Tensor& out, const Tensor& input, const Tensor& weight,
         if constexpr (!kSame)
           for (int64_t r = 0; r < g.og; ++r) store_run(dst + r * g.p, yg + r * g.p, g.p);
       }
+      // conv2d_relu_max_pool2d: the sample's 2x2 pool from the block in cache (on the rounded
+      // values, as the unfused ops see them); the block itself is not kept.
+      if (pool != nullptr)
+        max_pool_2x2_codes_planes(block.data(), pool->values + s * g.o * pooled_plane,
+                                  pool->which + s * g.o * pooled_plane, g.o, g.oh, g.ow);
     }
   });
 }
@@ -347,8 +364,21 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
 void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const Conv2dParams& p) {
   if (onednn_conv2d_forward(out, input, weight, bias, p)) return;
-  dispatch_floating(input.dtype(), "conv2d",
-                    [&]<class T>(TypeTag<T>) { forward_typed<T>(out, input, weight, bias, p); });
+  dispatch_floating(input.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+    forward_typed<T>(static_cast<T*>(out.raw_data()), out.size(2), out.size(3), input, weight, bias, p);
+  });
+}
+
+bool relu_max_pool_forward_cpu(const Tensor& pooled, const Tensor& which, const Tensor& input, const Tensor& weight,
+                               const Tensor& bias, const Conv2dParams& p, int64_t oh, int64_t ow) {
+  if (onednn_conv2d_applies(input)) return false;  // its primitives write a whole output: composed
+  Conv2dParams q = p;
+  q.relu = true;
+  dispatch_floating(input.dtype(), "conv2d_relu_max_pool2d", [&]<class T>(TypeTag<T>) {
+    const PoolInto<T> into{static_cast<T*>(pooled.raw_data()), static_cast<uint8_t*>(which.raw_data())};
+    forward_typed<T>(nullptr, oh, ow, input, weight, bias, q, &into);
+  });
+  return true;
 }
 void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p) {
   if (onednn_conv2d_backward_data(grad_input, grad_out, weight, p)) return;
@@ -365,6 +395,7 @@ void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, con
 }  // namespace
 
 HG_REGISTER_KERNEL(conv2d_forward_stub, kCPU, forward_cpu);
+HG_REGISTER_KERNEL(conv2d_relu_max_pool_forward_stub, kCPU, relu_max_pool_forward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCPU, backward_data_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCPU, backward_filter_cpu);
 

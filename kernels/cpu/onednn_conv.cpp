@@ -329,6 +329,8 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
 
 }  // namespace
 
+bool onednn_conv2d_applies(const Tensor& input) { return applies(input); }
+
 bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Conv2dParams& p) {
   if (!applies(input)) return false;
@@ -411,6 +413,7 @@ bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad
 
 #else  // built without oneDNN
 
+bool onednn_conv2d_applies(const Tensor&) { return false; }
 bool onednn_conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   return false;
 }

@@ -18,6 +18,7 @@
 #include "framework/ops/pool_kernels.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/pool_2x2.h"
 
 namespace hg::cpu {
 namespace {
@@ -400,22 +401,8 @@ void max_pool_2x2_codes_typed(const Tensor& out, const Tensor& which, const Tens
   T* y = static_cast<T*>(out.raw_data());
   uint8_t* codes = static_cast<uint8_t*>(which.raw_data());
   parallel_for(g.planes, grain_for(g.oh * g.ow * 4), [&](int64_t b, int64_t e) {
-    std::vector<int64_t> scratch(static_cast<size_t>(g.ow));
-    int64_t* __restrict ix = scratch.data();
-    for (int64_t pl = b; pl < e; ++pl) {
-      const T* xp = x + pl * g.h * g.w;
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        const int64_t row = 2 * oy * g.w, o = (pl * g.oh + oy) * g.ow;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-        if constexpr (sizeof(T) <= 4) {
-          max_pool_2x2_codes_row_avx512<T>(xp + row, xp + row + g.w, y + o, codes + o, g.ow);
-          continue;
-        }
-#endif
-        max_pool_2x2_row(xp + row, xp + row + g.w, y + o, ix, g.ow, row, g.w);
-        window_codes(ix, codes + o, g.ow, row, g.w);
-      }
-    }
+    const int64_t in_plane = g.h * g.w, out_plane = g.oh * g.ow;
+    max_pool_2x2_codes_planes(x + b * in_plane, y + b * out_plane, codes + b * out_plane, e - b, g.h, g.w);
   });
 }
 
@@ -554,6 +541,32 @@ void relu_max_pool_2x2_backward_cpu(const Tensor& grad_input, const Tensor& grad
 }
 
 }  // namespace
+
+template <class T>
+void max_pool_2x2_codes_planes(const T* x, T* y, uint8_t* codes, int64_t planes, int64_t h, int64_t w) {
+  const int64_t oh = h / 2, ow = w / 2;
+  std::vector<int64_t> scratch;  // flat indices, for the rows without a vector form
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T* xp = x + pl * h * w;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      const int64_t row = 2 * oy * w, o = (pl * oh + oy) * ow;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+      if constexpr (sizeof(T) <= 4) {
+        max_pool_2x2_codes_row_avx512<T>(xp + row, xp + row + w, y + o, codes + o, ow);
+        continue;
+      }
+#endif
+      scratch.resize(static_cast<size_t>(ow));
+      max_pool_2x2_row(xp + row, xp + row + w, y + o, scratch.data(), ow, row, w);
+      window_codes(scratch.data(), codes + o, ow, row, w);
+    }
+  }
+}
+
+template void max_pool_2x2_codes_planes<float>(const float*, float*, uint8_t*, int64_t, int64_t, int64_t);
+template void max_pool_2x2_codes_planes<double>(const double*, double*, uint8_t*, int64_t, int64_t, int64_t);
+template void max_pool_2x2_codes_planes<Half>(const Half*, Half*, uint8_t*, int64_t, int64_t, int64_t);
+template void max_pool_2x2_codes_planes<BFloat16>(const BFloat16*, BFloat16*, uint8_t*, int64_t, int64_t, int64_t);
 
 HG_REGISTER_KERNEL(max_pool_2x2_codes_stub, kCPU, max_pool_2x2_codes_cpu);
 HG_REGISTER_KERNEL(relu_max_pool_2x2_backward_stub, kCPU, relu_max_pool_2x2_backward_cpu);

@@ -19,15 +19,18 @@ namespace {
 
 struct Geometry {
   Shape x, w;
-  std::vector<int64_t> stride, padding;
+  std::vector<int64_t> stride, padding, dilation = {1, 1};
+  int64_t groups = 1;
 };
 
 const std::vector<Geometry> kGeometries = {
-    {{2, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}},    // even output (8x8)
-    {{2, 3, 9, 10}, {5, 3, 3, 2}, {1, 1}, {0, 0}},   // odd rows and columns (7x9): a leftover row and column
-    {{3, 2, 11, 11}, {3, 2, 3, 3}, {2, 1}, {1, 0}},  // stride, odd columns
-    {{4, 1, 28, 28}, {8, 1, 3, 3}, {1, 1}, {0, 0}},  // the MNIST CNN's second layer's geometry
-    {{1, 2, 40, 71}, {2, 2, 3, 3}, {1, 1}, {1, 1}},  // rows of 35 windows: two full vector steps and a tail
+    {{2, 3, 8, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}},             // even output (8x8)
+    {{2, 3, 9, 10}, {5, 3, 3, 2}, {1, 1}, {0, 0}},            // odd rows and columns (7x9): a leftover row and column
+    {{3, 2, 11, 11}, {3, 2, 3, 3}, {2, 1}, {1, 0}},           // stride, odd columns
+    {{4, 1, 28, 28}, {8, 1, 3, 3}, {1, 1}, {0, 0}},           // the MNIST CNN's second layer's geometry
+    {{1, 2, 40, 71}, {2, 2, 3, 3}, {1, 1}, {1, 1}},           // rows of 35 windows: two full vector steps and a tail
+    {{3, 4, 9, 8}, {6, 2, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 2},  // two groups: each sample pooled after both
+    {{2, 3, 13, 12}, {4, 3, 3, 3}, {1, 1}, {0, 0}, {2, 2}},   // dilation
 };
 
 Tensor leaf(const Tensor& t) { return t.defined() ? t.detach().requires_grad_() : Tensor(); }
@@ -36,8 +39,8 @@ Tensor leaf(const Tensor& t) { return t.defined() ? t.detach().requires_grad_() 
 // gradient (gy undefined: backward of sum(), an expanded gradient).
 void check_fused_matches(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Geometry& g, const Tensor& gy) {
   Tensor x1 = leaf(x0), w1 = leaf(w0), b1 = leaf(b0), x2 = leaf(x0), w2 = leaf(w0), b2 = leaf(b0);
-  const Tensor y1 = max_pool2d(conv2d_relu(x1, w1, b1, g.stride, g.padding), {2});
-  const Tensor y2 = conv2d_relu_max_pool2d(x2, w2, b2, g.stride, g.padding);
+  const Tensor y1 = max_pool2d(conv2d_relu(x1, w1, b1, g.stride, g.padding, g.dilation, g.groups), {2});
+  const Tensor y2 = conv2d_relu_max_pool2d(x2, w2, b2, g.stride, g.padding, g.dilation, g.groups);
   REQUIRE(bitwise_equal(y2, y1));
   if (gy.defined()) {
     (y1 * gy).sum().backward();
@@ -70,7 +73,7 @@ TEST_CASE("conv2d_relu_max_pool2d gives max_pool2d(conv2d_relu) in every float d
         Shape pooled;
         {
           NoGradGuard no_grad;
-          pooled = conv2d_relu_max_pool2d(x, w, b, g.stride, g.padding).shape();
+          pooled = conv2d_relu_max_pool2d(x, w, b, g.stride, g.padding, g.dilation, g.groups).shape();
         }
         check_fused_matches(x, w, b, g, randn(pooled).to(d));
         check_fused_matches(x, w, b, g, Tensor());
@@ -272,4 +275,31 @@ TEST_CASE("conv2d_relu_max_pool2d's backward kernel on the bits: -0, NaN payload
   check_backward_kernel<uint64_t>(kFloat64, uint64_t{1} << 63, 0x7ff0000000000000ull, uint64_t{1} << 51,
                                   {uint64_t{1} << 63, 0x0ull, 0x7ff0000000000001ull, 0x7ff8000000000000ull,
                                    0x7ff0000000000000ull, 0x1ull, 0x3ff0000000000000ull});
+}
+
+TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the two kernels' bits") {
+  // The fused forward stub against conv2d_forward_stub (ReLU in the kernel) then
+  // max_pool_2x2_codes_stub: the same pooled values and codes. It declines (false) only where
+  // oneDNN's bfloat16 convolution would run, whose primitives write a whole output.
+  manual_seed(37);
+  REQUIRE(conv2d_relu_max_pool_forward_stub.has(kCPU));
+  Conv2dParams p;
+  p.padding[0] = p.padding[1] = 1;
+  for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(d));
+    const Tensor x = randn({5, 3, 11, 12}).to(d), w = randn({6, 3, 3, 3}).to(d), b = randn({6}).to(d);
+    const Tensor pooled = empty({5, 6, 5, 6}, d), which = empty({5, 6, 5, 6}, kUInt8);
+    if (!conv2d_relu_max_pool_forward_stub(kCPU, pooled, which, x, w, b, p, 11, 12)) {
+      CHECK(d == kBFloat16);  // oneDNN has the bfloat16 convolution on this CPU
+      continue;
+    }
+    Conv2dParams relu = p;
+    relu.relu = true;
+    const Tensor conv = empty({5, 6, 11, 12}, d), want = empty({5, 6, 5, 6}, d),
+                 want_which = empty({5, 6, 5, 6}, kUInt8);
+    conv2d_forward_stub(kCPU, conv, x, w, b, relu);
+    max_pool_2x2_codes_stub(kCPU, want, want_which, conv);
+    CHECK(bitwise_equal(pooled, want));
+    CHECK(bitwise_equal(which, want_which));
+  }
 }
