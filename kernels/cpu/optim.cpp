@@ -87,8 +87,9 @@ void float_update_loop(int64_t begin, int64_t end, C* copy, bool stream, Vector&
 // Runs body(copy, stream) over the pool for a float32 parameter of n values and its warm cast.
 template <class Body>
 void float_update(int64_t n, const Tensor& cast_out, Body&& body) {
-  const bool stream = n * 16 >= last_level_cache_bytes() / 2;
   with_copy(cast_out, [&]<class C>(C* copy) {
+    // (a copy not on a 32-byte boundary, which the allocator never hands out, takes plain stores)
+    const bool stream = n * 16 >= last_level_cache_bytes() / 2 && reinterpret_cast<uintptr_t>(copy) % 32 == 0;
     parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) { body(begin, end, copy, stream); });
   });
 }
