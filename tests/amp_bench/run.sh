@@ -42,8 +42,11 @@ fi
 grep -q "fetch-mnist" "$tmp/err.txt"
 echo "amp_bench errors ok"
 # --kernels (the GEMM and conv microbenchmarks), tiny: one line per dtype.
-"$bench" --kernels --gemm-size 64 --batch 2 --steps 2 --warmup 1 >"$tmp/kernels.txt"
+"$bench" --kernels --gemm-size 64 --optim-size 64 --batch 2 --steps 2 --warmup 1 >"$tmp/kernels.txt"
 cat "$tmp/kernels.txt"
 grep -q "^gemm 64x64x64 float32 *: halfgrad .* OpenBLAS sgemm" "$tmp/kernels.txt"
 grep -q "^gemm 64x64x64 bfloat16: halfgrad" "$tmp/kernels.txt"
 [ "$(grep -c '^conv1+conv2 .* forward+backward' "$tmp/kernels.txt")" -eq 3 ]
+grep -q "^optimizer SGD step, 4 x 64x64 float32 weights, no copy *:" "$tmp/kernels.txt"
+grep -q "^optimizer SGD step, 4 x 64x64 float32 weights, bfloat16 copy *:" "$tmp/kernels.txt"
+grep -q "^optimizer SGD step, 4 x 64x64 float32 weights, float16 copy *:" "$tmp/kernels.txt"

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <halfgrad.h>
@@ -79,12 +81,35 @@ void conv(std::FILE* out, const Options& o) {
   }
 }
 
+// One fused SGD step (momentum 0.9) on four n x n float32 weights (wide_mlp's at n = 4096): with
+// no 16-bit copy to write, and with the bf16 or fp16 copy a step writes for weights that an
+// autocast region used (docs/AMP.md section 3, warm casts).
+void optimizer_step(std::FILE* out, const Options& o) {
+  const int64_t n = o.optim_size;
+  for (const std::optional<hg::Dtype> copy :
+       {std::optional<hg::Dtype>(), std::optional(hg::kBFloat16), std::optional(hg::kFloat16)}) {
+    hg::TensorList weights;
+    for (int i = 0; i < 4; ++i) weights.push_back((hg::randn({n, n}) * 0.01).requires_grad_());
+    hg::optim::SGD opt(weights, {.lr = 0.01, .momentum = 0.9});
+    for (const hg::Tensor& w : weights) {  // a gradient, and under autocast the weight marked for a warm copy
+      hg::amp::AutocastGuard autocast(hg::kCPU, copy, copy.has_value());
+      hg::mm(hg::ones({1, n}), w).to(hg::kFloat32).sum().backward();
+    }
+    const double ms = median_ms(o, [&] { opt.step(); });
+    // Read param, grad, momentum; write param, momentum (+ the copy).
+    const double bytes = 4.0 * static_cast<double>(n * n) * (20.0 + (copy ? 2.0 : 0.0));
+    fmt::print(out, "optimizer SGD step, 4 x {}x{} float32 weights, {:14s}: {:7.2f} ms ({:.1f} GB/s moved)\n", n, n,
+               copy ? fmt::format("{} copy", hg::dtype_name(*copy)) : std::string("no copy"), ms, bytes / ms / 1e6);
+  }
+}
+
 }  // namespace
 
 int run_kernels(std::FILE* out, const Options& options) {
   hg::manual_seed(options.seed);
   gemm(out, options);
   conv(out, options);
+  optimizer_step(out, options);
   return 0;
 }
 

@@ -84,9 +84,13 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.add_option("--png", o.png, "draw step times as a PNG chart (needs gnuplot)");
   app.add_flag("--no-torch", o.no_torch, "do not run the PyTorch side");
   app.add_flag("--kernels", o.kernels,
-               "instead of training: a square float32/bfloat16 GEMM through hg::mm next to OpenBLAS sgemm, and the "
-               "MNIST CNN's two conv layers forward+backward (median of --steps after --warmup)");
+               "instead of training: a square float32/bfloat16 GEMM through hg::mm next to OpenBLAS sgemm, the "
+               "MNIST CNN's two conv layers forward+backward, and one fused SGD step without and with the warm "
+               "bf16/fp16 weight copies (median of --steps after --warmup)");
   app.add_option("--gemm-size", o.gemm_size, "size n of the n x n x n GEMM of --kernels")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{16384}));
+  app.add_option("--optim-size", o.optim_size, "size n of the four n x n float32 weights of --kernels' optimizer step")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{16384}));
   app.add_option(

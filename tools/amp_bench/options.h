@@ -30,6 +30,7 @@ struct Options {
   bool no_torch = false;
   bool kernels = false;           // the kernel microbenchmarks instead of the training cells
   int64_t gemm_size = 1024;       // their square GEMM's size
+  int64_t optim_size = 4096;      // their optimizer step's four n x n weights (wide_mlp's)
   std::string python;             // empty: search for one that can import torch
   std::string torch_script;       // empty: the script next to the sources
   double torch_max_seconds = 60;  // per PyTorch cell: stop timing early past this (>= 3 steps)
