@@ -166,17 +166,18 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
   const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
   const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
   const DeviceType dev = x.device().type;
-  Tensor out4, which;  // which (pool): each window's choice, 0..3
-  if (pool && conv2d_relu_max_pool_forward_stub.has(dev)) {
-    // One pass: each sample's convolution output is pooled while in cache, never kept whole.
-    Tensor pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
-    Tensor choices = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
-    if (pooled.numel() == 0 || conv2d_relu_max_pool_forward_stub(dev, pooled, choices, xc, wc, bc, p, oh, ow)) {
-      out4 = pooled;
-      which = choices;
-    }
+  Tensor pooled, which;  // pool: the pooled output and each window's choice, 0..3
+  if (pool) {
+    pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
+    which = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
   }
-  if (!out4.defined()) {
+  // One pass where the backend can: each sample's convolution output pooled while in cache,
+  // never kept whole. Otherwise the convolution's whole output, then the pool over it.
+  const bool pooled_in_pass =
+      pool && conv2d_relu_max_pool_forward_stub.has(dev) &&
+      (pooled.numel() == 0 || conv2d_relu_max_pool_forward_stub(dev, pooled, which, xc, wc, bc, p, oh, ow));
+  Tensor out4 = pooled;
+  if (!pooled_in_pass) {
     out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
     if (out4.numel()) {
       Conv2dParams fwd = p;
@@ -185,8 +186,6 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       if (relu && !fwd.relu) unary_stub(dev, UnaryOp::Relu, out4, out4, 0, 0);
     }
     if (pool) {
-      Tensor pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
-      which = empty(pooled.shape(), TensorOptions(kUInt8).device(x.device()));
       if (pooled.numel()) max_pool_2x2_codes_stub(dev, pooled, which, out4);
       out4 = pooled;  // the convolution's output is dropped here
     }

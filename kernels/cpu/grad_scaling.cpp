@@ -1,7 +1,6 @@
 // CPU kernels for GradScaler: the fused inf/NaN check + unscale, and the scale update.
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -29,11 +28,9 @@ bool unscale_typed(T* data, int64_t n, float inv_scale) {
       Mask16 bad_lanes = {};
       for (; i + kLanes16 <= end; i += kLanes16) {
         prefetch_ahead(data + i);
-        Lanes16 v;
-        std::memcpy(&v, data + i, sizeof v);
+        const Lanes16 v = load_lanes16(data + i);
         bad_lanes |= (v - v) != 0.0f;  // NaN for inf and NaN, 0 otherwise
-        v *= inv_scale;
-        std::memcpy(data + i, &v, sizeof v);
+        store_lanes16(data + i, v * inv_scale);
       }
       for (int64_t l = 0; l < kLanes16; ++l) bad |= bad_lanes[l];
     }

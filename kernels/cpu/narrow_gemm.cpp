@@ -72,6 +72,19 @@ void for_row_groups(int64_t m, Step&& step) {
 // W vector loaded (from memory once, from L1 for the next row groups) feeds R accumulators.
 constexpr int64_t kDotRows = 4, kDotCols = 4;
 
+// The dot products' ends: each accumulator's lanes summed, the bias added, one rounding to T.
+// Columns past n (the repeated W rows of the last block) are not stored.
+template <int64_t R, class T>
+void store_dots(T* out, const Lanes16 (&acc)[R][kDotCols], int64_t n, int64_t i0, int64_t j0, const float* bias) {
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < kDotCols && j0 + c < n; ++c) {
+      float s = lanes16_sum(acc[r][c]);
+      if (bias != nullptr) s += bias[j0 + c];
+      out[(i0 + r) * n + j0 + c] = static_cast<T>(s);
+    }
+  }
+}
+
 template <int64_t R, class T>
 void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const Lanes16* tail, int64_t k, int64_t n,
               int64_t i0, int64_t j0, const float* bias) {
@@ -93,13 +106,7 @@ void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const La
       for (int64_t c = 0; c < kDotCols; ++c) acc[r][c] += xv * tail[c];
     }
   }
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t c = 0; c < kDotCols && j0 + c < n; ++c) {
-      float s = lanes16_sum(acc[r][c]);
-      if (bias != nullptr) s += bias[j0 + c];
-      out[(i0 + r) * n + j0 + c] = static_cast<T>(s);
-    }
-  }
+  store_dots<R>(out, acc, n, i0, j0, bias);
 }
 
 // dot_rows for bfloat16 W rows read 32 values at a time (x in widen_rows_paired's layout).
@@ -125,13 +132,7 @@ void dot_rows_paired(BFloat16* out, const float* x, int64_t ld, const BFloat16* 
     step(even, odd, p);
   }
   if (k_full < k) step(tail, tail + kDotCols, k_full);  // zeros past k on both sides
-  for (int64_t r = 0; r < R; ++r) {
-    for (int64_t c = 0; c < kDotCols && j0 + c < n; ++c) {
-      float s = lanes16_sum(acc[r][c]);
-      if (bias != nullptr) s += bias[j0 + c];
-      out[(i0 + r) * n + j0 + c] = static_cast<BFloat16>(s);
-    }
-  }
+  store_dots<R>(out, acc, n, i0, j0, bias);
 }
 
 template <class T>

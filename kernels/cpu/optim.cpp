@@ -48,11 +48,6 @@ void with_copy(const Tensor& cast_out, F&& f) {
   f(static_cast<BFloat16*>(cast_out.raw_data()));
 }
 
-// The float32 loops prefetch each stream they read (prefetch_ahead): without it the update
-// with a 16-bit copy ran 18% slower than without one, the rounding's arithmetic leaving fewer
-// loads in flight (4 x 4096 x 4096 weights, SGD with momentum, 2 threads: 25.8 -> 25.1 ms
-// without a copy, 30.7 -> 27.7 ms with a bfloat16 one).
-
 // Runs a float32 update over [begin, end): vector(i) updates values [i, i + 16) and returns
 // their new parameter values, scalar(i) updates value i and returns it. Both must apply the
 // same rule (the tests check the lanes and the scalar ends agree bit for bit). With a copy, the
@@ -61,6 +56,10 @@ void with_copy(const Tensor& cast_out, F&& f) {
 // half the last-level cache or more (16 bytes a value at least), it would be evicted before
 // then, so it is written with streaming stores, which skip reading each destination line first
 // (wide_mlp fp16, batch 16: 88.7-90.0 -> 85.4-86.4 ms a step; a small MLP's copies stay cached).
+// The vector steps prefetch each stream they read (prefetch_ahead): without it the update with a
+// 16-bit copy ran 18% slower than without one, the rounding's arithmetic leaving fewer loads in
+// flight (4 x 4096 x 4096 weights, SGD with momentum, 2 threads: 25.8 -> 25.1 ms without a
+// copy, 30.7 -> 27.7 ms with a bfloat16 one).
 template <class C, class Vector, class Scalar>
 void float_update_loop(int64_t begin, int64_t end, C* copy, bool stream, Vector&& vector, Scalar&& scalar) {
   constexpr bool kCopy = !std::is_same_v<C, NoCopy>;
@@ -94,20 +93,13 @@ void float_update(int64_t n, const Tensor& cast_out, Body&& body) {
   });
 }
 
-inline Lanes16 load16(const float* p) {
-  Lanes16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store16(float* p, Lanes16 v) { std::memcpy(p, &v, sizeof v); }
-
 // A skipped step leaves the parameter as it is; cast_out still gets its rounded values.
 void cast_unchanged(const Tensor& param, const Tensor& cast_out) {
   if (!cast_out.defined()) return;
   float* p = param.data_ptr<float>();
   float_update(param.numel(), cast_out, [&](int64_t begin, int64_t end, auto* copy, bool stream) {
     float_update_loop(
-        begin, end, copy, stream, [&](int64_t i) { return load16(p + i); }, [&](int64_t i) { return p[i]; });
+        begin, end, copy, stream, [&](int64_t i) { return load_lanes16(p + i); }, [&](int64_t i) { return p[i]; });
   });
 }
 
@@ -169,11 +161,11 @@ void sgd_range_f32(int64_t begin, int64_t end, float* __restrict__ param, const 
         Lanes16 old_buf = {}, new_p, new_buf;
         if constexpr (kMode == Momentum::Blend) {
           prefetch_ahead(buf + i);
-          old_buf = load16(buf + i);
+          old_buf = load_lanes16(buf + i);
         }
-        sgd_rule<kMode, kWd, kNesterov>(load16(param + i), load16(grad + i), old_buf, new_p, new_buf, c);
-        if constexpr (kMode != Momentum::None) store16(buf + i, new_buf);
-        store16(param + i, new_p);
+        sgd_rule<kMode, kWd, kNesterov>(load_lanes16(param + i), load_lanes16(grad + i), old_buf, new_p, new_buf, c);
+        if constexpr (kMode != Momentum::None) store_lanes16(buf + i, new_buf);
+        store_lanes16(param + i, new_p);
         return new_p;
       },
       [&](int64_t i) {
@@ -316,14 +308,14 @@ void adam_range_f32(int64_t begin, int64_t end, float* __restrict__ param, const
         Lanes16 old_max = {}, new_p, new_m, new_v, new_max;
         if constexpr (kAmsgrad) {
           prefetch_ahead(vmax_ + i);
-          old_max = load16(vmax_ + i);
+          old_max = load_lanes16(vmax_ + i);
         }
-        adam_rule<kWd, kDecoupled, kAmsgrad>(load16(param + i), load16(grad + i), load16(m_ + i), load16(v_ + i),
-                                             old_max, new_p, new_m, new_v, new_max, c);
-        store16(m_ + i, new_m);
-        store16(v_ + i, new_v);
-        if constexpr (kAmsgrad) store16(vmax_ + i, new_max);
-        store16(param + i, new_p);
+        adam_rule<kWd, kDecoupled, kAmsgrad>(load_lanes16(param + i), load_lanes16(grad + i), load_lanes16(m_ + i),
+                                             load_lanes16(v_ + i), old_max, new_p, new_m, new_v, new_max, c);
+        store_lanes16(m_ + i, new_m);
+        store_lanes16(v_ + i, new_v);
+        if constexpr (kAmsgrad) store_lanes16(vmax_ + i, new_max);
+        store_lanes16(param + i, new_p);
         return new_p;
       },
       [&](int64_t i) {
