@@ -68,6 +68,8 @@ TEST_CASE("amp_bench: flags") {
     CHECK(p.options.steps == 30);
     CHECK(p.options.warmup == 5);
     CHECK_FALSE(p.options.no_torch);
+    CHECK(p.options.optim_size == 4096);
+    CHECK(parse({"--kernels", "--optim-size", "64"}).options.optim_size == 64);
   }
   SUBCASE("lists and filters") {
     const auto p = parse({"--models", "linear,mnist_cnn", "--precisions=bf16", "--devices", "cpu", "--steps", "7",
@@ -101,6 +103,8 @@ TEST_CASE("amp_bench: flags") {
                                                            {"--steps", "0"},
                                                            {"--warmup", "-1"},
                                                            {"--models", ","},
+                                                           {"--optim-size", "0"},
+                                                           {"--optim-size", "20000"},
                                                            {"--frobnicate"}}) {
       const auto p = parse(args);
       CHECK_FALSE(p.run);
