@@ -12,6 +12,8 @@
 #                          tools/gpu-env.sh only when the device has no pkg-config
 #   .carry/fallback        libstdc++/libgcc_s, used by gpu-check only if the device's are older
 #   .carry/COMMIT          the commit being checked (the device's copy of the tree has no .git)
+#   .carry/mnist           the four MNIST files gzipped (about 11 MB), when data/mnist holds them,
+#                          so gpu-check can train the examples on the device (it cannot download)
 # Then, with the device tool: run(command="bash tools/gpu-check", carry=[".carry"]).
 # Usage: tools/gpu-bundle.sh [DEST]   (DEST defaults to .carry; tools/simulate-gpu-image.sh
 # bundles into a scratch folder)
@@ -119,4 +121,11 @@ Description: C++ command line parser, carried from the development machine
 Version: $cli11_version
 Cflags: -I\${includedir}
 PC
+# MNIST for the examples' CUDA runs: gzipped, it fits beside the rest under the 64 MiB limit.
+if [ "${HG_BUNDLE_MNIST:-1}" = 1 ] && bash tools/fetch-mnist.sh data/mnist > /dev/null 2>&1; then
+  mkdir -p "$carry/mnist"
+  for f in data/mnist/*-ubyte; do gzip -9 -c "$f" > "$carry/mnist/$(basename "$f").gz"; done
+else
+  echo "gpu-bundle: no MNIST in data/mnist (tools/fetch-mnist.sh failed); gpu-check will skip the examples" >&2
+fi
 echo "bundled into $carry: $(du -sh "$carry" | cut -f1)"
