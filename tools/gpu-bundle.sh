@@ -2,7 +2,7 @@
 # Run on the development machine (Debian 12, packages from tools/setup-debian.sh) before
 # tools/gpu-check runs on the device machine, which has CUDA, meson and ninja (and PyTorch with
 # its pip nvidia-* wheels) but none of the Debian packages, possibly not even pkg-config.
-# Copies what the build needs into the ignored folder .carry/ (about 45 MB; the device tool
+# Copies what the build needs into the ignored folder .carry/ (about 56 MB with MNIST; the device tool
 # carries at most 64 MiB):
 #   .carry/include         fmt, doctest, CLI11, nlohmann, OpenBLAS and SLEEF headers
 #   .carry/lib             libfmt, libopenblas, the Fortran runtime OpenBLAS needs, libsleef
@@ -121,11 +121,14 @@ Description: C++ command line parser, carried from the development machine
 Version: $cli11_version
 Cflags: -I\${includedir}
 PC
-# MNIST for the examples' CUDA runs: gzipped, it fits beside the rest under the 64 MiB limit.
-if [ "${HG_BUNDLE_MNIST:-1}" = 1 ] && bash tools/fetch-mnist.sh data/mnist > /dev/null 2>&1; then
+# MNIST for the examples' CUDA runs: gzipped, it fits beside the rest under the 64 MiB limit
+# (HG_BUNDLE_MNIST=0 leaves it out, as tools/simulate-gpu-image.sh does).
+if [ "${HG_BUNDLE_MNIST:-1}" != 1 ]; then
+  echo "gpu-bundle: MNIST left out (HG_BUNDLE_MNIST=$HG_BUNDLE_MNIST); gpu-check will skip the examples"
+elif bash tools/fetch-mnist.sh data/mnist > /dev/null 2>&1; then
   mkdir -p "$carry/mnist"
   for f in data/mnist/*-ubyte; do gzip -9 -c "$f" > "$carry/mnist/$(basename "$f").gz"; done
 else
-  echo "gpu-bundle: no MNIST in data/mnist (tools/fetch-mnist.sh failed); gpu-check will skip the examples" >&2
+  echo "gpu-bundle: no MNIST (tools/fetch-mnist.sh failed); gpu-check will skip the examples" >&2
 fi
 echo "bundled into $carry: $(du -sh "$carry" | cut -f1)"
