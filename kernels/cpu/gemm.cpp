@@ -1,5 +1,7 @@
 // CPU matrix multiply. Products with a few rows against a large weight (a linear layer at a
-// small batch) run on narrow_gemm in every float dtype but float64 (kernels/cpu/narrow_gemm.h).
+// small batch) run on narrow_gemm in every float dtype but float64, and so do 16-bit products
+// that would otherwise be widened with few rows or few columns against a smaller operand
+// (kernels/cpu/narrow_gemm.h).
 // Otherwise float32 and bfloat16 go to oneDNN's matmul where it is built in (for bfloat16: where
 // this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). Other 16-bit products
 // run on the float32 kernels, widened a panel at a time while they are packed
@@ -61,6 +63,15 @@ void add_bias_rows(T* out, int64_t m, int64_t n, const T* bias) {
   });
 }
 
+// Whether a T product's library path widens its operands into float32 copies: float16, and
+// bfloat16 where this CPU has no bfloat16 units (oneDNN's bfloat16 matmul is off).
+template <class T>
+bool product_widens() {
+  if constexpr (std::is_same_v<T, Half>) return true;
+  if constexpr (std::is_same_v<T, BFloat16>) return !onednn_matmul_enabled(kBFloat16);
+  return false;
+}
+
 // out[i] = a[i] @ b[i] for the batch, plus a dense row vector bias when one is given (batch 1).
 template <class T>
 void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
@@ -90,9 +101,15 @@ void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t
     return finish();
   }
   if constexpr (!std::is_same_v<T, double>) {
-    if (use_narrow_gemm(m, k, n, sb1, sb2)) {
+    const bool widens = product_widens<T>();
+    if (use_narrow_gemm(m, k, n, sb1, sb2, widens)) {
       for (int64_t i = 0; i < batch; ++i)
         narrow_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
+      return;
+    }
+    if (use_narrow_gemm_transposed(m, k, n, sa2, widens)) {
+      for (int64_t i = 0; i < batch; ++i)
+        narrow_gemm_transposed(po + i * m * n, pa + i * sa0, sa1, pb + i * sb0, sb1, sb2, m, k, n, bias);
       return;
     }
   }
@@ -195,8 +212,10 @@ void gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
       }
       // The products gemm_raw would widen (every float16 one, bfloat16 without native units):
       // the widening kernel stores its rounded sums widened.
-      if (!use_narrow_gemm(m, k, n, b.strides()[0], b.strides()[1]) &&
-          (std::is_same_v<T, Half> || !onednn_matmul_enabled(kBFloat16))) {
+      const bool widens = product_widens<T>();
+      const bool narrow = use_narrow_gemm(m, k, n, b.strides()[0], b.strides()[1], widens) ||
+                          use_narrow_gemm_transposed(m, k, n, a.strides()[1], widens);
+      if (!narrow && widens) {
         widening_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n);
         return;
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/lanes16.h"
@@ -67,27 +68,45 @@ void for_row_groups(int64_t m, Step&& step) {
   }
 }
 
+// Runs step.template operator()<R>(0) with R = m, for m in [1, kMax]: rows that fit one group
+// are taken in one pass over b (a group of 8 and one of 2 would read and widen b twice).
+template <int64_t kMax, class Step>
+void for_exact_rows(int64_t m, Step&& step) {
+  [&]<int64_t... I>(std::integer_sequence<int64_t, I...>) {
+    (void)((m == I + 1 ? (step.template operator()<I + 1>(int64_t{0}), true) : false) || ...);
+  }
+  (std::make_integer_sequence<int64_t, kMax>{});
+}
+
 // b stored by columns (b[p, j] at b + j * ldw + p, a weight W read as W^T): out[i, j] is the dot
 // product of a's row i with W's row j. Four W rows at a time against up to four rows of a: each
 // W vector loaded (from memory once, from L1 for the next row groups) feeds R accumulators.
 constexpr int64_t kDotRows = 4, kDotCols = 4;
 
+// Where the dot products go: out[i, j] at out + i * row_stride + j * col_stride, the bias
+// indexed by j, or by i where the product runs transposed (narrow_gemm_transposed).
+struct DotOut {
+  int64_t row_stride, col_stride;
+  bool bias_by_row;
+};
+
 // The dot products' ends: each accumulator's lanes summed, the bias added, one rounding to T.
 // Columns past n (the repeated W rows of the last block) are not stored.
 template <int64_t R, class T>
-void store_dots(T* out, const Lanes16 (&acc)[R][kDotCols], int64_t n, int64_t i0, int64_t j0, const float* bias) {
+void store_dots(T* out, const DotOut& to, const Lanes16 (&acc)[R][kDotCols], int64_t n, int64_t i0, int64_t j0,
+                const float* bias) {
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t c = 0; c < kDotCols && j0 + c < n; ++c) {
       float s = lanes16_sum(acc[r][c]);
-      if (bias != nullptr) s += bias[j0 + c];
-      out[(i0 + r) * n + j0 + c] = static_cast<T>(s);
+      if (bias != nullptr) s += bias[to.bias_by_row ? i0 + r : j0 + c];
+      out[(i0 + r) * to.row_stride + (j0 + c) * to.col_stride] = static_cast<T>(s);
     }
   }
 }
 
 template <int64_t R, class T>
-void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const Lanes16* tail, int64_t k, int64_t n,
-              int64_t i0, int64_t j0, const float* bias) {
+void dot_rows(T* out, const DotOut& to, const float* x, int64_t ld, const T* const* rows, const Lanes16* tail,
+              int64_t k, int64_t n, int64_t i0, int64_t j0, const float* bias) {
   const int64_t k_full = k / kLanes16 * kLanes16;
   Lanes16 acc[R][kDotCols] = {};
   for (int64_t p = 0; p < k_full; p += kLanes16) {
@@ -106,13 +125,13 @@ void dot_rows(T* out, const float* x, int64_t ld, const T* const* rows, const La
       for (int64_t c = 0; c < kDotCols; ++c) acc[r][c] += xv * tail[c];
     }
   }
-  store_dots<R>(out, acc, n, i0, j0, bias);
+  store_dots<R>(out, to, acc, n, i0, j0, bias);
 }
 
 // dot_rows for bfloat16 W rows read 32 values at a time (x in widen_rows_paired's layout).
 template <int64_t R>
-void dot_rows_paired(BFloat16* out, const float* x, int64_t ld, const BFloat16* const* rows, const Lanes16* tail,
-                     int64_t k, int64_t n, int64_t i0, int64_t j0, const float* bias) {
+void dot_rows_paired(BFloat16* out, const DotOut& to, const float* x, int64_t ld, const BFloat16* const* rows,
+                     const Lanes16* tail, int64_t k, int64_t n, int64_t i0, int64_t j0, const float* bias) {
   const int64_t k_full = k / kPair * kPair;
   Lanes16 acc[R][kDotCols] = {};
   const auto step = [&](const Lanes16* even, const Lanes16* odd, int64_t p) {
@@ -132,12 +151,12 @@ void dot_rows_paired(BFloat16* out, const float* x, int64_t ld, const BFloat16* 
     step(even, odd, p);
   }
   if (k_full < k) step(tail, tail + kDotCols, k_full);  // zeros past k on both sides
-  store_dots<R>(out, acc, n, i0, j0, bias);
+  store_dots<R>(out, to, acc, n, i0, j0, bias);
 }
 
 template <class T>
-void dot_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k, int64_t n,
-               int64_t j0, const float* bias) {
+void dot_block(T* out, const DotOut& to, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k,
+               int64_t n, int64_t j0, const float* bias) {
   const T* rows[kDotCols];
   for (int64_t c = 0; c < kDotCols; ++c) rows[c] = w + std::min(j0 + c, n - 1) * ldw;  // past n: a repeat, unused
   if constexpr (kPaired<T>) {
@@ -145,15 +164,16 @@ void dot_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int
     Lanes16 tail[2 * kDotCols];  // the even halves, then the odd ones
     for (int64_t c = 0; c < kDotCols; ++c)
       load_bf16_pairs_partial(rows[c] + k_full, k - k_full, tail[c], tail[kDotCols + c]);
-    for_row_groups<kDotRows>(
-        m, [&]<int64_t R>(int64_t i0) { dot_rows_paired<R>(out, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
+    for_row_groups<kDotRows>(m, [&]<int64_t R>(int64_t i0) {
+      dot_rows_paired<R>(out, to, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias);
+    });
     return;
   }
   const int64_t k_full = k / kLanes16 * kLanes16;
   Lanes16 tail[kDotCols];
   for (int64_t c = 0; c < kDotCols; ++c) tail[c] = load_lanes16_partial(rows[c] + k_full, k - k_full);
   for_row_groups<kDotRows>(
-      m, [&]<int64_t R>(int64_t i0) { dot_rows<R>(out, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
+      m, [&]<int64_t R>(int64_t i0) { dot_rows<R>(out, to, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
 }
 
 // b stored by rows (b[p, j] at b + p * ldw + j, a weight W read as W): out's row i gathers
@@ -162,7 +182,8 @@ void dot_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int
 // eight rows of the result by two vectors, so the kDepth rows are read left to right together,
 // as streams the hardware prefetchers follow (a deep column slice at a time touches a new page
 // per row and stalls on every load), and the next row group finds them in L1.
-constexpr int64_t kSpan = 2048, kDepth = 8, kAxRows = 8, kAxVecs = 2;
+// Up to kAxOneGroup rows are taken in one group (2 vectors of 12 rows: 24 accumulators).
+constexpr int64_t kSpan = 2048, kDepth = 8, kAxRows = 8, kAxVecs = 2, kAxOneGroup = 12;
 
 // Rows [i0, i0 + R) of the tile (row stride span) += a's rows times b's rows [p0, p1).
 template <int64_t R, class T>
@@ -190,12 +211,16 @@ void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, in
     for (int64_t r = 0; r < R; ++r)
       for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
   }
-  for (int64_t jj = full; jj < span; ++jj) {  // the last span % 32 columns
-    for (int64_t r = 0; r < R; ++r) {
-      float s = t[r * span + jj];
-      for (int64_t p = p0; p < p1; ++p) s += x[r * ld + p] * static_cast<float>(w[p * ldw + jj]);
-      t[r * span + jj] = s;
+  for (int64_t jj = full; jj < span; jj += kLanes16) {  // the last span % 32 columns, in column order
+    const int64_t count = std::min(kLanes16, span - jj);
+    const auto bytes = static_cast<size_t>(count) * sizeof(float);
+    Lanes16 acc[R] = {};
+    for (int64_t r = 0; r < R; ++r) std::memcpy(&acc[r], t + r * span + jj, bytes);
+    for (int64_t p = p0; p < p1; ++p) {
+      const Lanes16 bv = load_lanes16_partial(w + p * ldw + jj, count);
+      for (int64_t r = 0; r < R; ++r) acc[r] += x[r * ld + p] * bv;
     }
+    for (int64_t r = 0; r < R; ++r) std::memcpy(t + r * span + jj, &acc[r], bytes);
   }
 }
 
@@ -205,8 +230,14 @@ void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, in
   std::fill(tile, tile + m * span, 0.0f);
   for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
     const int64_t p1 = std::min(k, p0 + kDepth);
-    for_row_groups<kAxRows>(
-        m, [&]<int64_t R>(int64_t i0) { axpy_rows<R>(tile + i0 * span, af + i0 * ld, ld, w + j0, ldw, p0, p1, span); });
+    const auto rows = [&]<int64_t R>(int64_t i0) {
+      axpy_rows<R>(tile + i0 * span, af + i0 * ld, ld, w + j0, ldw, p0, p1, span);
+    };
+    if (m <= kAxOneGroup) {
+      for_exact_rows<kAxOneGroup>(m, rows);
+    } else {
+      for_row_groups<kAxRows>(m, rows);
+    }
   }
   for (int64_t i = 0; i < m; ++i) {
     float* row = tile + i * span;
@@ -226,31 +257,44 @@ void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, in
   }
 }
 
+// out = a @ b through the dot path, b's column j (W's row j) at b + j * ldw, contiguous along
+// k; `to` says where out[i, j] goes and which index the bias follows.
+template <class T>
+void dot_product(T* out, const DotOut& to, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t ldw,
+                 int64_t m, int64_t k, int64_t n, const T* bias, int64_t bias_size) {
+  constexpr int64_t width = kPaired<T> ? kPair : kLanes16;
+  const int64_t ld = (k + width - 1) / width * width;
+  Workspace<float> af(m * ld), bias_f(bias != nullptr ? bias_size : 0);
+  if constexpr (kPaired<T>) {
+    widen_rows_paired(a, sa_row, sa_col, m, k, ld, af.data());
+  } else {
+    widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
+  }
+  if (bias != nullptr) load_run(bias, bias_f.data(), bias_size);
+  const float* bias_data = bias != nullptr ? bias_f.data() : nullptr;
+  const int64_t blocks = (n + kDotCols - 1) / kDotCols;
+  parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk)
+      dot_block(out, to, af.data(), ld, b, ldw, m, k, n, blk * kDotCols, bias_data);
+  });
+}
+
 }  // namespace
 
 template <class T>
 void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                  int64_t m, int64_t k, int64_t n, const T* bias) {
-  const bool by_columns = sb_row == 1 && sb_col != 1;
-  const bool paired = kPaired<T> && by_columns;
-  const int64_t width = paired ? kPair : kLanes16, ld = (k + width - 1) / width * width;
-  Workspace<float> af(m * ld), bias_f(bias != nullptr ? n : 0);
-  if constexpr (kPaired<T>) {
-    if (paired) widen_rows_paired(a, sa_row, sa_col, m, k, ld, af.data());
+  if (sb_row == 1 && sb_col != 1) {  // b by columns: dot products with W's rows
+    dot_product(out, DotOut{n, 1, false}, a, sa_row, sa_col, b, sb_col, m, k, n, bias, n);
+    return;
   }
-  if (!paired) widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
+  const int64_t ld = (k + kLanes16 - 1) / kLanes16 * kLanes16;
+  Workspace<float> af(m * ld), bias_f(bias != nullptr ? n : 0);
+  widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
   const float* bias_data = nullptr;
   if (bias != nullptr) {
     load_run(bias, bias_f.data(), n);
     bias_data = bias_f.data();
-  }
-  if (by_columns) {
-    const int64_t blocks = (n + kDotCols - 1) / kDotCols;
-    parallel_for(blocks, 8, [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk)
-        dot_block(out, af.data(), ld, b, sb_col, m, k, n, blk * kDotCols, bias_data);
-    });
-    return;
   }
   // Column blocks of kSpan, narrower where that leaves a thread without one.
   const int64_t per_thread = (n + num_threads() - 1) / num_threads();
@@ -265,11 +309,24 @@ void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b,
   });
 }
 
+template <class T>
+void narrow_gemm_transposed(T* out, const T* a, int64_t sa_row, const T* b, int64_t sb_row, int64_t sb_col, int64_t m,
+                            int64_t k, int64_t n, const T* bias) {
+  // out^T = b^T @ a^T: b^T's n rows are the small operand, a's rows the dot products' other side.
+  dot_product(out, DotOut{1, n, true}, b, sb_col, sb_row, a, sa_row, n, k, m, bias, n);
+}
+
 template void narrow_gemm<float>(float*, const float*, int64_t, int64_t, const float*, int64_t, int64_t, int64_t,
                                  int64_t, int64_t, const float*);
 template void narrow_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
                                     int64_t, int64_t, int64_t, const BFloat16*);
 template void narrow_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
                                 int64_t, const Half*);
+template void narrow_gemm_transposed<float>(float*, const float*, int64_t, const float*, int64_t, int64_t, int64_t,
+                                            int64_t, int64_t, const float*);
+template void narrow_gemm_transposed<BFloat16>(BFloat16*, const BFloat16*, int64_t, const BFloat16*, int64_t, int64_t,
+                                               int64_t, int64_t, int64_t, const BFloat16*);
+template void narrow_gemm_transposed<Half>(Half*, const Half*, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
+                                           int64_t, const Half*);
 
 }  // namespace hg::cpu

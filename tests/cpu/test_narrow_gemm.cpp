@@ -133,6 +133,68 @@ TEST_CASE("narrow products give the same bits on one thread as on the pool") {
   }
 }
 
+TEST_CASE("16-bit narrow products with a smaller weight, and a few columns against many rows (transposed)") {
+  // 16-bit products that would be widened take narrow_gemm from kNarrowMinWeightsWidened values
+  // of b; x @ W^T with at most kNarrowRows columns runs transposed (out^T = W @ x^T on the dot
+  // path). On a CPU with bfloat16 units, bfloat16 keeps oneDNN's path: the same results within
+  // the same tolerance. Row counts that fit
+  // one axpy group (10, 12) and one that does not (13); column tails of 16 (the vector tail) and 7.
+  manual_seed(25);
+  for (const NarrowShape s :
+       {NarrowShape{10, 128, 784}, NarrowShape{12, 256, 272}, NarrowShape{13, 300, 519}, NarrowShape{3, 1040, 71}}) {
+    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1, true));
+    REQUIRE_FALSE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1, false));
+    REQUIRE(cpu::use_narrow_gemm_transposed(s.n, s.k, s.m, 1, true));
+    for (Dtype d : {kBFloat16, kFloat16}) {
+      CAPTURE(s.m);
+      CAPTURE(s.k);
+      CAPTURE(s.n);
+      CAPTURE(dtype_name(d));
+      const Tensor g = randn({s.m, s.k}).to(d), x = randn({s.k, s.n}).to(d);
+      check_close(mm(g, x), narrow_reference(g, x), narrow_tolerance(d));  // a weight gradient g^T @ x, by rows
+      // Transposed: [n, k] rows against m <= 16 columns of W^T, and with W read from a copy.
+      const Tensor big = x.t().contiguous(), w = randn({s.m, s.k}).to(d);
+      const Tensor ref = narrow_reference(big, w.t());
+      check_close(mm(big, w.t()), ref, narrow_tolerance(d));
+      check_close(mm(big, w.t().contiguous()), ref, narrow_tolerance(d));
+      // Inside linear: the bias (one per column) added before the one rounding.
+      const Tensor bias = randn({s.m}).to(d);
+      check_close(linear(big, w, bias), ref + bias.to(kFloat64), narrow_tolerance(d));
+      // A batch: each matrix as alone.
+      const Tensor batch = bmm(stack({big, big}), stack({w.t(), w.t()}));
+      CHECK(hg::test::bitwise_equal(batch.select(0, 1), mm(big, w.t())));
+    }
+  }
+  // Not transposed: too many columns, too few rows, a large operand not stored by rows, or a
+  // product that is not widened otherwise (float32).
+  CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, cpu::kNarrowRows + 1, 1, true));
+  CHECK_FALSE(cpu::use_narrow_gemm_transposed(32, 128, 10, 1, true));
+  CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, 10, 784, true));
+  CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, 10, 1, false));
+}
+
+TEST_CASE("transposed narrow products: inf and NaN reach their outputs, and one thread gives the pool's bits") {
+  manual_seed(26);
+  for (Dtype d : {kBFloat16, kFloat16}) {
+    CAPTURE(dtype_name(d));
+    Tensor x = randn({200, 333}).to(d);
+    const Tensor w = randn({10, 333}).to(d);
+    REQUIRE(cpu::use_narrow_gemm_transposed(200, 333, 10, 1, true));
+    const Tensor pooled = mm(x, w.t());
+    Tensor alone;
+    cpu::run_parallel(2, [&](int64_t i) {
+      if (i == 0) alone = mm(x, w.t());
+    });
+    CHECK(hg::test::bitwise_equal(alone, pooled));
+    x.index_put_({17, 332}, full({}, INFINITY, d));  // the last column: the dot products' tail
+    x.index_put_({199, 0}, full({}, NAN, d));
+    const Tensor out = mm(x, w.t()).to(kFloat32);
+    CHECK(std::isinf(out.index({17, 3}).item<float>()));
+    CHECK(std::isnan(out.index({199, 9}).item<float>()));
+    CHECK(std::isfinite(out.index({18, 9}).item<float>()));
+  }
+}
+
 TEST_CASE("narrow products carry inf and NaN to the outputs they feed") {
   for (Dtype d : {kFloat32, kBFloat16, kFloat16}) {
     CAPTURE(dtype_name(d));
