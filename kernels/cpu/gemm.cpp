@@ -4,7 +4,7 @@
 // (kernels/cpu/narrow_gemm.h).
 // Otherwise float32 and bfloat16 go to oneDNN's matmul where it is built in (for bfloat16: where
 // this CPU multiplies bfloat16 natively; kernels/cpu/onednn_matmul.h). Other 16-bit products
-// run on the float32 kernels, widened a panel at a time while they are packed
+// run on float32 arithmetic, widened a panel at a time while they are packed
 // (kernels/cpu/widening_gemm.h), or, with a short inner dimension, on short_inner_gemm. float64
 // and float32 operands in layouts BLAS cannot read go to OpenBLAS (float32 ones made dense
 // first).

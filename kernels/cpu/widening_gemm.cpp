@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
@@ -93,6 +94,11 @@ WidenedMatrix widen_matrix(const T* src, int64_t rows, int64_t cols, int64_t rs,
 template <class T, class Out>
 void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                    int64_t m, int64_t k, int64_t n, const T* bias) {
+#ifdef __AVX512F__
+  // Packed straight from 16-bit storage: no widened copies, nothing packed twice.
+  packed_gemm<T, Out>(out, a, sa_row, sa_col, b, sb_row, sb_col, m, k, n, bias);
+  return;
+#endif
   Workspace<float> wide_bias(bias != nullptr ? n : 0);
   if (bias != nullptr) load_run(bias, wide_bias.data(), n);
   const float* bias_f = bias != nullptr ? wide_bias.data() : nullptr;

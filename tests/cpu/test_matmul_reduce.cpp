@@ -5,6 +5,7 @@
 #include "helpers.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/short_inner_gemm.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/widening_gemm.h"
 
 using namespace hg;
@@ -172,6 +173,46 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
   CHECK(std::isinf(out.index({0, 299}).item<float>()));
   CHECK(std::isnan(out.index({299, 0}).item<float>()));
   CHECK(out.index({1, 0}).item<float>() == 0.0f);
+}
+
+TEST_CASE("16-bit products packed from 16-bit storage: tile edges, k = 0, float32 output, any thread count") {
+  // With AVX-512 widening_gemm runs kernels/cpu/packed_gemm.cpp: rows past 1024 (a second row
+  // tile), columns past 512, k split into equal panels (600 as 3 x 200) with a 16-value
+  // transpose tail, and row/column counts off the 8 x 32 register tile; every layout of a and b.
+  manual_seed(13);
+  for (const Shape3 s : {Shape3{1030, 20, 40}, Shape3{37, 600, 530}, Shape3{9, 17, 33}}) {
+    for (Dtype d : {kFloat16, kBFloat16}) {
+      CAPTURE(s.m);
+      CAPTURE(s.k);
+      CAPTURE(s.n);
+      CAPTURE(dtype_name(d));
+      const Tensor a = randn({s.m, s.k}).to(d), b = randn({s.k, s.n}).to(d);
+      const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64));
+      const Tensor at = a.t().contiguous().t(), bt = b.t().contiguous().t();
+      for (const auto& [x, y] : {std::pair{a, b}, std::pair{at, b}, std::pair{a, bt}, std::pair{at, bt},
+                                 std::pair{non_contiguous(a), non_contiguous(b)}}) {
+        check_close(widening_gemm_of(x, y), ref, hg::test::tolerance(d));
+      }
+    }
+  }
+  // The float32 output is the 16-bit result widened, bit for bit; one thread gives the pool's bits.
+  const Tensor a = randn({70, 300}).to(kFloat16), b = randn({300, 90}).to(kFloat16);
+  const Tensor product = widening_gemm_of(a, b);
+  Tensor wide = empty({70, 90}, kFloat32);
+  cpu::widening_gemm<Half, float>(static_cast<float*>(wide.raw_data()), static_cast<const Half*>(a.raw_data()), 300, 1,
+                                  static_cast<const Half*>(b.raw_data()), 90, 1, 70, 300, 90);
+  CHECK(hg::test::bitwise_equal(wide, product.to(kFloat32)));
+  Tensor alone;
+  cpu::run_parallel(2, [&](int64_t i) {
+    if (i == 0) alone = widening_gemm_of(a, b);
+  });
+  CHECK(hg::test::bitwise_equal(alone, product));
+  // k = 0: zeros, plus the bias when there is one.
+  const Tensor empty_a = zeros({5, 0}, kBFloat16), empty_b = zeros({0, 7}, kBFloat16);
+  CHECK(hg::test::bitwise_equal(widening_gemm_of(empty_a, empty_b), zeros({5, 7}, kBFloat16)));
+  const Tensor bias = randn({7}).to(kBFloat16);
+  CHECK(
+      hg::test::bitwise_equal(widening_gemm_of(empty_a, empty_b, bias), bias.unsqueeze(0).expand({5, 7}).contiguous()));
 }
 
 TEST_CASE("linear adds its bias inside the product on every CPU path and matches float64") {
