@@ -11,6 +11,13 @@
 #define HG_HOST_DEVICE
 #endif
 
+// On CPUs with F16C one float16 value converts in one instruction (the same rounding, bit for bit,
+// as the portable code below, which a value takes otherwise: about a dozen integer instructions).
+#if defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define HG_HALF_F16C 1
+#endif
+
 namespace hg {
 
 namespace detail {
@@ -40,6 +47,22 @@ struct Half {
   }
 
   HG_HOST_DEVICE static float to_float(uint16_t h) {
+#ifdef HG_HALF_F16C
+    return _cvtsh_ss(h);
+#else
+    return to_float_portable(h);
+#endif
+  }
+
+  HG_HOST_DEVICE static uint16_t from_float(float f) {
+#ifdef HG_HALF_F16C
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    return from_float_portable(f);
+#endif
+  }
+
+  HG_HOST_DEVICE static float to_float_portable(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
@@ -51,7 +74,7 @@ struct Half {
     return sign ? -v : v;
   }
 
-  HG_HOST_DEVICE static uint16_t from_float(float f) {
+  HG_HOST_DEVICE static uint16_t from_float_portable(float f) {
     const uint32_t x = detail::float_bits(f);
     const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
     const uint32_t abs = x & 0x7fffffffu;

@@ -1,4 +1,5 @@
 // dtypes: sizes, promotion, and exhaustive float16/bfloat16 conversion checks.
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -65,6 +66,23 @@ TEST_CASE("float16 conversion: all 65,536 patterns, round to nearest even, subno
   CHECK(Half::from_float(-1e-8f) == 0x8000);  // keeps the sign
   CHECK(Half::from_float(std::ldexp(1.0f, -24)) == 1);
   CHECK(std::isnan(static_cast<float>(Half(NAN))));
+}
+
+TEST_CASE("float16: the portable conversions (device code, CPUs without F16C) agree with the ones in use") {
+  // Where the build has F16C, Half converts with it; the portable code must give the same bits
+  // (it is what CUDA device code and other CPUs run). NaN patterns: NaN either way.
+  int failures = 0;
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const auto b = static_cast<uint16_t>(bits);
+    const float f = Half::to_float(b), g = Half::to_float_portable(b);
+    failures += std::isnan(f) ? !std::isnan(g) : std::bit_cast<uint32_t>(f) != std::bit_cast<uint32_t>(g);
+  }
+  // Float patterns across the whole range (ties, subnormals, overflow, NaN payloads).
+  for (uint64_t x = 0; x <= 0xffffffffu; x += 0x1003u) {
+    const float f = std::bit_cast<float>(static_cast<uint32_t>(x));
+    failures += Half::from_float(f) != Half::from_float_portable(f);
+  }
+  CHECK(failures == 0);
 }
 
 TEST_CASE("bfloat16 conversion: all 65,536 patterns, round to nearest even, inf/NaN") {
