@@ -232,7 +232,8 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
   Workspace<float> wide_bias(bias != nullptr ? n : 0);
   if (bias != nullptr) load_run(bias, wide_bias.data(), n);
   const float* bias_f = bias != nullptr ? wide_bias.data() : nullptr;
-  const auto [mc, nc, row_tiles, column_tiles] = tiling(m, k, n);
+  const Tiling tiles = tiling(m, k, n);  // (named members: clang 14 cannot capture structured bindings)
+  const int64_t mc = tiles.mc, nc = tiles.nc, row_tiles = tiles.row_tiles, column_tiles = tiles.column_tiles;
   // k in equal panels of at most kKc (784 as 4 x 196, not 3 x 256 and a thin 16).
   const int64_t panels = std::max<int64_t>(1, (k + kKc - 1) / kKc);
   const int64_t depth = std::max<int64_t>(1, (k + panels - 1) / panels);
