@@ -5,6 +5,7 @@
 // else is a plain loop the compiler vectorises.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -71,6 +72,29 @@ inline void store_run(const Acc* src, T* dst, int64_t n) {
   }
 #endif
   for (; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+}
+
+// Rounds rows x cols float32 sums (row stride sums_ld) to T into out (row stride out_ld), adding
+// bias[c] (float32, or none) to column c first: a GEMM's float32 tile stored once. With
+// Out = float the rounded values are stored widened back to float32.
+template <class T, class Out>
+void round_rows(float* sums, int64_t sums_ld, int64_t rows, int64_t cols, const float* bias, Out* out, int64_t out_ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = sums + r * sums_ld;
+    if (bias != nullptr)
+      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+    if constexpr (std::is_same_v<Out, T>) {
+      store_run(row, out + r * out_ld, cols);
+    } else {  // through a small 16-bit buffer: store_run and load_run are the vectorised conversions
+      constexpr int64_t kChunk = 256;
+      T rounded[kChunk];
+      for (int64_t c = 0; c < cols; c += kChunk) {
+        const int64_t len = std::min(kChunk, cols - c);
+        store_run(row + c, rounded, len);
+        load_run(rounded, out + r * out_ld + c, len);
+      }
+    }
+  }
 }
 
 }  // namespace hg::cpu

@@ -291,11 +291,8 @@ void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b,
   const int64_t ld = (k + kLanes16 - 1) / kLanes16 * kLanes16;
   Workspace<float> af(m * ld), bias_f(bias != nullptr ? n : 0);
   widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
-  const float* bias_data = nullptr;
-  if (bias != nullptr) {
-    load_run(bias, bias_f.data(), n);
-    bias_data = bias_f.data();
-  }
+  if (bias != nullptr) load_run(bias, bias_f.data(), n);
+  const float* bias_data = bias != nullptr ? bias_f.data() : nullptr;
   // Column blocks of kSpan, narrower where that leaves a thread without one.
   const int64_t per_thread = (n + num_threads() - 1) / num_threads();
   const int64_t span = std::clamp<int64_t>((per_thread + 31) / 32 * 32, 64, kSpan);

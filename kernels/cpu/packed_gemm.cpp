@@ -178,25 +178,6 @@ void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc, float
     for (int64_t v = 0; v < kNv; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes16, acc[r][v]);
 }
 
-// The tile's rows (stride ldc) plus the bias, rounded once to T into out (row stride out_ld);
-// with Out = float stored widened.
-template <class T, class Out>
-void round_tile(float* tile, int64_t rows, int64_t cols, int64_t ldc, const float* bias, Out* out, int64_t out_ld) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = tile + r * ldc;
-    Out* dst = out + r * out_ld;
-    if (bias != nullptr)
-      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
-    if constexpr (std::is_same_v<Out, T>) {
-      store_run(row, dst, cols);
-    } else {
-      int64_t c = 0;
-      for (; c + kLanes16 <= cols; c += kLanes16) store_lanes16_widened<T>(dst + c, load_lanes16(row + c));
-      for (; c < cols; ++c) dst[c] = static_cast<float>(static_cast<T>(row[c]));
-    }
-  }
-}
-
 // How the result is cut into tasks: tiles of at most kMcMax rows and kNcMax columns (b's panel
 // then stays in L2 while a's slivers stream past it), split further along the longer side until
 // every pool thread has one, but no tile under about 2^20 multiply-adds (a thread's wake-up costs
@@ -264,7 +245,7 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
           }
         }
       }
-      round_tile<T>(tile.data(), rows, cols, ldc, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
+      round_rows<T>(tile.data(), ldc, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
     }
   });
 }

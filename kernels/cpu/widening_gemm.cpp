@@ -52,29 +52,6 @@ int64_t column_tile(int64_t m, int64_t n) {
   return std::clamp<int64_t>((nc + 15) / 16 * 16, kNcMin, kNcMax);
 }
 
-// Rounds rows x cols float32 sums (row stride cols) to T into out (row stride out_ld), adding
-// bias[c] (float32, or none) to column c first. With Out = float the rounded values are stored
-// widened back to float32 (the rounding done in place in sums first).
-template <class T, class Out>
-void round_rows(float* sums, int64_t rows, int64_t cols, const float* bias, Out* out, int64_t out_ld) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = sums + r * cols;
-    if (bias != nullptr)
-      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
-    if constexpr (std::is_same_v<Out, T>) {
-      store_run(row, out + r * out_ld, cols);
-    } else {  // through a small 16-bit buffer: store_run and load_run are the vectorised conversions
-      constexpr int64_t kChunk = 256;
-      T rounded[kChunk];
-      for (int64_t c = 0; c < cols; c += kChunk) {
-        const int64_t len = std::min(kChunk, cols - c);
-        store_run(row + c, rounded, len);
-        load_run(rounded, out + r * out_ld + c, len);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 template <class T>
@@ -108,7 +85,7 @@ void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T
     const WidenedMatrix pb = widen_matrix(b, k, n, sb_row, sb_col, wb.data());
     gemm(pa.transposed, pb.transposed, m, n, k, 1.0f, wa.data(), pa.ld, wb.data(), pb.ld, 0.0f, wc.data(), n);
     parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-      round_rows<T>(wc.data() + r0 * n, r1 - r0, n, bias_f, out + r0 * n, n);
+      round_rows<T>(wc.data() + r0 * n, n, r1 - r0, n, bias_f, out + r0 * n, n);
     });
     return;
   }
@@ -126,7 +103,7 @@ void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T
         gemm(pa.transposed, pb.transposed, rows, cols, depth, 1.0f, ap.data(), pa.ld, bp.data(), pb.ld,
              p0 == 0 ? 0.0f : 1.0f, tile.data(), cols);
       }
-      round_rows<T>(tile.data(), rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
+      round_rows<T>(tile.data(), cols, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
     }
   });
 }
