@@ -150,17 +150,19 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, float*
   }
 }
 
-// c[kMr, kNr] (row stride ldc) = (accumulate ? c : 0) + a's kMr rows @ bp's sliver over kc, a's
-// value (r, p) at ap[r * lda + p] (kByRows) or ap[p * kMr + r] (a sliver). In intrinsics with
-// every loop over the tile unrolled, so the 16 accumulators stay in registers.
+// c_out[kMr, kNr] (row stride ldc_out) = (c_in, or zeros where it is null; row stride ldc_in)
+// + a's kMr rows @ bp's sliver over kc, a's value (r, p) at ap[r * lda + p] (kByRows) or
+// ap[p * kMr + r] (a sliver). In intrinsics with every loop over the tile unrolled, so the 16
+// accumulators stay in registers.
 template <bool kByRows>
-void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc, float* c, int64_t ldc, bool accumulate) {
+void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc, const float* c_in, int64_t ldc_in,
+                float* c_out, int64_t ldc_out) {
   __m512 acc[kMr][kNv];
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kMr; ++r)
 #pragma GCC unroll 2
     for (int64_t v = 0; v < kNv; ++v)
-      acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + v * kLanes16) : _mm512_setzero_ps();
+      acc[r][v] = c_in != nullptr ? _mm512_loadu_ps(c_in + r * ldc_in + v * kLanes16) : _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
     __m512 bv[kNv];
 #pragma GCC unroll 2
@@ -175,7 +177,7 @@ void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc, float
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kMr; ++r)
 #pragma GCC unroll 2
-    for (int64_t v = 0; v < kNv; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes16, acc[r][v]);
+    for (int64_t v = 0; v < kNv; ++v) _mm512_storeu_ps(c_out + r * ldc_out + v * kLanes16, acc[r][v]);
 }
 
 // How the result is cut into tasks: tiles of at most kMcMax rows and kNcMax columns (b's panel
@@ -220,16 +222,24 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
   const int64_t depth = std::max<int64_t>(1, (k + panels - 1) / panels);
   // a's rows 64 bytes longer than the panel: eight rows 1 KiB apart would share cache sets.
   const int64_t lda = depth + kLanes16;
+  // Panels before the last add into a float32 tile; the last one's 8 x 32 sums go through a
+  // small buffer in L1 straight to out (bias added, rounded), so the tile is never read again.
+  const bool tiled_sums = k == 0 || panels > 1;
   parallel_for(row_tiles * column_tiles, 1, [&](int64_t t0, int64_t t1) {
-    Workspace<float> ap(mc * lda), bp(nc * depth), tile(mc * nc);
+    Workspace<float> ap(mc * lda), bp(nc * depth), tile(tiled_sums ? mc * nc : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = t / column_tiles * mc, j0 = t % column_tiles * nc;
       const int64_t rows = std::min(mc, m - i0), cols = std::min(nc, n - j0);
       const int64_t row_slivers = (rows + kMr - 1) / kMr, col_slivers = (cols + kNr - 1) / kNr;
       const int64_t ldc = col_slivers * kNr;
-      if (k == 0) std::fill(tile.data(), tile.data() + row_slivers * kMr * ldc, 0.0f);
+      if (k == 0) {
+        std::fill(tile.data(), tile.data() + row_slivers * kMr * ldc, 0.0f);
+        round_rows<T>(tile.data(), ldc, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
+        continue;
+      }
       for (int64_t p0 = 0; p0 < k; p0 += depth) {
         const int64_t kc = std::min(depth, k - p0);
+        const bool last = p0 + kc == k;
         const bool by_rows = widen_a(a + i0 * sa_row + p0 * sa_col, sa_row, sa_col, rows, kc, lda, ap.data());
         pack_b(b + p0 * sb_row + j0 * sb_col, sb_row, sb_col, kc, cols, bp.data());
         for (int64_t ir = 0; ir < row_slivers; ++ir) {
@@ -237,15 +247,23 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
           float* c = tile.data() + ir * kMr * ldc;
           for (int64_t jr = 0; jr < col_slivers; ++jr) {
             const float* b_sliver = bp.data() + jr * kc * kNr;
+            const float* c_in = p0 > 0 ? c + jr * kNr : nullptr;
+            float sums[kMr * kNr];
+            float* c_out = last ? sums : c + jr * kNr;
+            const int64_t ldc_out = last ? kNr : ldc;
             if (by_rows) {
-              micro_tile<true>(a_rows, lda, b_sliver, kc, c + jr * kNr, ldc, p0 > 0);
+              micro_tile<true>(a_rows, lda, b_sliver, kc, c_in, ldc, c_out, ldc_out);
             } else {
-              micro_tile<false>(a_rows, lda, b_sliver, kc, c + jr * kNr, ldc, p0 > 0);
+              micro_tile<false>(a_rows, lda, b_sliver, kc, c_in, ldc, c_out, ldc_out);
+            }
+            if (last) {
+              const int64_t i = i0 + ir * kMr, j = j0 + jr * kNr;
+              round_rows<T>(sums, kNr, std::min(kMr, rows - ir * kMr), std::min(kNr, cols - jr * kNr),
+                            bias_f != nullptr ? bias_f + j : nullptr, out + i * n + j, n);
             }
           }
         }
       }
-      round_rows<T>(tile.data(), ldc, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
     }
   });
 }
