@@ -1,7 +1,8 @@
 // Bulk conversions between storage types and the float32 that kernels compute in. float16 uses
 // the F16C instructions where the build targets them (8 values per instruction, the same round-
 // to-nearest-even and NaN results as hg::Half); bfloat16 uses AVX-512 (widening by a shift, and
-// AVX512_BF16's vcvtneps2bf16 for rounding, with the same results as hg::BFloat16); everything
+// AVX512_BF16's vcvtneps2bf16 for rounding, or hg::BFloat16's integer rounding in 16 lanes where
+// the CPU lacks it, with the same results as hg::BFloat16); everything
 // else is a plain loop the compiler vectorises.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "framework/half.h"
+#include "kernels/cpu/lanes16.h"
 
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -70,6 +72,13 @@ inline void store_run(const Acc* src, T* dst, int64_t n) {
       std::memcpy(static_cast<void*>(dst + i), &rounded, sizeof rounded);
     }
   }
+#elif defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<Acc, float>) {
+    for (; i + kLanes16 <= n; i += kLanes16) {  // without AVX512_BF16: hg::BFloat16's rounding on 16 lanes
+      const __m256i packed = pack_lanes16<BFloat16>(load_lanes16(src + i));
+      std::memcpy(static_cast<void*>(dst + i), &packed, sizeof packed);
+    }
+  }
 #endif
   for (; i < n; ++i) dst[i] = static_cast<T>(src[i]);
 }
@@ -87,7 +96,7 @@ void round_rows(float* sums, int64_t sums_ld, int64_t rows, int64_t cols, const 
       store_run(row, out + r * out_ld, cols);
     } else {  // through a small 16-bit buffer: store_run and load_run are the vectorised conversions
       constexpr int64_t kChunk = 256;
-      T rounded[kChunk];
+      alignas(64) T rounded[kChunk];
       for (int64_t c = 0; c < cols; c += kChunk) {
         const int64_t len = std::min(kChunk, cols - c);
         store_run(row + c, rounded, len);

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -150,14 +151,17 @@ void pack_b(const T* b, int64_t rs, int64_t cs, int64_t kc, int64_t cols, float*
   }
 }
 
-// c_out[kMr, kNr] (row stride ldc_out) = (c_in, or zeros where it is null; row stride ldc_in)
-// + a's kMr rows @ bp's sliver over kc, a's value (r, p) at ap[r * lda + p] (kByRows) or
-// ap[p * kMr + r] (a sliver). In intrinsics with every loop over the tile unrolled, so the 16
-// accumulators stay in registers.
-template <bool kByRows>
-void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc, const float* c_in, int64_t ldc_in,
-                float* c_out, int64_t ldc_out) {
-  __m512 acc[kMr][kNv];
+// The accumulators of one register tile: acc[r][v] holds row r, columns 16v .. 16v + 15.
+using Tile = __m512[kMr][kNv];
+
+// a's kMr rows @ bp's sliver over kc, added to c_in (row stride ldc_in; zeros where it is null),
+// handed to sink(acc): a's value (r, p) at ap[r * lda + p] (kByRows) or ap[p * kMr + r] (a
+// sliver). In intrinsics with every loop over the tile unrolled and the sink inlined, so the 16
+// accumulators stay in registers until they are stored.
+template <bool kByRows, class Sink>
+[[gnu::always_inline]] inline void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc,
+                                              const float* c_in, int64_t ldc_in, Sink&& sink) {
+  Tile acc;
 #pragma GCC unroll 8
   for (int64_t r = 0; r < kMr; ++r)
 #pragma GCC unroll 2
@@ -174,11 +178,67 @@ void micro_tile(const float* ap, int64_t lda, const float* bp, int64_t kc, const
       for (int64_t v = 0; v < kNv; ++v) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
     }
   }
-#pragma GCC unroll 8
-  for (int64_t r = 0; r < kMr; ++r)
-#pragma GCC unroll 2
-    for (int64_t v = 0; v < kNv; ++v) _mm512_storeu_ps(c_out + r * ldc_out + v * kLanes16, acc[r][v]);
+  sink(acc);
 }
+
+// A panel before the last: the sums go to the float32 tile.
+struct StoreSums {
+  float* c;
+  int64_t ldc;
+  [[gnu::always_inline]] void operator()(const Tile& acc) const {
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kMr; ++r)
+#pragma GCC unroll 2
+      for (int64_t v = 0; v < kNv; ++v) _mm512_storeu_ps(c + r * ldc + v * kLanes16, acc[r][v]);
+  }
+};
+
+// The last panel: each sum plus its column's bias, rounded once to T (pack_lanes16 and
+// round_lanes16, hg::Half's and hg::BFloat16's rounding), stored to out as T or (Out = float)
+// widened back, the first `rows` rows and `cols` columns of the tile only. The same operations
+// in the same order as round_rows, so the same bits.
+template <class T, class Out>
+struct RoundToOut {
+  Out* out;
+  int64_t ldo, rows, cols;
+  const float* bias;  // the tile's first column's, or null
+  [[gnu::always_inline]] void operator()(const Tile& acc) const {
+    __m512 bias_v[kNv];
+    __mmask16 lanes[kNv];
+#pragma GCC unroll 2
+    for (int64_t v = 0; v < kNv; ++v) {
+      const int64_t count = std::clamp<int64_t>(cols - v * kLanes16, 0, kLanes16);
+      lanes[v] = static_cast<__mmask16>((uint32_t{1} << count) - 1);
+      bias_v[v] = bias != nullptr ? _mm512_maskz_loadu_ps(lanes[v], bias + v * kLanes16) : _mm512_setzero_ps();
+    }
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kMr; ++r) {
+      if (r >= rows) break;
+#pragma GCC unroll 2
+      for (int64_t v = 0; v < kNv; ++v) {
+        const __m512 sum = bias != nullptr ? _mm512_add_ps(acc[r][v], bias_v[v]) : acc[r][v];
+        Lanes16 lanes16;
+        std::memcpy(&lanes16, &sum, sizeof sum);
+        Out* dst = out + r * ldo + v * kLanes16;
+        if constexpr (std::is_same_v<Out, float>) {
+          const Lanes16 rounded = round_lanes16<T>(lanes16);
+          __m512 wide;
+          std::memcpy(&wide, &rounded, sizeof wide);
+          _mm512_mask_storeu_ps(dst, lanes[v], wide);
+          continue;
+        }
+        const __m256i h = pack_lanes16<T>(lanes16);
+        if (lanes[v] == 0xffff) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
+        } else if (lanes[v] != 0) {
+          uint16_t bits[kLanes16];
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits), h);
+          std::memcpy(static_cast<void*>(dst), bits, static_cast<size_t>(std::popcount(lanes[v])) * sizeof(uint16_t));
+        }
+      }
+    }
+  }
+};
 
 // How the result is cut into tasks: tiles of at most kMcMax rows and kNcMax columns (b's panel
 // then stays in L2 while a's slivers stream past it), split further along the longer side until
@@ -222,8 +282,8 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
   const int64_t depth = std::max<int64_t>(1, (k + panels - 1) / panels);
   // a's rows 64 bytes longer than the panel: eight rows 1 KiB apart would share cache sets.
   const int64_t lda = depth + kLanes16;
-  // Panels before the last add into a float32 tile; the last one's 8 x 32 sums go through a
-  // small buffer in L1 straight to out (bias added, rounded), so the tile is never read again.
+  // Panels before the last add into a float32 tile; the last one's sums are rounded in registers
+  // and stored to out, so the tile is never read again.
   const bool tiled_sums = k == 0 || panels > 1;
   parallel_for(row_tiles * column_tiles, 1, [&](int64_t t0, int64_t t1) {
     Workspace<float> ap(mc * lda), bp(nc * depth), tile(tiled_sums ? mc * nc : 0);
@@ -248,19 +308,20 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
           for (int64_t jr = 0; jr < col_slivers; ++jr) {
             const float* b_sliver = bp.data() + jr * kc * kNr;
             const float* c_in = p0 > 0 ? c + jr * kNr : nullptr;
-            float sums[kMr * kNr];
-            float* c_out = last ? sums : c + jr * kNr;
-            const int64_t ldc_out = last ? kNr : ldc;
-            if (by_rows) {
-              micro_tile<true>(a_rows, lda, b_sliver, kc, c_in, ldc, c_out, ldc_out);
-            } else {
-              micro_tile<false>(a_rows, lda, b_sliver, kc, c_in, ldc, c_out, ldc_out);
+            const auto run = [&](auto&& sink) {
+              if (by_rows) {
+                micro_tile<true>(a_rows, lda, b_sliver, kc, c_in, ldc, sink);
+              } else {
+                micro_tile<false>(a_rows, lda, b_sliver, kc, c_in, ldc, sink);
+              }
+            };
+            if (!last) {
+              run(StoreSums{c + jr * kNr, ldc});
+              continue;
             }
-            if (last) {
-              const int64_t i = i0 + ir * kMr, j = j0 + jr * kNr;
-              round_rows<T>(sums, kNr, std::min(kMr, rows - ir * kMr), std::min(kNr, cols - jr * kNr),
-                            bias_f != nullptr ? bias_f + j : nullptr, out + i * n + j, n);
-            }
+            const int64_t i = i0 + ir * kMr, j = j0 + jr * kNr;
+            run(RoundToOut<T, Out>{out + i * n + j, n, std::min(kMr, rows - ir * kMr), std::min(kNr, cols - jr * kNr),
+                                   bias_f != nullptr ? bias_f + j : nullptr});
           }
         }
       }

@@ -215,6 +215,73 @@ TEST_CASE("16-bit products packed from 16-bit storage: tile edges, k = 0, float3
       hg::test::bitwise_equal(widening_gemm_of(empty_a, empty_b, bias), bias.unsqueeze(0).expand({5, 7}).contiguous()));
 }
 
+TEST_CASE("16-bit products round each sum once, to nearest even, as the scalar conversion does") {
+  // Small integers make every sum exact in float32, so the one rounding to float16/bfloat16 is
+  // checked against hg::Half / hg::BFloat16 bit for bit: sums past 256 (bfloat16) or 2048
+  // (float16) fall on ties. Single and several k panels, with and without a bias, the 16-bit
+  // and the float32 output, and a partial register tile (37 x 45).
+  for (const Shape3 s : {Shape3{37, 200, 45}, Shape3{64, 600, 96}}) {
+    for (Dtype d : {kFloat16, kBFloat16}) {
+      for (const bool with_bias : {false, true}) {
+        CAPTURE(s.k);
+        CAPTURE(dtype_name(d));
+        CAPTURE(with_bias);
+        std::vector<float> av(static_cast<size_t>(s.m * s.k)), bv(static_cast<size_t>(s.k * s.n)),
+            biasv(static_cast<size_t>(s.n));
+        uint32_t state = 7;
+        const auto next_int = [&](int range) {
+          state = state * 1664525u + 1013904223u;
+          return static_cast<float>(static_cast<int>(state >> 16) % range);
+        };
+        for (float& v : av) v = next_int(9);  // 0 .. 8
+        for (float& v : bv) v = next_int(9) - 2.0f;
+        for (float& v : biasv) v = next_int(257) - 128.0f;  // exact in bfloat16 too
+        const Tensor a = tensor(av).reshape({s.m, s.k}).to(d), b = tensor(bv).reshape({s.k, s.n}).to(d);
+        const Tensor bias = with_bias ? tensor(biasv).to(d) : Tensor();
+        const Tensor got = widening_gemm_of(a, b, bias);
+        Tensor wide = empty({s.m, s.n}, kFloat32);
+        const auto run_wide = [&]<class T>(TypeTag<T>) {
+          REQUIRE_FALSE(with_bias);  // the float32 output takes no bias
+          cpu::widening_gemm<T, float>(static_cast<float*>(wide.raw_data()), static_cast<const T*>(a.raw_data()), s.k,
+                                       1, static_cast<const T*>(b.raw_data()), s.n, 1, s.m, s.k, s.n);
+        };
+        if (!with_bias) d == kFloat16 ? run_wide(TypeTag<Half>{}) : run_wide(TypeTag<BFloat16>{});
+        const auto got16 = got.to(kFloat32).to_vector<float>();
+        const auto got32 = wide.to_vector<float>();
+        int wrong = 0, ties = 0;
+        for (int64_t i = 0; i < s.m; ++i) {
+          for (int64_t j = 0; j < s.n; ++j) {
+            int64_t sum = with_bias ? static_cast<int64_t>(biasv[static_cast<size_t>(j)]) : 0;
+            for (int64_t p = 0; p < s.k; ++p)
+              sum += static_cast<int64_t>(av[static_cast<size_t>(i * s.k + p)]) *
+                     static_cast<int64_t>(bv[static_cast<size_t>(p * s.n + j)]);
+            const auto exact = static_cast<float>(sum);
+            const float want = d == kFloat16 ? static_cast<float>(Half(exact)) : static_cast<float>(BFloat16(exact));
+            const size_t at = static_cast<size_t>(i * s.n + j);
+            wrong += got16[at] != want;
+            if (!with_bias) wrong += got32[at] != want;
+            ties += std::abs(sum) > 256 && (sum & 1) != 0;
+          }
+        }
+        CHECK(wrong == 0);
+        CHECK(ties > 100);  // the data reaches the rounding cases
+      }
+    }
+  }
+  // NaN and inf reach the outputs they feed, in both dtypes and both outputs.
+  for (Dtype d : {kFloat16, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    Tensor a = randn({20, 40}).to(d);
+    const Tensor b = randn({40, 50}).abs().to(d) + 0.5;
+    a.index_put_({3, 7}, full({}, NAN, d));
+    a.index_put_({19, 39}, full({}, INFINITY, d));
+    const Tensor out = widening_gemm_of(a, b).to(kFloat32);
+    CHECK(std::isnan(out.index({3, 49}).item<float>()));
+    CHECK(std::isinf(out.index({19, 0}).item<float>()));
+    CHECK(std::isfinite(out.index({4, 0}).item<float>()));
+  }
+}
+
 TEST_CASE("linear adds its bias inside the product on every CPU path and matches float64") {
   // Shapes for oneDNN's split by rows and by columns (bfloat16 there adds the bias in its
   // kernel), the widening path (float16), a short inner dimension (the bias added afterwards)
