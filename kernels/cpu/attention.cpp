@@ -13,6 +13,7 @@
 #include "framework/ops/attention_kernels.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/common/splitmix64.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -121,30 +122,31 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
   const C scale = static_cast<C>(a.scale);
   const int64_t blocks = (L + kRowBlock - 1) / kRowBlock;
   parallel_for(B * H * blocks, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<C> kt, vf, qs, s, acc;
+    thread_local std::vector<C> kf, kt, vf, qs, s, acc;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t bh = t / blocks, i0 = (t % blocks) * kRowBlock, i1 = std::min(L, i0 + kRowBlock);
       const int64_t jmax = a.causal ? std::min(S, i1) : S;  // keys any row of the block can see
+      kf.resize(static_cast<size_t>(jmax * E));
       kt.resize(static_cast<size_t>(E * jmax));
       qs.resize(static_cast<size_t>(E));
       s.resize(static_cast<size_t>(jmax));
       acc.resize(static_cast<size_t>(Ev));
-      const T* kb = k + bh * S * E;
+      // 16-bit K and V widened in bulk (convert.h), then K transposed in C.
+      load_run(k + bh * S * E, kf.data(), jmax * E);
       for (int64_t j = 0; j < jmax; ++j)
-        for (int64_t e = 0; e < E; ++e) kt[static_cast<size_t>(e * jmax + j)] = static_cast<C>(kb[j * E + e]);
+        for (int64_t e = 0; e < E; ++e) kt[static_cast<size_t>(e * jmax + j)] = kf[static_cast<size_t>(j * E + e)];
       const C* vb;
       if constexpr (std::is_same_v<T, C>) {
         vb = v + bh * S * Ev;
       } else {
         vf.resize(static_cast<size_t>(jmax * Ev));
-        const T* vs = v + bh * S * Ev;
-        for (int64_t x = 0; x < jmax * Ev; ++x) vf[static_cast<size_t>(x)] = static_cast<C>(vs[x]);
+        load_run(v + bh * S * Ev, vf.data(), jmax * Ev);
         vb = vf.data();
       }
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t n = a.causal ? std::min(S, i + 1) : S;
-        const T* qr = q + (bh * L + i) * E;
-        for (int64_t e = 0; e < E; ++e) qs[static_cast<size_t>(e)] = static_cast<C>(qr[e]) * scale;
+        load_run(q + (bh * L + i) * E, qs.data(), E);
+        for (C& x : qs) x *= scale;
         C* sr = s.data();
         scores(sr, qs.data(), kt.data(), jmax, E, n);
         apply_mask(mr, bh, i, sr, n);
@@ -170,7 +172,7 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
         std::fill(acc.begin(), acc.end(), C(0));
         C* ac = acc.data();
         add_rows(ac, sr, vb, Ev, n, Ev);
-        for (int64_t c = 0; c < Ev; ++c) orow[c] = static_cast<T>(ac[c]);
+        store_run(ac, orow, Ev);
       }
     }
   });
@@ -194,27 +196,25 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
   const Dropout drop(a);
   const C scale = static_cast<C>(a.scale);
   parallel_for(B * H, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<C> kt, kf, vt, dk, dv, qs, gf, s, dp, dq;
+    thread_local std::vector<C> kt, kf, vf, vt, dk, dv, qs, gf, of, s, dp, dq;
     for (int64_t bh = t0; bh < t1; ++bh) {
       kt.resize(static_cast<size_t>(E * S));
       kf.resize(static_cast<size_t>(S * E));
+      vf.resize(static_cast<size_t>(S * Ev));
       vt.resize(static_cast<size_t>(Ev * S));
       dk.assign(static_cast<size_t>(S * E), C(0));
       dv.assign(static_cast<size_t>(S * Ev), C(0));
       qs.resize(static_cast<size_t>(E));
       dq.resize(static_cast<size_t>(E));
       gf.resize(static_cast<size_t>(Ev));
+      of.resize(static_cast<size_t>(Ev));
       s.resize(static_cast<size_t>(S));
       dp.resize(static_cast<size_t>(S));
-      const T* kb = k + bh * S * E;
-      const T* vb = v + bh * S * Ev;
+      load_run(k + bh * S * E, kf.data(), S * E);  // widened in bulk, then transposed in C
+      load_run(v + bh * S * Ev, vf.data(), S * Ev);
       for (int64_t j = 0; j < S; ++j) {
-        for (int64_t e = 0; e < E; ++e) {
-          const C x = static_cast<C>(kb[j * E + e]);
-          kt[static_cast<size_t>(e * S + j)] = x;
-          kf[static_cast<size_t>(j * E + e)] = x;
-        }
-        for (int64_t c = 0; c < Ev; ++c) vt[static_cast<size_t>(c * S + j)] = static_cast<C>(vb[j * Ev + c]);
+        for (int64_t e = 0; e < E; ++e) kt[static_cast<size_t>(e * S + j)] = kf[static_cast<size_t>(j * E + e)];
+        for (int64_t c = 0; c < Ev; ++c) vt[static_cast<size_t>(c * S + j)] = vf[static_cast<size_t>(j * Ev + c)];
       }
       for (int64_t i = 0; i < L; ++i) {
         const int64_t n = a.causal ? std::min(S, i + 1) : S;
@@ -227,16 +227,16 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
           for (int64_t e = 0; e < E; ++e) gqr[e] = T(0);
           continue;
         }
-        for (int64_t e = 0; e < E; ++e) qs[static_cast<size_t>(e)] = static_cast<C>(q[row * E + e]) * scale;
+        load_run(q + row * E, qs.data(), E);
+        for (C& x : qs) x *= scale;
         C* sr = s.data();
         scores(sr, qs.data(), kt.data(), S, E, n);
         apply_mask(mr, bh, i, sr, n);
         exp_shifted(sr, l, n);  // the weights p
         C D = 0;                // dO . O = sum_j dP_j p_j (dropout included)
-        for (int64_t c = 0; c < Ev; ++c) {
-          gf[static_cast<size_t>(c)] = static_cast<C>(go[row * Ev + c]);
-          D += gf[static_cast<size_t>(c)] * static_cast<C>(o[row * Ev + c]);
-        }
+        load_run(go + row * Ev, gf.data(), Ev);
+        load_run(o + row * Ev, of.data(), Ev);
+        for (int64_t c = 0; c < Ev; ++c) D += gf[static_cast<size_t>(c)] * of[static_cast<size_t>(c)];
         C* dpr = dp.data();
         std::fill(dpr, dpr + n, C(0));
         add_rows(dpr, gf.data(), vt.data(), S, Ev, n);
@@ -258,10 +258,11 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
           const C* __restrict qv = qs.data();
           for (int64_t e = 0; e < E; ++e) dkr[e] += ds * qv[e];  // d(scaled score)/dk = scale q
         }
-        for (int64_t e = 0; e < E; ++e) gqr[e] = static_cast<T>(dq[static_cast<size_t>(e)] * scale);
+        for (C& x : dq) x *= scale;
+        store_run(dq.data(), gqr, E);
       }
-      for (int64_t x = 0; x < S * E; ++x) gk[bh * S * E + x] = static_cast<T>(dk[static_cast<size_t>(x)]);
-      for (int64_t x = 0; x < S * Ev; ++x) gv[bh * S * Ev + x] = static_cast<T>(dv[static_cast<size_t>(x)]);
+      store_run(dk.data(), gk + bh * S * E, S * E);
+      store_run(dv.data(), gv + bh * S * Ev, S * Ev);
     }
   });
 }
