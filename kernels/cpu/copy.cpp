@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "framework/ops/copy_kernels.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 
 namespace hg::cpu {
@@ -41,9 +42,6 @@ To convert(From v) {
     return static_cast<To>(v);
   }
 }
-
-template <class T>
-inline constexpr bool is_16bit_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // float32 <-> float16/bfloat16, the casts autocast makes on every step: contiguous runs go
 // through the bulk conversions (F16C for float16, 8 or 16 values per instruction), which give
