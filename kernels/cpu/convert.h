@@ -18,13 +18,6 @@
 #include <immintrin.h>
 #endif
 
-// The last n % 8 (float16) or n % 16 (bfloat16) values of a run converted by one masked vector
-// load and store (AVX512BW/VL's 16-bit masks) instead of one at a time: im2col's 24- and 26-value
-// rows and attention's 16-value heads are mostly tail.
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define HG_MASKED_16BIT_TAILS 1
-#endif
-
 namespace hg::cpu {
 
 template <class T>
@@ -51,22 +44,12 @@ inline void load_run(const T* src, Acc* dst, int64_t n) {
     }
   }
 #endif
-#ifdef HG_MASKED_16BIT_TAILS
-  if constexpr (is_16bit_float<T> && std::is_same_v<Acc, float>) {
-    if (i < n && n - i < kLanes16) {  // the last few values in one masked load and store
-      const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
-      const __m256i h = _mm256_maskz_loadu_epi16(m, src + i);
-      __m512 wide;
-      if constexpr (std::is_same_v<T, Half>) {
-        wide = _mm512_maskz_cvtph_ps(m, h);
-      } else {
-        wide = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(m, _mm512_maskz_cvtepu16_epi32(m, h), 16));
-      }
-      _mm512_mask_storeu_ps(dst + i, m, wide);
+  if constexpr (kMaskedLanes16 && is_16bit_float<T> && std::is_same_v<Acc, float>) {
+    if (i < n && n - i <= kLanes16) {  // the last n % 8 or n % 16 values in one masked load and store
+      store_lanes16_partial(dst + i, load_lanes16_partial(src + i, n - i), n - i);
       return;
     }
   }
-#endif
   for (; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
 }
 
@@ -106,18 +89,12 @@ inline void store_run(const Acc* src, T* dst, int64_t n) {
     }
   }
 #endif
-#ifdef HG_MASKED_16BIT_TAILS
-  if constexpr (is_16bit_float<T> && std::is_same_v<Acc, float>) {
-    if (i < n && n - i < kLanes16) {  // the last few values in one masked load and store
-      const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
-      Lanes16 lanes;
-      std::memcpy(&lanes, &v, sizeof v);
-      _mm256_mask_storeu_epi16(static_cast<void*>(dst + i), m, pack_lanes16<T>(lanes));
+  if constexpr (kMaskedLanes16 && is_16bit_float<T> && std::is_same_v<Acc, float>) {
+    if (i < n && n - i <= kLanes16) {  // the last values in one masked load and store
+      store_lanes16_partial(dst + i, load_lanes16_partial(src + i, n - i), n - i);
       return;
     }
   }
-#endif
   for (; i < n; ++i) dst[i] = static_cast<T>(src[i]);
 }
 

@@ -99,15 +99,42 @@ inline void load_bf16_pairs_partial(const BFloat16* p, int64_t count, Lanes16& e
   load_bf16_pairs(padded, even, odd);
 }
 
-// The first `count` (at most 16) values at p as float32, the other lanes zero: copied next to
-// zeros, then widened as a whole vector (a 16-bit value converted alone takes a dozen integer
-// instructions).
+// Whether the partial loads and stores below take one masked vector instruction (AVX512BW/VL's
+// 16-bit masks) rather than a copy through a padded buffer.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+inline constexpr bool kMaskedLanes16 = true;
+inline __mmask16 lanes16_mask(int64_t count) { return static_cast<__mmask16>((uint32_t{1} << count) - 1); }
+#else
+inline constexpr bool kMaskedLanes16 = false;
+#endif
+
+// The first `count` (at most 16) values at p as float32, the other lanes zero: one masked load
+// where the CPU has 16-bit masks, else copied next to zeros and widened as a whole vector (a
+// 16-bit value converted alone takes a dozen integer instructions). Nothing past count is read.
 template <class T>
 inline Lanes16 load_lanes16_partial(const T* p, int64_t count) {
   if (count == kLanes16) return load_lanes16(p);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __mmask16 m = lanes16_mask(count);
+  __m512 x;
+  if constexpr (std::is_same_v<T, float>) {
+    x = _mm512_maskz_loadu_ps(m, p);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      x = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(m, _mm512_maskz_cvtepu16_epi32(m, h), 16));
+    } else {
+      x = _mm512_maskz_cvtph_ps(m, h);
+    }
+  }
+  Lanes16 v;
+  std::memcpy(&v, &x, sizeof v);
+  return v;
+#else
   T padded[kLanes16] = {};
   std::memcpy(padded, p, static_cast<size_t>(count) * sizeof(T));
   return load_lanes16(padded);
+#endif
 }
 
 #ifdef __AVX512F__
@@ -146,6 +173,25 @@ inline void store_lanes16(T* dst, Lanes16 v) {
   }
 #else
   for (int64_t i = 0; i < kLanes16; ++i) dst[i] = static_cast<T>(v[i]);
+#endif
+}
+
+// store_lanes16 of the first `count` (at most 16) lanes only; nothing past them is written.
+template <class T>
+inline void store_lanes16_partial(T* dst, Lanes16 v, int64_t count) {
+  if (count == kLanes16) return store_lanes16(dst, v);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  if constexpr (std::is_same_v<T, float>) {
+    __m512 x;
+    std::memcpy(&x, &v, sizeof x);
+    _mm512_mask_storeu_ps(dst, lanes16_mask(count), x);
+  } else {
+    _mm256_mask_storeu_epi16(static_cast<void*>(dst), lanes16_mask(count), pack_lanes16<T>(v));
+  }
+#else
+  T rounded[kLanes16];
+  store_lanes16(rounded, v);
+  std::memcpy(static_cast<void*>(dst), rounded, static_cast<size_t>(count) * sizeof(T));
 #endif
 }
 

@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -203,37 +202,26 @@ struct RoundToOut {
   int64_t ldo, rows, cols;
   const float* bias;  // the tile's first column's, or null
   [[gnu::always_inline]] void operator()(const Tile& acc) const {
-    __m512 bias_v[kNv];
-    __mmask16 lanes[kNv];
+    int64_t count[kNv];
+    Lanes16 bias_v[kNv] = {};
 #pragma GCC unroll 2
     for (int64_t v = 0; v < kNv; ++v) {
-      const int64_t count = std::clamp<int64_t>(cols - v * kLanes16, 0, kLanes16);
-      lanes[v] = static_cast<__mmask16>((uint32_t{1} << count) - 1);
-      bias_v[v] = bias != nullptr ? _mm512_maskz_loadu_ps(lanes[v], bias + v * kLanes16) : _mm512_setzero_ps();
+      count[v] = std::clamp<int64_t>(cols - v * kLanes16, 0, kLanes16);
+      if (bias != nullptr) bias_v[v] = load_lanes16_partial(bias + v * kLanes16, count[v]);
     }
 #pragma GCC unroll 8
     for (int64_t r = 0; r < kMr; ++r) {
       if (r >= rows) break;
 #pragma GCC unroll 2
       for (int64_t v = 0; v < kNv; ++v) {
-        const __m512 sum = bias != nullptr ? _mm512_add_ps(acc[r][v], bias_v[v]) : acc[r][v];
-        Lanes16 lanes16;
-        std::memcpy(&lanes16, &sum, sizeof sum);
+        Lanes16 sum;
+        std::memcpy(&sum, &acc[r][v], sizeof sum);
+        if (bias != nullptr) sum += bias_v[v];
         Out* dst = out + r * ldo + v * kLanes16;
         if constexpr (std::is_same_v<Out, float>) {
-          const Lanes16 rounded = round_lanes16<T>(lanes16);
-          __m512 wide;
-          std::memcpy(&wide, &rounded, sizeof wide);
-          _mm512_mask_storeu_ps(dst, lanes[v], wide);
-          continue;
-        }
-        const __m256i h = pack_lanes16<T>(lanes16);
-        if (lanes[v] == 0xffff) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
-        } else if (lanes[v] != 0) {
-          uint16_t bits[kLanes16];
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(bits), h);
-          std::memcpy(static_cast<void*>(dst), bits, static_cast<size_t>(std::popcount(lanes[v])) * sizeof(uint16_t));
+          store_lanes16_partial(dst, round_lanes16<T>(sum), count[v]);
+        } else {
+          store_lanes16_partial(dst, sum, count[v]);
         }
       }
     }
