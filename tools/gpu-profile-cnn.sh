@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Where the MNIST CNN's CUDA step spends its time, fp32 against bf16 and fp16 (docs/GPU.md: the
+# 16-bit CNN is slower than the fp32 one on the H100 and H200). On the device, after
+# tools/gpu-bundle.sh here:  OUT=/some/dir bash tools/gpu-profile-cnn.sh
+# Builds only the example (in build-gpu, configured as tools/gpu-check does), then trains one
+# epoch per precision under Nsight Systems when the image has `nsys` (its per-kernel and
+# per-API summaries), else under cuDNN's API log (the algorithms and engines it reports).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${OUT:-$root/gpu-out}
+build=${GPU_CHECK_BUILD:-build-gpu}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+# shellcheck source=tools/gpu-env.sh
+. "$root/tools/gpu-env.sh"
+hg_gpu_env "$root/.carry" "$root/$build-cudalibs" > "$out/env.log" 2>&1
+if [ ! -d "$build" ]; then
+  meson setup "$build" -Dnative=false "${HG_MESON_ARGS[@]}" > "$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
+fi
+t0=$SECONDS
+ninja -C "$build" examples/mnist_cnn libhalfgrad_cuda.so > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
+echo "built examples/mnist_cnn in $((SECONDS - t0)) s"
+data=$root/$build-data/mnist
+mkdir -p "$data"
+for gz in .carry/mnist/*.gz; do gunzip -c "$gz" > "$data/$(basename "$gz" .gz)"; done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
+echo "nsys: ${nsys_bin:-none}"
+for amp in off bf16 fp16; do
+  run=("$build/examples/mnist_cnn" --data "$data" --epochs 1 --device cuda --amp "$amp")
+  if [ -n "$nsys_bin" ]; then
+    "$nsys_bin" profile --force-overwrite true -o "$out/cnn-$amp" --stats=false "${run[@]}" > "$out/run-$amp.log" 2>&1
+    "$nsys_bin" stats --report cuda_gpu_kern_sum,cuda_api_sum --format csv -o "$out/cnn-$amp" "$out/cnn-$amp.nsys-rep" \
+      > /dev/null 2>&1
+    rm -f "$out/cnn-$amp.nsys-rep" "$out/cnn-$amp.sqlite"
+  else
+    CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/cudnn-$amp.log" "${run[@]}" > "$out/run-$amp.log" 2>&1
+    gzip -f "$out/cudnn-$amp.log"
+  fi
+  echo "$amp: $(tail -1 "$out/run-$amp.log")"
+done
+ls "$out"
