@@ -2,9 +2,10 @@
 # Where the MNIST CNN's CUDA step spends its time, fp32 against bf16 and fp16 (docs/GPU.md: the
 # 16-bit CNN is slower than the fp32 one on the H100 and H200). On the device, after
 # tools/gpu-bundle.sh here:  OUT=/some/dir bash tools/gpu-profile-cnn.sh
-# Builds only the example (in build-gpu, configured as tools/gpu-check does), then trains one
-# epoch per precision under Nsight Systems when the image has `nsys` (its per-kernel and
-# per-API summaries), else under cuDNN's API log (the algorithms and engines it reports).
+# Builds only the example and the CUDA backend (in build-gpu, configured as tools/gpu-check
+# does), then trains one epoch per precision under cuDNN's API log (level 3, gzipped into $OUT:
+# every cuDNN call, and the engine and knobs of every convolution). The device image has no
+# Nsight Systems (`nsys`), so per-kernel times are not taken here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,19 +26,11 @@ data=$root/$build-data/mnist
 mkdir -p "$data"
 for gz in .carry/mnist/*.gz; do gunzip -c "$gz" > "$data/$(basename "$gz" .gz)"; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
-echo "nsys: ${nsys_bin:-none}"
 for amp in off bf16 fp16; do
-  run=("$build/examples/mnist_cnn" --data "$data" --epochs 1 --device cuda --amp "$amp")
-  if [ -n "$nsys_bin" ]; then
-    "$nsys_bin" profile --force-overwrite true -o "$out/cnn-$amp" --stats=false "${run[@]}" > "$out/run-$amp.log" 2>&1
-    "$nsys_bin" stats --report cuda_gpu_kern_sum,cuda_api_sum --format csv -o "$out/cnn-$amp" "$out/cnn-$amp.nsys-rep" \
-      > /dev/null 2>&1
-    rm -f "$out/cnn-$amp.nsys-rep" "$out/cnn-$amp.sqlite"
-  else
-    CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/cudnn-$amp.log" "${run[@]}" > "$out/run-$amp.log" 2>&1
-    gzip -f "$out/cudnn-$amp.log"
-  fi
+  CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/cudnn-$amp.log" \
+    "$build/examples/mnist_cnn" --data "$data" --epochs 1 --device cuda --amp "$amp" > "$out/run-$amp.log" 2>&1
+  gzip -f "$out/cudnn-$amp.log"
   echo "$amp: $(tail -1 "$out/run-$amp.log")"
 done
-ls "$out"
+python3 tools/cudnn_log_summary.py "$out"/cudnn-off.log.gz "$out"/cudnn-bf16.log.gz "$out"/cudnn-fp16.log.gz |
+  tee "$out/cudnn-summary.txt"
