@@ -56,6 +56,32 @@ TEST_CASE("amp: linear's weight gradient reaches .grad in float32 in one pass, b
   }
 }
 
+TEST_CASE("amp: a classifier's weight gradient (few outputs, the narrow kernel) reaches .grad widened, bit for bit") {
+  // [10, 64] @ [64, 784]: few rows of g^T against a large x, summed by the narrow kernel along
+  // x's rows (a float32 x, which autocast casts to a contiguous copy) or as dot products along
+  // its columns (x already 16-bit, a transposed view, used as it is).
+  manual_seed(34);
+  for (Dtype d : {kBFloat16, kFloat16}) {
+    for (const bool transposed : {false, true}) {
+      CAPTURE(dtype_name(d));
+      CAPTURE(transposed);
+      Layer l(10, 784);
+      const Tensor x = transposed ? randn({784, 64}).to(d).t() : randn({64, 784});
+      const Tensor upstream = randn({64, 10});
+      Tensor loss;
+      {
+        amp::AutocastGuard g(kCPU, d);
+        loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
+      }
+      OpRecorder rec;
+      loss.backward();
+      CHECK(l.w.grad().dtype() == kFloat32);
+      CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
+      CHECK(casts_back(rec, d) == 1);  // the bias's only
+    }
+  }
+}
+
 TEST_CASE("amp: the weight gradient is cast as before when something else could see it") {
   manual_seed(32);
   const Dtype d = kBFloat16;
