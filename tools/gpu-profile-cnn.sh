@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where the MNIST CNN's CUDA step spends its time, fp32 against bf16 and fp16 (docs/GPU.md: the
-# 16-bit CNN is slower than the fp32 one on the H100 and H200). On the device, after
-# tools/gpu-bundle.sh here:  OUT=/some/dir bash tools/gpu-profile-cnn.sh
+# 16-bit CNN is slower than the fp32 one on the H100 and H200). After tools/gpu-bundle.sh here:
+#   run(command="bash tools/gpu-profile-cnn.sh", carry=[".carry"], timeout_s=240)
+# ($OUT/cudnn-summary.txt, the rest in $OUT/profile-logs.tar.gz; about 85 s on a fresh H100).
 # Builds only the example and the CUDA backend (in build-gpu, configured as tools/gpu-check
 # does), then trains one epoch per precision under cuDNN's API log (level 3, gzipped into $OUT:
 # every cuDNN call, and the engine and knobs of every convolution). The device image has no
@@ -12,6 +13,16 @@ root=$PWD
 out=${OUT:-$root/gpu-out}
 build=${GPU_CHECK_BUILD:-build-gpu}
 mkdir -p "$out"
+# At most 8 files come back from the device: the summary stays, everything else is archived.
+pack_logs() {
+  local logs=()
+  for f in "$out"/*; do
+    case "$(basename "$f")" in cudnn-summary.txt | profile-logs.tar.gz) ;; *) [ -f "$f" ] && logs+=("$(basename "$f")") ;; esac
+  done
+  [ ${#logs[@]} -gt 0 ] || return 0
+  tar -C "$out" -czf "$out/profile-logs.tar.gz" "${logs[@]}" && (cd "$out" && rm -f "${logs[@]}")
+}
+trap pack_logs EXIT
 export PATH=/usr/local/cuda/bin:$PATH
 # shellcheck source=tools/gpu-env.sh
 . "$root/tools/gpu-env.sh"
