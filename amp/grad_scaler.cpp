@@ -148,9 +148,23 @@ void GradScaler::update() {
            "update() was called, but no optimizer was unscaled or stepped since the last update(); call "
            "scaler.step(optimizer) first");
   NoGradGuard no_grad;
-  Tensor found = zeros({1}, TensorOptions(kFloat32).device(device_));
+  // The usual case, one optimizer whose gradients are on the scaler's device, passes its flag
+  // as it is (the kernel only reads it); several flags are summed into a fresh one.
+  const Tensor* only = nullptr;
+  size_t flags = 0;
   for (const auto& [opt, st] : per_optimizer_)
-    for (const auto& [key, flag] : st.found_inf_per_device) found.add_(to(flag, device_, kFloat32));
+    for (const auto& [key, flag] : st.found_inf_per_device) {
+      only = &flag;
+      ++flags;
+    }
+  Tensor found;
+  if (flags == 1 && only->device() == device_) {
+    found = *only;
+  } else {
+    found = zeros({1}, TensorOptions(kFloat32).device(device_));
+    for (const auto& [opt, st] : per_optimizer_)
+      for (const auto& [key, flag] : st.found_inf_per_device) found.add_(to(flag, device_, kFloat32));
+  }
   update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor,
                 options_.growth_interval);
   per_optimizer_.clear();
