@@ -5,6 +5,7 @@
 
 #include "framework/allocator.h"
 #include "framework/cuda_backend.h"
+#include "framework/dispatch.h"
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/copy.h"
@@ -90,6 +91,18 @@ template <class T>
 T Tensor::item() const {
   HG_CHECK(numel() == 1, "item", "a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
            shape());
+  // On the CPU the value is read where it lies, converted as the cast kernel converts it, with
+  // no tensor copied (a GradScaler step and a logged loss read one every iteration).
+  if (device().is_cpu()) {
+    return dispatch_dtype(dtype(), [&]<class S>(TypeTag<S>) {
+      const S v = *static_cast<const S*>(raw_data());
+      if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
+        return static_cast<T>(static_cast<float>(v));
+      } else {
+        return static_cast<T>(v);
+      }
+    });
+  }
   return to_vector<T>()[0];
 }
 

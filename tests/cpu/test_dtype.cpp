@@ -122,6 +122,35 @@ TEST_CASE("to() converts between every pair of dtypes") {
   }
 }
 
+TEST_CASE("item() reads a CPU value as the cast kernel converts it, for every dtype") {
+  // item() reads the one value where it lies; to_vector() goes through a cast op. Both must give
+  // the same bits: awkward values (rounding, overflow to inf, NaN, an int64 beyond float's
+  // integers), and each one as an element of a larger tensor, at an offset, through a view.
+  const std::vector<double> values{0.0,   -0.0,        1.0,   -2.5,          0.1, 65504.0, 70000.0, 3.4e38, 1e-40,
+                                   1e300, 9007199254740993.0, -7.75, std::nan(""), INFINITY};
+  for (Dtype d : kAllDtypes) {
+    for (double v : values) {
+      if (d == kInt64 || d == kInt32 || d == kUInt8) {
+        if (!std::isfinite(v)) continue;  // NaN/inf into an integer: saturated by the cast, tested elsewhere
+      }
+      const Tensor source = tensor(std::vector<double>{5.0, v, 7.0}).to(d);
+      for (const Tensor& t : {source.slice(0, 1, 2).reshape({}), source.slice(0, 1, 2)}) {
+        CAPTURE(dtype_name(d));
+        CAPTURE(v);
+        const double by_cast = t.to_vector<double>()[0];
+        const float by_cast_f = t.to_vector<float>()[0];
+        CHECK(std::bit_cast<uint64_t>(t.item<double>()) == std::bit_cast<uint64_t>(by_cast));
+        CHECK(std::bit_cast<uint32_t>(t.item<float>()) == std::bit_cast<uint32_t>(by_cast_f));
+      }
+    }
+  }
+  // A value the int64 path holds exactly, beyond float's and double's integers.
+  const Tensor big = tensor(std::vector<int64_t>{(int64_t{1} << 62) + 1});
+  CHECK(big.item<double>() == big.to_vector<double>()[0]);
+  CHECK(big.item<float>() == big.to_vector<float>()[0]);
+  CHECK_THROWS_WITH_AS(tensor(std::vector<double>{1, 2}).item<double>(), doctest::Contains("item"), Error);
+}
+
 TEST_CASE("printing looks like PyTorch's repr") {
   CHECK(tensor(std::vector<float>{1, 2.5}).to_string() == "tensor([1.0000, 2.5000])");
   CHECK(tensor(std::vector<int64_t>{1, 2}).to_string() == "tensor([1, 2])");
