@@ -126,8 +126,9 @@ TEST_CASE("item() reads a CPU value as the cast kernel converts it, for every dt
   // item() reads the one value where it lies; to_vector() goes through a cast op. Both must give
   // the same bits: awkward values (rounding, overflow to inf, NaN, an int64 beyond float's
   // integers), and each one as an element of a larger tensor, at an offset, through a view.
-  const std::vector<double> values{0.0,   -0.0,        1.0,   -2.5,          0.1, 65504.0, 70000.0, 3.4e38, 1e-40,
-                                   1e300, 9007199254740993.0, -7.75, std::nan(""), INFINITY};
+  const std::vector<double> values{
+      0.0,   -0.0,         1.0,     -2.5, 0.1, 65504.0, 70000.0, 3.4e38, 1e-40, 1e300, 9007199254740993.0,
+      -7.75, std::nan(""), INFINITY};
   for (Dtype d : kAllDtypes) {
     for (double v : values) {
       if (d == kInt64 || d == kInt32 || d == kUInt8) {
