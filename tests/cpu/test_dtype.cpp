@@ -131,9 +131,6 @@ TEST_CASE("item() reads a CPU value as the cast kernel converts it, for every dt
       -7.75, std::nan(""), INFINITY};
   for (Dtype d : kAllDtypes) {
     for (double v : values) {
-      if (d == kInt64 || d == kInt32 || d == kUInt8) {
-        if (!std::isfinite(v)) continue;  // NaN/inf into an integer: saturated by the cast, tested elsewhere
-      }
       const Tensor source = tensor(std::vector<double>{5.0, v, 7.0}).to(d);
       for (const Tensor& t : {source.slice(0, 1, 2).reshape({}), source.slice(0, 1, 2)}) {
         CAPTURE(dtype_name(d));
