@@ -29,6 +29,22 @@ struct Layer {
     b = (randn({out}) * 0.05).detach().requires_grad_();
   }
 };
+
+// linear(x, l.w, l.b) under autocast to d, summed against upstream, then backward: the float32
+// weight's gradient arrives widened, bit for bit the cast path's values.
+void check_widened_weight_grad(const Layer& l, const Tensor& x, const Tensor& upstream, Dtype d) {
+  Tensor loss;
+  {
+    amp::AutocastGuard g(kCPU, d);
+    loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
+  }
+  OpRecorder rec;
+  loss.backward();
+  CHECK(l.w.grad().dtype() == kFloat32);
+  CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
+  // Only the bias's gradient (a column sum) was cast back; the weight's went on widened.
+  CHECK(casts_back(rec, d) == 1);
+}
 }  // namespace
 
 TEST_CASE("amp: linear's weight gradient reaches .grad in float32 in one pass, bit for bit the cast's values") {
@@ -41,17 +57,7 @@ TEST_CASE("amp: linear's weight gradient reaches .grad in float32 in one pass, b
       CAPTURE(batch);
       Layer l(400, 300);
       const Tensor x = randn({batch, 300}), upstream = randn({batch, 400});
-      Tensor loss;
-      {
-        amp::AutocastGuard g(kCPU, d);
-        loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
-      }
-      OpRecorder rec;
-      loss.backward();
-      CHECK(l.w.grad().dtype() == kFloat32);
-      CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
-      // Only the bias's gradient (a column sum) was cast back; the weight's went on widened.
-      CHECK(casts_back(rec, d) == 1);
+      check_widened_weight_grad(l, x, upstream, d);
     }
   }
 }
@@ -68,16 +74,7 @@ TEST_CASE("amp: a classifier's weight gradient (few outputs, the narrow kernel) 
       Layer l(10, 784);
       const Tensor x = transposed ? randn({784, 64}).to(d).t() : randn({64, 784});
       const Tensor upstream = randn({64, 10});
-      Tensor loss;
-      {
-        amp::AutocastGuard g(kCPU, d);
-        loss = (linear(x, l.w, l.b).to(kFloat32) * upstream).sum();
-      }
-      OpRecorder rec;
-      loss.backward();
-      CHECK(l.w.grad().dtype() == kFloat32);
-      CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
-      CHECK(casts_back(rec, d) == 1);  // the bias's only
+      check_widened_weight_grad(l, x, upstream, d);
     }
   }
 }
