@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced (bash) by tools/gpu-check and tools/simulate-gpu-image.sh: prepares the environment in
+# Sourced (bash) by tools/gpu-check, tools/gpu-profile-cnn.sh and tools/simulate-gpu-image.sh:
+# prepares the environment in
 # which `meson setup -Dcuda=enabled -Dcudnn=enabled` works on a bare GPU image (CUDA toolkit,
 # meson, ninja, PyTorch with its pip nvidia-* wheels; no Debian packages, maybe no pkg-config).
 #
@@ -164,4 +165,23 @@ hg_gpu_env() {
     HG_MESON_ARGS+=("-Dcuda_args=-I$_hg_libs/include")
   fi
   return $rc
+}
+
+# hg_pack_logs OUT ARCHIVE KEEP...: every plain file in OUT except the KEEP names goes into
+# OUT/ARCHIVE (gzipped tar) and is removed. The device tool brings back at most 8 files from
+# $OUT, and the scripts that run there write more logs than that (gpu-check's 14 crowded out its
+# own report on 2026-11-26); they call this on exit.
+hg_pack_logs() {
+  local out=$1 archive=$2
+  shift 2
+  local logs=() f name k keep
+  for f in "$out"/*; do
+    [ -f "$f" ] || continue
+    name=$(basename "$f")
+    keep=0
+    for k in "$archive" "$@"; do [ "$name" = "$k" ] && keep=1; done
+    [ $keep -eq 1 ] || logs+=("$name")
+  done
+  [ ${#logs[@]} -gt 0 ] || return 0
+  tar -C "$out" -czf "$out/$archive" "${logs[@]}" && (cd "$out" && rm -f "${logs[@]}")
 }

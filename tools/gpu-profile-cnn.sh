@@ -13,19 +13,10 @@ root=$PWD
 out=${OUT:-$root/gpu-out}
 build=${GPU_CHECK_BUILD:-build-gpu}
 mkdir -p "$out"
-# At most 8 files come back from the device: the summary stays, everything else is archived.
-pack_logs() {
-  local logs=()
-  for f in "$out"/*; do
-    case "$(basename "$f")" in cudnn-summary.txt | profile-logs.tar.gz) ;; *) [ -f "$f" ] && logs+=("$(basename "$f")") ;; esac
-  done
-  [ ${#logs[@]} -gt 0 ] || return 0
-  tar -C "$out" -czf "$out/profile-logs.tar.gz" "${logs[@]}" && (cd "$out" && rm -f "${logs[@]}")
-}
-trap pack_logs EXIT
 export PATH=/usr/local/cuda/bin:$PATH
 # shellcheck source=tools/gpu-env.sh
 . "$root/tools/gpu-env.sh"
+trap 'hg_pack_logs "$out" profile-logs.tar.gz cudnn-summary.txt' EXIT  # the summary stays out
 hg_gpu_env "$root/.carry" "$root/$build-cudalibs" > "$out/env.log" 2>&1
 if [ ! -d "$build" ]; then
   meson setup "$build" -Dnative=false "${HG_MESON_ARGS[@]}" > "$out/configure.log" 2>&1 || { tail -20 "$out/configure.log"; exit 1; }
