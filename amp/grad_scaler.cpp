@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "amp/device_support.h"
 #include "amp/scaler_ops.h"
@@ -150,20 +151,15 @@ void GradScaler::update() {
   NoGradGuard no_grad;
   // The usual case, one optimizer whose gradients are on the scaler's device, passes its flag
   // as it is (the kernel only reads it); several flags are summed into a fresh one.
-  const Tensor* only = nullptr;
-  size_t flags = 0;
+  std::vector<const Tensor*> flags;
   for (const auto& [opt, st] : per_optimizer_)
-    for (const auto& [key, flag] : st.found_inf_per_device) {
-      only = &flag;
-      ++flags;
-    }
+    for (const auto& [key, flag] : st.found_inf_per_device) flags.push_back(&flag);
   Tensor found;
-  if (flags == 1 && only->device() == device_) {
-    found = *only;
+  if (flags.size() == 1 && flags[0]->device() == device_) {
+    found = *flags[0];
   } else {
     found = zeros({1}, TensorOptions(kFloat32).device(device_));
-    for (const auto& [opt, st] : per_optimizer_)
-      for (const auto& [key, flag] : st.found_inf_per_device) found.add_(to(flag, device_, kFloat32));
+    for (const Tensor* flag : flags) found.add_(to(*flag, device_, kFloat32));
   }
   update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor,
                 options_.growth_interval);

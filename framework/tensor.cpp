@@ -94,14 +94,9 @@ T Tensor::item() const {
   // On the CPU the value is read where it lies, converted as the cast kernel converts it, with
   // no tensor copied (a GradScaler step and a logged loss read one every iteration).
   if (device().is_cpu()) {
-    return dispatch_dtype(dtype(), [&]<class S>(TypeTag<S>) {
-      const S v = *static_cast<const S*>(raw_data());
-      if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
-        return static_cast<T>(static_cast<float>(v));
-      } else {
-        return static_cast<T>(v);
-      }
-    });
+    // (Half and BFloat16 convert only to float, exactly, then on: the kernel's order.)
+    return dispatch_dtype(dtype(),
+                          [&]<class S>(TypeTag<S>) { return static_cast<T>(*static_cast<const S*>(raw_data())); });
   }
   return to_vector<T>()[0];
 }
