@@ -34,6 +34,11 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   std::atomic<uint32_t> version{0};
+  // version + 1 while every value in the block is known to be finite: set by a kernel that wrote
+  // the whole block and saw no inf or NaN on the way (the widening cast notes it in the same pass),
+  // stale as soon as an in-place write moves the version. 0: not known. GradScaler::step reads it
+  // to skip its own pass over gradients (framework/ops/internal.h, note_all_finite).
+  std::atomic<uint32_t> finite_at_version_plus_one{0};
 
   Storage(size_t nbytes, Device device);  // allocates through the device's allocator
   ~Storage();

@@ -9,6 +9,7 @@
 namespace hg {
 
 HG_DEFINE_STUB(copy_stub, CopyFn);
+HG_DEFINE_OPTIONAL_STUB(widen_noting_finite_stub, WidenNotingFiniteFn);
 HG_DEFINE_OPTIONAL_STUB(cross_device_copy_stub, CopyFn);
 HG_DEFINE_STUB(fill_stub, FillFn);
 
@@ -19,14 +20,6 @@ const OpDef kClone{"clone", true};
 const OpDef kCopyInPlace{"copy_", true};
 const OpDef kFillInPlace{"fill_", true};
 const OpDef kZeroInPlace{"zero_", true};
-
-// Same-device copy into a fresh contiguous tensor of `dtype`.
-Tensor convert(const Tensor& t, Dtype dtype) {
-  Tensor out = empty(t.shape(), TensorOptions(dtype).device(t.device()));
-  if (t.numel()) copy_stub(t.device().type, out, t);
-  return out;
-}
-
 }  // namespace
 
 Tensor to(const Tensor& t, Device device, Dtype dtype) {
@@ -35,13 +28,13 @@ Tensor to(const Tensor& t, Device device, Dtype dtype) {
   const Tensor& x = call.input(0);
   Tensor out;
   if (x.device() == device) {
-    out = convert(x, dtype);
+    out = internal::converted(x, dtype);
   } else {
     // Convert on the side that is the CPU, then move the bytes.
-    Tensor src = x.device().is_cpu() ? convert(x, dtype) : x.contiguous();
+    Tensor src = x.device().is_cpu() ? internal::converted(x, dtype) : x.contiguous();
     out = empty(x.shape(), TensorOptions(src.dtype()).device(device));
     if (x.numel()) cross_device_copy_stub(kCUDA, out, src);
-    if (out.dtype() != dtype) out = convert(out, dtype);
+    if (out.dtype() != dtype) out = internal::converted(out, dtype);
   }
   BackwardFn bw;
   if (call.needs_grad()) {
@@ -72,7 +65,7 @@ Tensor to_with_result(const Tensor& t, const Tensor& value) {
 Tensor contiguous(const Tensor& t) {
   if (t.is_contiguous()) return t;
   OpCall call(kContiguous, {t});
-  Tensor out = convert(call.input(0), t.dtype());
+  Tensor out = internal::converted(call.input(0), t.dtype());
   BackwardFn bw;
   if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
   call.finish({&out}, std::move(bw));
@@ -81,7 +74,7 @@ Tensor contiguous(const Tensor& t) {
 
 Tensor clone(const Tensor& t) {
   OpCall call(kClone, {t});
-  Tensor out = convert(call.input(0), t.dtype());
+  Tensor out = internal::converted(call.input(0), t.dtype());
   BackwardFn bw;
   if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
   call.finish({&out}, std::move(bw));

@@ -75,8 +75,31 @@ Tensor unsqueezed(const Tensor& t, int64_t dim) {
 
 Tensor converted(const Tensor& t, Dtype dtype) {
   Tensor out = empty(t.shape(), TensorOptions(dtype).device(t.device()));
-  if (t.numel()) copy_stub(t.device().type, out, t);
+  if (!t.numel()) return out;
+  const DeviceType device = t.device().type;
+  if (dtype == kFloat32 && is_reduced_float(t.dtype()) && t.is_contiguous() && widen_noting_finite_stub.has(device)) {
+    if (widen_noting_finite_stub(device, out, t)) note_all_finite(out);
+  } else {
+    copy_stub(device, out, t);
+  }
   return out;
+}
+
+namespace {
+bool owns_whole_storage(const Tensor& t) {
+  return t.offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * element_size(t.dtype()) == t.storage()->nbytes;
+}
+}  // namespace
+
+void note_all_finite(const Tensor& t) {
+  HG_CHECK(owns_whole_storage(t), "note_all_finite", "the tensor must own its whole storage");
+  t.storage()->finite_at_version_plus_one.store(t.version() + 1, std::memory_order_relaxed);
+}
+
+bool known_all_finite(const Tensor& t) {
+  return t.defined() && owns_whole_storage(t) &&
+         t.storage()->finite_at_version_plus_one.load(std::memory_order_relaxed) == t.version() + 1;
 }
 
 Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t.detach() : converted(t, t.dtype()); }

@@ -30,8 +30,17 @@ Tensor contiguous(const Tensor& t);
 Tensor moved_to(const Tensor& t, Device device);
 // t when it already has `dtype`, else a contiguous copy converted to it on t's device.
 Tensor cast(const Tensor& t, Dtype dtype);
-// A fresh contiguous copy of t converted to `dtype` (always a copy).
+// A fresh contiguous copy of t converted to `dtype` (always a copy). A float16/bfloat16 to
+// float32 widening on a backend with widen_noting_finite_stub also notes whether the result is
+// all finite (note_all_finite), in the same pass.
 Tensor converted(const Tensor& t, Dtype dtype);
+// Finite marks: t (which owns its whole storage, freshly written) holds no inf or NaN, as of its
+// storage's current version; and whether that is known of t now (false for a view, or once any
+// in-place write has moved the version). A write through a raw data pointer moves no version:
+// like autograd's saved-tensor check and amp's cast cache, the mark trusts in-place ops to be
+// the only writers.
+void note_all_finite(const Tensor& t);
+bool known_all_finite(const Tensor& t);
 // t as `dtype`, viewed as `shape` and contiguous, copied only where needed: how backward kernels
 // read an incoming gradient (the gradient of a sum() arrives expanded, with zero strides).
 Tensor dense_as(const Tensor& t, Dtype dtype, const Shape& shape);

@@ -47,7 +47,7 @@ Tensor weight_gradient(const Tensor& a, const Tensor& b, size_t input) {
       a.shape()[1] == 0)
     return mm(a, b);
   Tensor out = empty({a.shape()[0], b.shape()[1]}, TensorOptions(kFloat32).device(a.device()));
-  if (out.numel()) gemm_widened_stub(dev, out, a, b);
+  if (out.numel() && gemm_widened_stub(dev, out, a, b)) internal::note_all_finite(out);
   return out;
 }
 }  // namespace

@@ -22,8 +22,9 @@ HG_DECLARE_STUB(gemm_bias_stub, GemmBiasFn);
 // out = a @ b for 2-d 16-bit a [M,K] (K > 0), b [K,N] and a contiguous float32 out [M,N]
 // holding each element rounded to a's dtype, then widened: what to(mm(a, b), kFloat32) gives, in
 // one pass. Optional per device: linear's weight gradient uses it where the engine lets that
-// gradient go on widened (widened_gradient_wanted, framework/op.h).
-using GemmWidenedFn = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
+// gradient go on widened (widened_gradient_wanted, framework/op.h). Returns whether every value
+// written is finite (false when not known), for internal::note_all_finite.
+using GemmWidenedFn = bool (*)(const Tensor& out, const Tensor& a, const Tensor& b);
 HG_DECLARE_STUB(gemm_widened_stub, GemmWidenedFn);
 
 }  // namespace hg

@@ -53,6 +53,18 @@ inline void load_run(const T* src, Acc* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = static_cast<Acc>(src[i]);
 }
 
+// load_run to float32 that also sets `seen` if a value is inf or NaN, checked in cache-sized
+// chunks just after they are written.
+template <class T>
+inline void load_run(const T* src, float* dst, int64_t n, NonFiniteSeen* seen) {
+  constexpr int64_t kChunk = 1024;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    load_run(src + i, dst + i, len);
+    note_non_finite(seen, dst + i, len);
+  }
+}
+
 // dst[i] = T(src[i]) for i < n, rounding to nearest even.
 template <class Acc, class T>
 inline void store_run(const Acc* src, T* dst, int64_t n) {
@@ -100,9 +112,11 @@ inline void store_run(const Acc* src, T* dst, int64_t n) {
 
 // Rounds rows x cols float32 sums (row stride sums_ld) to T into out (row stride out_ld), adding
 // bias[c] (float32, or none) to column c first: a GEMM's float32 tile stored once. With
-// Out = float the rounded values are stored widened back to float32.
+// Out = float the rounded values are stored widened back to float32, and `seen` (when given) is
+// set if any is inf or NaN.
 template <class T, class Out>
-void round_rows(float* sums, int64_t sums_ld, int64_t rows, int64_t cols, const float* bias, Out* out, int64_t out_ld) {
+void round_rows(float* sums, int64_t sums_ld, int64_t rows, int64_t cols, const float* bias, Out* out, int64_t out_ld,
+                NonFiniteSeen* seen = nullptr) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = sums + r * sums_ld;
     if (bias != nullptr)
@@ -116,6 +130,7 @@ void round_rows(float* sums, int64_t sums_ld, int64_t rows, int64_t cols, const 
         const int64_t len = std::min(kChunk, cols - c);
         store_run(row + c, rounded, len);
         load_run(rounded, out + r * out_ld + c, len);
+        note_non_finite(seen, out + r * out_ld + c, len);
       }
     }
   }

@@ -80,6 +80,22 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// The widening of a 16-bit gradient to float32 (the backward of autocast's cast of a float32
+// tensor), noting whether every value is finite from the registers the values pass through.
+bool widen_noting_finite_cpu(const Tensor& dst, const Tensor& src) {
+  NonFiniteSeen seen{false};
+  auto* out = dst.data_ptr<float>();
+  const auto run = [&]<class From>(const From* in) {
+    parallel_for(dst.numel(), kParallelGrain,
+                 [&](int64_t begin, int64_t end) { load_run(in + begin, out + begin, end - begin, &seen); });
+  };
+  if (src.dtype() == kFloat16)
+    run(static_cast<const Half*>(src.raw_data()));
+  else
+    run(static_cast<const BFloat16*>(src.raw_data()));
+  return !seen.load();
+}
+
 void fill_cpu(const Tensor& dst, double value) {
   dispatch_dtype(dst.dtype(), [&]<class T>(TypeTag<T>) {
     const T v = convert<T, double>(value);
@@ -93,6 +109,7 @@ void fill_cpu(const Tensor& dst, double value) {
 }  // namespace
 
 HG_REGISTER_KERNEL(copy_stub, kCPU, copy_cpu);
+HG_REGISTER_KERNEL(widen_noting_finite_stub, kCPU, widen_noting_finite_cpu);
 HG_REGISTER_KERNEL(fill_stub, kCPU, fill_cpu);
 
 }  // namespace hg::cpu

@@ -194,20 +194,23 @@ void gemm_bias_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Te
 
 // A 16-bit product written as float32 rounded through its dtype (gemm_widened_stub): in one
 // pass on short_inner_gemm (a weight gradient at a small batch) and on the widening kernel,
-// else (oneDNN's bfloat16 kernels, the narrow one) the product and then its widening.
-void gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
+// else (oneDNN's bfloat16 kernels, the narrow one) the product and then its widening. Each way
+// notes whether every value is finite as it stores them.
+bool gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
   HG_CHECK(out.is_contiguous() && out.dtype() == kFloat32 && a.dim() == 2 && b.dim() == 2 &&
                is_reduced_float(a.dtype()) && b.dtype() == a.dtype(),
            "mm", "a widened product needs 2-d 16-bit operands of one dtype and a contiguous float32 output");
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0) return true;
+  NonFiniteSeen seen{false};
   dispatch_floating(a.dtype(), "mm", [&]<class T>(TypeTag<T>) {
     if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
       const T* pa = static_cast<const T*>(a.raw_data());
       const T* pb = static_cast<const T*>(b.raw_data());
       float* po = static_cast<float*>(out.raw_data());
       if (use_short_inner_gemm(m, k, n)) {
-        short_inner_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n);
+        short_inner_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n,
+                                   &seen);
         return;
       }
       // The products gemm_raw would widen (every float16 one, bfloat16 without native units):
@@ -216,16 +219,18 @@ void gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
       const bool narrow = use_narrow_gemm(m, k, n, b.strides()[0], b.strides()[1], widens) ||
                           use_narrow_gemm_transposed(m, k, n, a.strides()[1], widens);
       if (!narrow && widens) {
-        widening_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n);
+        widening_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n,
+                                nullptr, &seen);
         return;
       }
       Workspace<T> product(m * n);
       gemm_raw(product.data(), pa, pb, 1, m, k, n, 0, a.strides()[0], a.strides()[1], 0, b.strides()[0], b.strides()[1],
                static_cast<const T*>(nullptr));
       parallel_for(m * n, kParallelGrain,
-                   [&](int64_t i0, int64_t i1) { load_run(product.data() + i0, po + i0, i1 - i0); });
+                   [&](int64_t i0, int64_t i1) { load_run(product.data() + i0, po + i0, i1 - i0, &seen); });
     }
   });
+  return !seen.load();
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 // store forwarding).
 #pragma once
 
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -247,6 +249,44 @@ template <class T>
 inline void store_lanes16_widened(float* dst, Lanes16 v) {
   const Lanes16 r = round_lanes16<T>(v);
   std::memcpy(dst, &r, sizeof r);
+}
+
+// Kernels that write float32 results can say whether any was inf or NaN, found from the
+// registers the results pass through (the widened weight gradient, for GradScaler::step: see
+// internal::note_all_finite). Set, relaxed, by any thread that saw one; read after the kernel.
+// A lane that is never stored (padding) may set it too: that only costs a check later.
+using NonFiniteSeen = std::atomic<bool>;
+
+// Whether any lane is inf or NaN (v - v is NaN exactly then).
+inline bool any_non_finite(Lanes16 v) {
+  const Lanes16 d = v - v;
+#ifdef __AVX512F__
+  __m512 x;
+  std::memcpy(&x, &d, sizeof x);
+  return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) != 0;
+#else
+  for (int64_t i = 0; i < kLanes16; ++i)
+    if (d[i] != d[i]) return true;
+  return false;
+#endif
+}
+
+inline void note_non_finite(NonFiniteSeen* seen, Lanes16 v) {
+  if (seen != nullptr && any_non_finite(v)) seen->store(true, std::memory_order_relaxed);
+}
+inline void note_non_finite(NonFiniteSeen* seen, float v) {
+  if (seen != nullptr && !std::isfinite(v)) seen->store(true, std::memory_order_relaxed);
+}
+// Over n float32 values just written (still in cache).
+inline void note_non_finite(NonFiniteSeen* seen, const float* p, int64_t n) {
+  if (seen == nullptr) return;
+  int64_t i = 0;
+  for (; i + kLanes16 <= n; i += kLanes16) {
+    Lanes16 v;
+    std::memcpy(&v, p + i, sizeof v);
+    note_non_finite(seen, v);
+  }
+  for (; i < n; ++i) note_non_finite(seen, p[i]);
 }
 
 // The sum of the 16 lanes, in a fixed order.

@@ -200,7 +200,8 @@ template <class T, class Out>
 struct RoundToOut {
   Out* out;
   int64_t ldo, rows, cols;
-  const float* bias;  // the tile's first column's, or null
+  const float* bias;    // the tile's first column's, or null
+  NonFiniteSeen* seen;  // Out = float: set if a rounded value is inf or NaN (may be null)
   [[gnu::always_inline]] void operator()(const Tile& acc) const {
     int64_t count[kNv];
     Lanes16 bias_v[kNv] = {};
@@ -219,7 +220,9 @@ struct RoundToOut {
         if (bias != nullptr) sum += bias_v[v];
         Out* dst = out + r * ldo + v * kLanes16;
         if constexpr (std::is_same_v<Out, float>) {
-          store_lanes16_partial(dst, round_lanes16<T>(sum), count[v]);
+          const Lanes16 rounded = round_lanes16<T>(sum);
+          note_non_finite(seen, rounded);
+          store_lanes16_partial(dst, rounded, count[v]);
         } else {
           store_lanes16_partial(dst, sum, count[v]);
         }
@@ -258,7 +261,7 @@ Tiling tiling(int64_t m, int64_t k, int64_t n) {
 
 template <class T, class Out>
 void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                 int64_t m, int64_t k, int64_t n, const T* bias) {
+                 int64_t m, int64_t k, int64_t n, const T* bias, NonFiniteSeen* seen) {
   if (m == 0 || n == 0) return;
   Workspace<float> wide_bias(bias != nullptr ? n : 0);
   if (bias != nullptr) load_run(bias, wide_bias.data(), n);
@@ -282,7 +285,8 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
       const int64_t ldc = col_slivers * kNr;
       if (k == 0) {
         std::fill(tile.data(), tile.data() + row_slivers * kMr * ldc, 0.0f);
-        round_rows<T>(tile.data(), ldc, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
+        round_rows<T>(tile.data(), ldc, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n,
+                      seen);
         continue;
       }
       for (int64_t p0 = 0; p0 < k; p0 += depth) {
@@ -309,7 +313,7 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
             }
             const int64_t i = i0 + ir * kMr, j = j0 + jr * kNr;
             run(RoundToOut<T, Out>{out + i * n + j, n, std::min(kMr, rows - ir * kMr), std::min(kNr, cols - jr * kNr),
-                                   bias_f != nullptr ? bias_f + j : nullptr});
+                                   bias_f != nullptr ? bias_f + j : nullptr, seen});
           }
         }
       }
@@ -318,13 +322,13 @@ void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* 
 }
 
 template void packed_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
-                                int64_t, const Half*);
+                                int64_t, const Half*, NonFiniteSeen*);
 template void packed_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
-                                    int64_t, int64_t, int64_t, const BFloat16*);
+                                    int64_t, int64_t, int64_t, const BFloat16*, NonFiniteSeen*);
 template void packed_gemm<Half, float>(float*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t,
-                                       int64_t, int64_t, const Half*);
+                                       int64_t, int64_t, const Half*, NonFiniteSeen*);
 template void packed_gemm<BFloat16, float>(float*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
-                                           int64_t, int64_t, int64_t, const BFloat16*);
+                                           int64_t, int64_t, int64_t, const BFloat16*, NonFiniteSeen*);
 
 }  // namespace hg::cpu
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "framework/half.h"
+#include "kernels/cpu/lanes16.h"
 
 namespace hg::cpu {
 
@@ -17,13 +18,14 @@ namespace hg::cpu {
 // the float32 sums before their one rounding), with a[i, p] at a + i * sa_row + p * sa_col and
 // b[p, j] at b + p * sb_row + j * sb_col, any strides. float32 accumulation in an order that
 // does not depend on the number of threads. T is Half or BFloat16; with Out = float each element
-// is rounded to T and stored widened to float32. Spread over the thread pool by tiles of the
+// is rounded to T and stored widened to float32 (and `seen`, when given, set if any is inf or
+// NaN). Spread over the thread pool by tiles of the
 // result. Built for AVX-512 only: elsewhere widening_gemm widens the operands into copies for the
 // float32 library GEMM.
 #ifdef __AVX512F__
 template <class T, class Out = T>
 void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                 int64_t m, int64_t k, int64_t n, const T* bias);
+                 int64_t m, int64_t k, int64_t n, const T* bias, NonFiniteSeen* seen = nullptr);
 #endif
 
 }  // namespace hg::cpu

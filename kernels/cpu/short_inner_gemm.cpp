@@ -21,7 +21,8 @@ constexpr int64_t kRows = 6, kVecs = 4;
 // (zeros past `rows`), panels is b as float32 in [k, 16] panels of 16 columns, each read as one
 // contiguous block (the last one zero-padded).
 template <int64_t C, class T, class Out>
-void column_step(Out* out, const float* af, const float* panels, int64_t rows, int64_t k, int64_t n, int64_t j) {
+void column_step(Out* out, const float* af, const float* panels, int64_t rows, int64_t k, int64_t n, int64_t j,
+                 NonFiniteSeen* seen) {
   Lanes16 acc[kRows][C] = {};
   for (int64_t p = 0; p < k; ++p) {
     Lanes16 bv[C];
@@ -42,27 +43,33 @@ void column_step(Out* out, const float* af, const float* panels, int64_t rows, i
         if constexpr (std::is_same_v<Out, T>) {
           store_lanes16(out + r * n + j0, acc[r][c]);
         } else {
-          store_lanes16_widened<T>(out + r * n + j0, acc[r][c]);
+          const Lanes16 rounded = round_lanes16<T>(acc[r][c]);
+          note_non_finite(seen, rounded);
+          std::memcpy(out + r * n + j0, &rounded, sizeof rounded);
         }
       } else {  // the last n % 16 columns
-        for (int64_t l = 0; j0 + l < n; ++l) out[r * n + j0 + l] = static_cast<Out>(static_cast<T>(acc[r][c][l]));
+        for (int64_t l = 0; j0 + l < n; ++l) {
+          out[r * n + j0 + l] = static_cast<Out>(static_cast<T>(acc[r][c][l]));
+          if constexpr (std::is_same_v<Out, float>) note_non_finite(seen, out[r * n + j0 + l]);
+        }
       }
     }
   }
 }
 
 template <class T, class Out>
-void row_block(Out* out, const float* af, const float* panels, int64_t rows, int64_t k, int64_t n) {
+void row_block(Out* out, const float* af, const float* panels, int64_t rows, int64_t k, int64_t n,
+               NonFiniteSeen* seen) {
   int64_t j = 0;
-  for (; j + kVecs * kLanes16 <= n; j += kVecs * kLanes16) column_step<kVecs, T>(out, af, panels, rows, k, n, j);
-  for (; j < n; j += kLanes16) column_step<1, T>(out, af, panels, rows, k, n, j);
+  for (; j + kVecs * kLanes16 <= n; j += kVecs * kLanes16) column_step<kVecs, T>(out, af, panels, rows, k, n, j, seen);
+  for (; j < n; j += kLanes16) column_step<1, T>(out, af, panels, rows, k, n, j, seen);
 }
 
 }  // namespace
 
 template <class T, class Out>
 void short_inner_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                      int64_t m, int64_t k, int64_t n) {
+                      int64_t m, int64_t k, int64_t n, NonFiniteSeen* seen) {
   // b as float32 panels of 16 columns, [k, 16] each, shared by every block.
   const int64_t panel_count = (n + kLanes16 - 1) / kLanes16;
   Workspace<float> panels(panel_count * k * kLanes16);
@@ -94,18 +101,18 @@ void short_inner_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, cons
       std::fill(af, af + kRows * k, 0.0f);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t p = 0; p < k; ++p) af[r * k + p] = static_cast<float>(a[(i0 + r) * sa_row + p * sa_col]);
-      row_block<T>(out + i0 * n, af, panels.data(), rows, k, n);
+      row_block<T>(out + i0 * n, af, panels.data(), rows, k, n, seen);
     }
   });
 }
 
 template void short_inner_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t,
-                                         int64_t, int64_t, int64_t, int64_t);
+                                         int64_t, int64_t, int64_t, int64_t, NonFiniteSeen*);
 template void short_inner_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t,
-                                     int64_t, int64_t);
+                                     int64_t, int64_t, NonFiniteSeen*);
 template void short_inner_gemm<BFloat16, float>(float*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t,
-                                                int64_t, int64_t, int64_t, int64_t);
+                                                int64_t, int64_t, int64_t, int64_t, NonFiniteSeen*);
 template void short_inner_gemm<Half, float>(float*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t,
-                                            int64_t, int64_t, int64_t);
+                                            int64_t, int64_t, int64_t, NonFiniteSeen*);
 
 }  // namespace hg::cpu

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "framework/half.h"
+#include "kernels/cpu/lanes16.h"
 
 namespace hg::cpu {
 
@@ -24,9 +25,10 @@ inline bool use_short_inner_gemm(int64_t m, int64_t k, int64_t n) {
 // b[p, j] at b + p * sb_row + j * sb_col; float32 accumulation, one rounding per element. T is
 // BFloat16 or Half. Spread over the thread pool by row blocks.
 // With Out = float, each element is rounded to T and stored widened to float32 (what
-// converting the T result to float32 gives, in the same pass).
+// converting the T result to float32 gives, in the same pass), and `seen` (when given) is set
+// if any of them is inf or NaN.
 template <class T, class Out = T>
 void short_inner_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                      int64_t m, int64_t k, int64_t n);
+                      int64_t m, int64_t k, int64_t n, NonFiniteSeen* seen = nullptr);
 
 }  // namespace hg::cpu

@@ -70,10 +70,10 @@ WidenedMatrix widen_matrix(const T* src, int64_t rows, int64_t cols, int64_t rs,
 
 template <class T, class Out>
 void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                   int64_t m, int64_t k, int64_t n, const T* bias) {
+                   int64_t m, int64_t k, int64_t n, const T* bias, NonFiniteSeen* seen) {
 #ifdef __AVX512F__
   // Packed straight from 16-bit storage: no widened copies, nothing packed twice.
-  packed_gemm<T, Out>(out, a, sa_row, sa_col, b, sb_row, sb_col, m, k, n, bias);
+  packed_gemm<T, Out>(out, a, sa_row, sa_col, b, sb_row, sb_col, m, k, n, bias, seen);
   return;
 #endif
   Workspace<float> wide_bias(bias != nullptr ? n : 0);
@@ -85,7 +85,7 @@ void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T
     const WidenedMatrix pb = widen_matrix(b, k, n, sb_row, sb_col, wb.data());
     gemm(pa.transposed, pb.transposed, m, n, k, 1.0f, wa.data(), pa.ld, wb.data(), pb.ld, 0.0f, wc.data(), n);
     parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
-      round_rows<T>(wc.data() + r0 * n, n, r1 - r0, n, bias_f, out + r0 * n, n);
+      round_rows<T>(wc.data() + r0 * n, n, r1 - r0, n, bias_f, out + r0 * n, n, seen);
     });
     return;
   }
@@ -103,19 +103,20 @@ void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T
         gemm(pa.transposed, pb.transposed, rows, cols, depth, 1.0f, ap.data(), pa.ld, bp.data(), pb.ld,
              p0 == 0 ? 0.0f : 1.0f, tile.data(), cols);
       }
-      round_rows<T>(tile.data(), cols, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n);
+      round_rows<T>(tile.data(), cols, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n,
+                    seen);
     }
   });
 }
 
 template void widening_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
-                                  int64_t, const Half*);
+                                  int64_t, const Half*, NonFiniteSeen*);
 template void widening_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
-                                      int64_t, int64_t, int64_t, const BFloat16*);
+                                      int64_t, int64_t, int64_t, const BFloat16*, NonFiniteSeen*);
 template void widening_gemm<Half, float>(float*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t,
-                                         int64_t, int64_t, const Half*);
+                                         int64_t, int64_t, const Half*, NonFiniteSeen*);
 template void widening_gemm<BFloat16, float>(float*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t,
-                                             int64_t, int64_t, int64_t, int64_t, const BFloat16*);
+                                             int64_t, int64_t, int64_t, int64_t, const BFloat16*, NonFiniteSeen*);
 template WidenedMatrix widen_matrix<float>(const float*, int64_t, int64_t, int64_t, int64_t, float*);
 template WidenedMatrix widen_matrix<Half>(const Half*, int64_t, int64_t, int64_t, int64_t, float*);
 template WidenedMatrix widen_matrix<BFloat16>(const BFloat16*, int64_t, int64_t, int64_t, int64_t, float*);

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "framework/half.h"
+#include "kernels/cpu/lanes16.h"
 
 namespace hg::cpu {
 
@@ -18,10 +19,11 @@ namespace hg::cpu {
 // b[p, j] at b + p * sb_row + j * sb_col; float32 accumulation, one rounding per element. T is
 // Half or BFloat16. With bias (n dense values), out = a @ b + bias, the bias added to the float32
 // sums before their one rounding. The work is spread over the thread pool.
-// With Out = float, each element is rounded to T and stored widened to float32.
+// With Out = float, each element is rounded to T and stored widened to float32, and `seen`
+// (when given) is set if any is inf or NaN.
 template <class T, class Out = T>
 void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
-                   int64_t m, int64_t k, int64_t n, const T* bias = nullptr);
+                   int64_t m, int64_t k, int64_t n, const T* bias = nullptr, NonFiniteSeen* seen = nullptr);
 
 // How a float32 GEMM reads a matrix copied by widen_matrix.
 struct WidenedMatrix {
