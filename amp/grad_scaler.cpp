@@ -11,6 +11,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/serialize/state_value.h"
 
 namespace hg::amp {
@@ -137,9 +138,43 @@ void GradScaler::step(optim::Optimizer& optimizer) {
   HG_CHECK(st.stage != Stage::Stepped, kName,
            "step() was already called for this optimizer since the last update(); call update() once per "
            "iteration, after every optimizer's step()");
+  if (st.stage == Stage::Ready && step_unscaling(optimizer, st)) {
+    st.stage = Stage::Stepped;
+    return;
+  }
   if (st.stage == Stage::Ready) unscale_(optimizer);
   optimizer.step(found_inf_of(st));
   st.stage = Stage::Stepped;
+}
+
+// step() without unscale_ first, on the CPU: the inf/NaN check reads only the gradients not
+// already known finite (internal::known_all_finite: the widening of autocast's float16 copies'
+// gradients notes it), and the optimizer multiplies each gradient by 1/scale inside its update,
+// writing the product back. Gradients, parameters and state end as unscale_ then step() leave
+// them (a skipped step unscales too). wide_mlp fp16 at batch 16: two reads of 67M gradients a
+// step fewer. Returns false, having done nothing, where it does not apply.
+bool GradScaler::step_unscaling(optim::Optimizer& optimizer, OptimizerState& st) {
+  const bool distributed = options_.process_group && options_.process_group->world_size() > 1;
+  if (!device_.is_cpu() || distributed || !optimizer.can_step_unscaling()) return false;
+  NoGradGuard no_grad;
+  TensorList grads, unchecked;
+  for (const Tensor& p : optimizer.params()) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    if (!internal::known_all_finite(g)) unchecked.push_back(g);
+  }
+  Tensor found = zeros({1}, TensorOptions(kFloat32).device(device_));
+  if (!unchecked.empty()) find_non_finite(unchecked, found);
+  st.found_inf_per_device[device_key(device_)] = found;
+  if (*found.data_ptr<float>() != 0.0f) {
+    unscale_grads_(grads, found, scale_);
+    optimizer.step(found);  // skipped
+    return true;
+  }
+  // The reciprocal as unscale_'s kernel takes it: in double, rounded to float32.
+  optimizer.step_unscaling(static_cast<float>(1.0 / static_cast<double>(*scale_.data_ptr<float>())));
+  return true;
 }
 
 void GradScaler::update() {

@@ -48,6 +48,9 @@ class GradScaler {
   void unscale_(optim::Optimizer& optimizer);
   // Unscales if unscale_ was not called, then runs optimizer.step(found_inf): the optimizer
   // skips the whole step when this optimizer's gradients held inf/NaN. Once per update().
+  // On the CPU, without unscale_ first, SGD and Adam(W) over float32 parameters take the unscale
+  // into their update's pass (Optimizer::step_unscaling), and gradients that the widening of
+  // autocast's float16 copies found finite are not read again: the same results, bit for bit.
   void step(optim::Optimizer& optimizer);
   // Backs off (any optimizer found inf/NaN) or counts a clean step and grows; then every
   // optimizer is ready for the next iteration. update(s) sets the scale to s instead.
@@ -83,6 +86,7 @@ class GradScaler {
   OptimizerState& state_of(const optim::Optimizer& optimizer);
   Tensor scale_on(Device device);
   Tensor found_inf_of(const OptimizerState& state);  // one flag, on the scale's device
+  bool step_unscaling(optim::Optimizer& optimizer, OptimizerState& state);
 
   Device device_;
   GradScalerOptions options_;

@@ -45,6 +45,7 @@ constexpr PolicyRow kTable[] = {
   {"clamp_",                             Pass,    Pass,    "in-place"},
   {"masked_fill_",                       Pass,    Pass,    "in-place"},
   {"amp_unscale_",                       Pass,    Pass,    "GradScaler kernel, in-place on fp32 grads"},
+  {"amp_find_non_finite",                Pass,    Pass,    "GradScaler kernel, reads fp32 grads"},
   {"amp_update_scale_",                  Pass,    Pass,    "GradScaler kernel, in-place on its state"},
   // -- views --
   {"view",                               Pass,    Pass,    "view"},

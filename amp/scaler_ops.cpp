@@ -12,6 +12,7 @@ namespace hg::amp {
 
 namespace {
 const OpDef kUnscale{"amp_unscale_", false};
+const OpDef kFindNonFinite{"amp_find_non_finite", false};
 const OpDef kUpdateScale{"amp_update_scale_", false};
 
 void check_flag(const Tensor& t, Dtype dtype, Device device, const char* what, const char* op) {
@@ -55,6 +56,25 @@ void unscale_grads_(const TensorList& grads, const Tensor& found_inf, const Tens
     for (const auto& [g, target] : copy_back) Tensor(g.detach()).copy_(target);
   }
   for (const Tensor& g : grads) g.bump_version();
+  call.finish({});
+}
+
+void find_non_finite(const TensorList& grads, const Tensor& found_inf) {
+  HG_CHECK(found_inf.defined(), "amp_find_non_finite", "found_inf is undefined");
+  const Device device = found_inf.device();
+  check_flag(found_inf, kFloat32, device, "found_inf", "amp_find_non_finite");
+  HG_CHECK(find_non_finite_stub.has(device.type), "amp_find_non_finite", "no kernel for {}", device);
+  TensorList targets;
+  for (const Tensor& grad : grads) {
+    HG_CHECK(grad.defined() && is_floating(grad.dtype()) && grad.is_contiguous() && grad.device() == device,
+             "amp_find_non_finite", "expected contiguous floating-point gradients on {}", device);
+    if (grad.numel()) targets.push_back(grad);
+  }
+  TensorList inputs = grads;
+  inputs.push_back(found_inf);
+  OpCall call(kFindNonFinite, inputs);
+  if (!targets.empty()) find_non_finite_stub(device.type, targets, found_inf);
+  found_inf.bump_version();
   call.finish({});
 }
 

@@ -5,6 +5,7 @@
 namespace hg {
 
 HG_DEFINE_STUB(unscale_grad_stub, UnscaleGradFn);
+HG_DEFINE_OPTIONAL_STUB(find_non_finite_stub, FindNonFiniteFn);
 HG_DEFINE_STUB(update_scale_stub, UpdateScaleFn);
 
 }  // namespace hg

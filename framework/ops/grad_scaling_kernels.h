@@ -1,4 +1,4 @@
-// The two GradScaler kernels as dispatch stubs, so each backend supplies its own: amp/ runs
+// The GradScaler kernels as dispatch stubs, so each backend supplies its own: amp/ runs
 // them, kernels/cpu and kernels/cuda fill them in. Internal: not installed. Neither reads a value on the host.
 #pragma once
 
@@ -13,6 +13,11 @@ namespace hg {
 // on the gradients' device. CUDA treats the whole list in one launch (per 32 tensors).
 using UnscaleGradFn = void (*)(const TensorList& grads, const Tensor& found_inf, const Tensor& scale);
 HG_DECLARE_STUB(unscale_grad_stub, UnscaleGradFn);
+
+// The check alone: found_inf[0] = 1 if any element of `grads` (as for unscale_grad_stub) is inf
+// or NaN; the gradients are only read. Optional: GradScaler::step's folded unscale (CPU) uses it.
+using FindNonFiniteFn = void (*)(const TensorList& grads, const Tensor& found_inf);
+HG_DECLARE_STUB(find_non_finite_stub, FindNonFiniteFn);
 
 // The loss-scale update, in place on one-element tensors on one device: scale (float32),
 // growth_tracker (int32, clean steps in a row) and found_inf (float32). Inf/NaN found:

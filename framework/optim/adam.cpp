@@ -139,9 +139,9 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   }
   const Tensor vmax = o.amsgrad ? st["max_exp_avg_sq"] : Tensor();
   const Tensor cast_out = warm_cast_output(param);
-  adam_update_stub(param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step,
-                   skip_flag(param.device()), cast_out,
-                   AdamHyper{lr(group), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, o.amsgrad});
+  adam_update_stub(
+      param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step, skip_flag(param.device()), cast_out,
+      AdamHyper{lr(group), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, o.amsgrad, grad_unscale()});
   if (!on_cuda) step_[i] = *step.data_ptr<int64_t>();
   param.bump_version();
   publish_warm_cast(param, cast_out);

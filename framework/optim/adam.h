@@ -42,6 +42,7 @@ class Adam : public Optimizer {
   void check_hyperparameters(const std::map<std::string, double>& values) const override;
   static void check_adam(const char* name, double beta1, double beta2, double eps, double weight_decay, double amsgrad);
   bool skips_on_device() const override { return true; }
+  bool unscales_in_update() const override { return true; }
 
  private:
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);

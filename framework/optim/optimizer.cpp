@@ -1,5 +1,6 @@
 #include "framework/optim/optimizer.h"
 
+#include <cmath>
 #include <limits>
 #include <set>
 
@@ -100,6 +101,38 @@ void Optimizer::step(const Tensor& skip_if) {
     update(i, params_[i], g);
   }
   // Counts calls: a step skipped on the device by its kernels still counts here.
+  ++steps_;
+}
+
+bool Optimizer::can_step_unscaling() const {
+  if (!unscales_in_update()) return false;
+  for (const Tensor& p : params_) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    const bool fits = p.device().is_cpu() && p.dtype() == kFloat32 && p.is_contiguous() && g.device() == p.device() &&
+                      g.dtype() == kFloat32 && g.is_contiguous() && g.shape() == p.shape();
+    if (!fits) return false;
+  }
+  return true;
+}
+
+void Optimizer::step_unscaling(float inv_scale) {
+  HG_CHECK(can_step_unscaling(), name_,
+           "step_unscaling needs a fused update and float32, contiguous CPU parameters and gradients");
+  HG_CHECK(inv_scale > 0.0f && std::isfinite(inv_scale), name_,
+           "step_unscaling: inv_scale must be finite and > 0, got {}", inv_scale);
+  struct ClearFactor {
+    float& factor;
+    ~ClearFactor() { factor = 0.0f; }
+  } clear{grad_unscale_};
+  grad_unscale_ = inv_scale;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& g = params_[i].grad();
+    if (!g.defined()) continue;
+    update(i, params_[i], g);
+    g.bump_version();  // the kernel wrote the unscaled values into it
+  }
   ++steps_;
 }
 

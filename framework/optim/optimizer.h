@@ -36,6 +36,15 @@ class Optimizer {
   // tensor (the GradScaler's found_inf): when it is non-zero the whole step is skipped and no
   // parameter or state changes. Kernels read it where it lives, so a GPU step never syncs.
   void step(const Tensor& skip_if = Tensor());
+  // GradScaler::step's fast path on the CPU. step_unscaling(inv_scale) is step() with every
+  // gradient first multiplied by inv_scale (in float32) and that product written back into the
+  // gradient, inside the update's own pass: bit for bit what GradScaler::unscale_ followed by
+  // step() leave, with one read of each gradient fewer. It needs a fused update that can take
+  // the multiply (SGD, Adam, AdamW) and every parameter with a gradient float32, contiguous and
+  // on the CPU with a gradient of the same kind: can_step_unscaling() says whether that holds,
+  // and step_unscaling throws when it does not.
+  bool can_step_unscaling() const;
+  void step_unscaling(float inv_scale);
 
   // Hyper-parameters (as 0-d float64 tensors), the step count and every state tensor.
   virtual StateDict state_dict() const;
@@ -53,6 +62,11 @@ class Optimizer {
   // Whether update() honours skip_flag() on CUDA parameters itself (a fused kernel reading the
   // flag on the device). When false, a CUDA skip_if is read on the host (one synchronisation).
   virtual bool skips_on_device() const { return false; }
+  // Whether update() hands grad_unscale() to its fused kernel (see step_unscaling).
+  virtual bool unscales_in_update() const { return false; }
+  // During step_unscaling(): the factor the fused kernel multiplies each gradient by, and writes
+  // back; 0 otherwise.
+  float grad_unscale() const { return grad_unscale_; }
   // During step(): the skip_if tensor as a one-element float32 tensor on `device` when it must be
   // read on the device; undefined when there is none (or it was already checked on the host).
   Tensor skip_flag(Device device) const;
@@ -93,7 +107,8 @@ class Optimizer {
   std::vector<double> group_lr_;  // per group
   const char* name_;
   int64_t steps_ = 0;
-  Tensor skip_flag_;  // set for the duration of step()
+  Tensor skip_flag_;           // set for the duration of step()
+  float grad_unscale_ = 0.0f;  // set for the duration of step_unscaling()
 };
 
 }  // namespace hg::optim

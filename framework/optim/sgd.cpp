@@ -92,7 +92,7 @@ void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   }
   const Tensor cast_out = warm_cast_output(param);
   sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()), cast_out,
-                  SgdHyper{lr(group), o.momentum, o.dampening, o.weight_decay, o.nesterov});
+                  SgdHyper{lr(group), o.momentum, o.dampening, o.weight_decay, o.nesterov, grad_unscale()});
   param.bump_version();
   publish_warm_cast(param, cast_out);
 }

@@ -33,6 +33,7 @@ class SGD : public Optimizer {
   std::map<std::string, Hyperparameter> hyperparameters(size_t group) override;
   void check_hyperparameters(const std::map<std::string, double>& values) const override;
   bool skips_on_device() const override { return true; }
+  bool unscales_in_update() const override { return true; }
 
  private:
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);

@@ -1,4 +1,5 @@
-// CPU kernels for GradScaler: the fused inf/NaN check + unscale, and the scale update.
+// CPU kernels for GradScaler: the fused inf/NaN check + unscale, the check alone, and the scale
+// update.
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -12,8 +13,8 @@ namespace hg::cpu {
 namespace {
 
 // Multiplies data[0, n) by inv_scale in acc_t<T> (float for float32 and 16-bit gradients, as
-// PyTorch's opmath) and says whether any value was inf or NaN.
-template <class T>
+// PyTorch's opmath) and says whether any value was inf or NaN; with kWrite false, only says.
+template <class T, bool kWrite = true>
 bool unscale_typed(T* data, int64_t n, float inv_scale) {
   std::atomic<bool> found{false};
   using A = acc_t<T>;
@@ -30,14 +31,14 @@ bool unscale_typed(T* data, int64_t n, float inv_scale) {
         prefetch_ahead(data + i);
         const Lanes16 v = load_lanes16(data + i);
         bad_lanes |= (v - v) != 0.0f;  // NaN for inf and NaN, 0 otherwise
-        store_lanes16(data + i, v * inv_scale);
+        if constexpr (kWrite) store_lanes16(data + i, v * inv_scale);
       }
       for (int64_t l = 0; l < kLanes16; ++l) bad |= bad_lanes[l];
     }
     for (; i < end; ++i) {
       const A v = static_cast<A>(data[i]);
       bad |= !(std::abs(v) <= std::numeric_limits<A>::max());
-      data[i] = static_cast<T>(v * static_cast<A>(inv_scale));
+      if constexpr (kWrite) data[i] = static_cast<T>(v * static_cast<A>(inv_scale));
     }
     if (bad) found.store(true, std::memory_order_relaxed);
   });
@@ -50,6 +51,15 @@ void unscale_grad_cpu(const TensorList& grads, const Tensor& found_inf, const Te
   for (const Tensor& grad : grads) {
     const bool found = dispatch_floating(grad.dtype(), "amp_unscale_", [&]<class T>(TypeTag<T>) {
       return unscale_typed(static_cast<T*>(grad.raw_data()), grad.numel(), inv_scale);
+    });
+    if (found) *found_inf.data_ptr<float>() = 1.0f;
+  }
+}
+
+void find_non_finite_cpu(const TensorList& grads, const Tensor& found_inf) {
+  for (const Tensor& grad : grads) {
+    const bool found = dispatch_floating(grad.dtype(), "amp_find_non_finite", [&]<class T>(TypeTag<T>) {
+      return unscale_typed<T, false>(static_cast<T*>(grad.raw_data()), grad.numel(), 1.0f);
     });
     if (found) *found_inf.data_ptr<float>() = 1.0f;
   }
@@ -77,6 +87,7 @@ void update_scale_cpu(const Tensor& scale, const Tensor& growth_tracker, const T
 }  // namespace
 
 HG_REGISTER_KERNEL(unscale_grad_stub, kCPU, unscale_grad_cpu);
+HG_REGISTER_KERNEL(find_non_finite_stub, kCPU, find_non_finite_cpu);
 HG_REGISTER_KERNEL(update_scale_stub, kCPU, update_scale_cpu);
 
 }  // namespace hg::cpu

@@ -150,9 +150,31 @@ void sgd_range(int64_t begin, int64_t end, T* __restrict__ param, const T* __res
   }
 }
 
-template <Momentum kMode, bool kWd, bool kNesterov, class C>
-void sgd_range_f32(int64_t begin, int64_t end, float* __restrict__ param, const float* __restrict__ grad,
-                   float* __restrict__ buf, C* copy, bool stream, const SgdCoeffs<float>& c) {
+// The gradient's value 16 lanes (or one) at a time: with kUnscale multiplied by `unscale` first
+// and written back (Optimizer::step_unscaling: GradScaler's unscale in this pass, the same
+// float32 product as its own kernel's).
+template <bool kUnscale>
+inline Lanes16 grad_lanes(float* grad, int64_t i, float unscale) {
+  Lanes16 d = load_lanes16(grad + i);
+  if constexpr (kUnscale) {
+    d = d * unscale;
+    store_lanes16(grad + i, d);
+  }
+  return d;
+}
+template <bool kUnscale>
+inline float grad_value(float* grad, int64_t i, float unscale) {
+  float d = grad[i];
+  if constexpr (kUnscale) {
+    d = d * unscale;
+    grad[i] = d;
+  }
+  return d;
+}
+
+template <Momentum kMode, bool kWd, bool kNesterov, bool kUnscale, class C>
+void sgd_range_f32(int64_t begin, int64_t end, float* __restrict__ param, float* __restrict__ grad,
+                   float* __restrict__ buf, C* copy, bool stream, const SgdCoeffs<float>& c, float unscale) {
   float_update_loop(
       begin, end, copy, stream,
       [&](int64_t i) {
@@ -163,18 +185,25 @@ void sgd_range_f32(int64_t begin, int64_t end, float* __restrict__ param, const 
           prefetch_ahead(buf + i);
           old_buf = load_lanes16(buf + i);
         }
-        sgd_rule<kMode, kWd, kNesterov>(load_lanes16(param + i), load_lanes16(grad + i), old_buf, new_p, new_buf, c);
+        sgd_rule<kMode, kWd, kNesterov>(load_lanes16(param + i), grad_lanes<kUnscale>(grad, i, unscale), old_buf, new_p,
+                                        new_buf, c);
         if constexpr (kMode != Momentum::None) store_lanes16(buf + i, new_buf);
         store_lanes16(param + i, new_p);
         return new_p;
       },
       [&](int64_t i) {
         float new_p, new_buf;
-        sgd_rule<kMode, kWd, kNesterov>(param[i], grad[i], kMode == Momentum::Blend ? buf[i] : 0.0f, new_p, new_buf, c);
+        sgd_rule<kMode, kWd, kNesterov>(param[i], grad_value<kUnscale>(grad, i, unscale),
+                                        kMode == Momentum::Blend ? buf[i] : 0.0f, new_p, new_buf, c);
         if constexpr (kMode != Momentum::None) buf[i] = new_buf;
         param[i] = new_p;
         return new_p;
       });
+}
+
+// A fused kernel asked to unscale a gradient it cannot write (step_unscaling allows float32 only).
+void check_no_unscale(float unscale, const char* optimizer) {
+  HG_CHECK(unscale == 0.0f, optimizer, "the unscale folded into the update needs a float32 parameter");
 }
 
 void sgd_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, const Tensor& ready, const Tensor& skip,
@@ -186,7 +215,7 @@ void sgd_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, 
                                                           : Momentum::Blend;
   dispatch_floating(param.dtype(), "SGD", [&]<class T>(TypeTag<T>) {
     T* p = static_cast<T*>(param.raw_data());
-    const T* g = static_cast<const T*>(grad.raw_data());
+    T* g = static_cast<T*>(grad.raw_data());
     T* b = buf.defined() ? static_cast<T*>(buf.raw_data()) : nullptr;
     const SgdCoeffs<acc_t<T>> c(h);
     with_flag(h.weight_decay != 0, [&](auto wd) {
@@ -195,11 +224,15 @@ void sgd_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& buf, 
           constexpr Momentum kMode = decltype(m)::value;
           constexpr bool kWd = decltype(wd)::value, kNesterov = decltype(nesterov)::value;
           if constexpr (std::is_same_v<T, float>) {
-            float_update(n, cast_out, [&](int64_t begin, int64_t end, auto* copy, bool stream) {
-              sgd_range_f32<kMode, kWd, kNesterov>(begin, end, p, g, b, copy, stream, c);
+            with_flag(h.unscale_grad_by != 0.0f, [&](auto unscale) {
+              float_update(n, cast_out, [&](int64_t begin, int64_t end, auto* copy, bool stream) {
+                sgd_range_f32<kMode, kWd, kNesterov, decltype(unscale)::value>(begin, end, p, g, b, copy, stream, c,
+                                                                               h.unscale_grad_by);
+              });
             });
           } else {
             HG_CHECK(!cast_out.defined(), "optimizer", "a warm cast needs a float32 parameter, got {}", dtype_of<T>);
+            check_no_unscale(h.unscale_grad_by, "SGD");
             parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
               sgd_range<T, kMode, kWd, kNesterov>(begin, end, p, g, b, c);
             });
@@ -295,23 +328,24 @@ void adam_range(int64_t begin, int64_t end, T* __restrict__ param, const T* __re
   }
 }
 
-template <bool kWd, bool kDecoupled, bool kAmsgrad, class C>
-void adam_range_f32(int64_t begin, int64_t end, float* __restrict__ param, const float* __restrict__ grad,
+template <bool kWd, bool kDecoupled, bool kAmsgrad, bool kUnscale, class C>
+void adam_range_f32(int64_t begin, int64_t end, float* __restrict__ param, float* __restrict__ grad,
                     float* __restrict__ m_, float* __restrict__ v_, float* __restrict__ vmax_, C* copy, bool stream,
-                    const AdamCoeffs<float>& c) {
+                    const AdamCoeffs<float>& c, float unscale) {
   float_update_loop(
       begin, end, copy, stream,
       [&](int64_t i) {
-        for (const float* s :
-             {static_cast<const float*>(param), grad, static_cast<const float*>(m_), static_cast<const float*>(v_)})
+        for (const float* s : {static_cast<const float*>(param), static_cast<const float*>(grad),
+                               static_cast<const float*>(m_), static_cast<const float*>(v_)})
           prefetch_ahead(s + i);
         Lanes16 old_max = {}, new_p, new_m, new_v, new_max;
         if constexpr (kAmsgrad) {
           prefetch_ahead(vmax_ + i);
           old_max = load_lanes16(vmax_ + i);
         }
-        adam_rule<kWd, kDecoupled, kAmsgrad>(load_lanes16(param + i), load_lanes16(grad + i), load_lanes16(m_ + i),
-                                             load_lanes16(v_ + i), old_max, new_p, new_m, new_v, new_max, c);
+        adam_rule<kWd, kDecoupled, kAmsgrad>(load_lanes16(param + i), grad_lanes<kUnscale>(grad, i, unscale),
+                                             load_lanes16(m_ + i), load_lanes16(v_ + i), old_max, new_p, new_m, new_v,
+                                             new_max, c);
         store_lanes16(m_ + i, new_m);
         store_lanes16(v_ + i, new_v);
         if constexpr (kAmsgrad) store_lanes16(vmax_ + i, new_max);
@@ -320,8 +354,8 @@ void adam_range_f32(int64_t begin, int64_t end, float* __restrict__ param, const
       },
       [&](int64_t i) {
         float new_p, new_m, new_v, new_max;
-        adam_rule<kWd, kDecoupled, kAmsgrad>(param[i], grad[i], m_[i], v_[i], kAmsgrad ? vmax_[i] : 0.0f, new_p, new_m,
-                                             new_v, new_max, c);
+        adam_rule<kWd, kDecoupled, kAmsgrad>(param[i], grad_value<kUnscale>(grad, i, unscale), m_[i], v_[i],
+                                             kAmsgrad ? vmax_[i] : 0.0f, new_p, new_m, new_v, new_max, c);
         m_[i] = new_m;
         v_[i] = new_v;
         if constexpr (kAmsgrad) vmax_[i] = new_max;
@@ -339,7 +373,7 @@ void adam_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, c
   const int64_t n = param.numel();
   dispatch_floating(param.dtype(), "Adam", [&]<class T>(TypeTag<T>) {
     T* p = static_cast<T*>(param.raw_data());
-    const T* g = static_cast<const T*>(grad.raw_data());
+    T* g = static_cast<T*>(grad.raw_data());
     T* pm = static_cast<T*>(m.raw_data());
     T* pv = static_cast<T*>(v.raw_data());
     T* pvmax = vmax.defined() ? static_cast<T*>(vmax.raw_data()) : nullptr;
@@ -350,11 +384,15 @@ void adam_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, c
           constexpr bool kWd = decltype(wd)::value, kDecoupled = decltype(decoupled)::value;
           constexpr bool kAmsgrad = decltype(amsgrad)::value;
           if constexpr (std::is_same_v<T, float>) {
-            float_update(n, cast_out, [&](int64_t begin, int64_t end, auto* copy, bool stream) {
-              adam_range_f32<kWd, kDecoupled, kAmsgrad>(begin, end, p, g, pm, pv, pvmax, copy, stream, c);
+            with_flag(h.unscale_grad_by != 0.0f, [&](auto unscale) {
+              float_update(n, cast_out, [&](int64_t begin, int64_t end, auto* copy, bool stream) {
+                adam_range_f32<kWd, kDecoupled, kAmsgrad, decltype(unscale)::value>(begin, end, p, g, pm, pv, pvmax,
+                                                                                    copy, stream, c, h.unscale_grad_by);
+              });
             });
           } else {
             HG_CHECK(!cast_out.defined(), "optimizer", "a warm cast needs a float32 parameter, got {}", dtype_of<T>);
+            check_no_unscale(h.unscale_grad_by, "Adam");
             parallel_for(n, kParallelGrain, [&](int64_t begin, int64_t end) {
               adam_range<T, kWd, kDecoupled, kAmsgrad>(begin, end, p, g, pm, pv, pvmax, c);
             });

@@ -84,6 +84,7 @@ __global__ void mark_ready_kernel(int32_t* ready, const float* skip) {
 
 void sgd_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& buf, const Tensor& ready,
                      const Tensor& skip, const Tensor& cast_out, const SgdHyper& h) {
+  HG_CHECK(h.unscale_grad_by == 0.0f, "SGD", "the unscale folded into the update is CPU-only");
   const int dev = param.device().index;
   DeviceGuard guard(dev);
   cudaStream_t stream = current_stream(dev);
@@ -152,6 +153,7 @@ __global__ void adam_kernel(int64_t n, T* __restrict__ param, const T* __restric
 
 void adam_update_cuda(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
                       const Tensor& step, const Tensor& skip, const Tensor& cast_out, const AdamHyper& h) {
+  HG_CHECK(h.unscale_grad_by == 0.0f, "Adam", "the unscale folded into the update is CPU-only");
   const int dev = param.device().index;
   DeviceGuard guard(dev);
   cudaStream_t stream = current_stream(dev);

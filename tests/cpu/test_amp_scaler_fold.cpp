@@ -1,5 +1,6 @@
 // GradScaler::step's fast path on the CPU: kernels that widen 16-bit gradients note whether every
-// value is finite (internal::note_all_finite).
+// value is finite (internal::note_all_finite), and the optimizer takes the unscale into its update
+// (Optimizer::step_unscaling). Both must leave exactly what unscale_ then step() leave.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -33,6 +34,26 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
+// A two-layer model whose parameters are copies of `from`'s (the same values, its own tensors).
+struct Model {
+  Tensor w1, b1, w2, b2;
+  Model(int64_t in, int64_t hidden, int64_t out) {
+    w1 = (randn({hidden, in}) * 0.1).detach().requires_grad_();
+    b1 = (randn({hidden}) * 0.1).detach().requires_grad_();
+    w2 = (randn({out, hidden}) * 0.1).detach().requires_grad_();
+    b2 = (randn({out}) * 0.1).detach().requires_grad_();
+  }
+  Model(const Model& from)
+      : w1(from.w1.detach().clone().requires_grad_()),
+        b1(from.b1.detach().clone().requires_grad_()),
+        w2(from.w2.detach().clone().requires_grad_()),
+        b2(from.b2.detach().clone().requires_grad_()) {}
+  TensorList params() const { return {w1, b1, w2, b2}; }
+  Tensor loss(const Tensor& x, const Tensor& y) const {
+    amp::AutocastGuard autocast(kCPU, kFloat16);
+    return cross_entropy(linear(relu(linear(x, w1, b1)), w2, b2), y);
+  }
+};
 }  // namespace
 
 TEST_CASE("amp: widening a 16-bit tensor to float32 notes whether it is all finite, until it is written") {
@@ -88,4 +109,139 @@ TEST_CASE("amp: linear's widened weight gradient is noted all finite exactly whe
       }
     }
   }
+}
+
+namespace {
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(const TensorList&)>;
+
+// Trains `a` with scaler.step() alone (the folded path) and `b` with unscale_() then step() (the
+// path with the unscale as a pass of its own), the same batches, and checks after every step that
+// parameters, gradients, optimizer state and scale agree bit for bit. Step 2's batch overflows.
+void check_fold_matches_unscale_then_step(const MakeOptimizer& make) {
+  manual_seed(3);
+  const Model a(20, 24, 5);
+  const Model b(a);
+  auto opt_a = make(a.params()), opt_b = make(b.params());
+  const amp::GradScalerOptions options{.init_scale = 1024.0, .growth_interval = 2};
+  amp::GradScaler scaler_a(kCPU, options), scaler_b(kCPU, options);
+  for (int step = 0; step < 5; ++step) {
+    CAPTURE(step);
+    const Tensor x = randn({16, 20}) * (step == 2 ? 1e5 : 1.0), y = randint(0, 5, {16});
+    opt_a->zero_grad();
+    opt_b->zero_grad();
+    scaler_a.scale(a.loss(x, y)).backward();
+    scaler_b.scale(b.loss(x, y)).backward();
+    OpRecorder rec;
+    scaler_a.step(*opt_a);
+    // Every clean gradient came from a widening that noted it: none is read again, and no
+    // separate unscale pass runs. Step 2's are not all finite: read, found, unscaled, skipped.
+    CHECK(rec.count("amp_find_non_finite") == (step == 2 ? 1u : 0u));
+    CHECK(rec.count("amp_unscale_") == (step == 2 ? 1u : 0u));
+    scaler_b.unscale_(*opt_b);
+    scaler_b.step(*opt_b);
+    scaler_a.update();
+    scaler_b.update();
+    CHECK(scaler_a.get_scale() == scaler_b.get_scale());
+    const TensorList pa = a.params(), pb = b.params();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      CAPTURE(i);
+      CHECK(same_bits(pa[i], pb[i]));
+      CHECK(same_bits(pa[i].grad(), pb[i].grad()));
+    }
+    const StateDict sa = opt_a->state_dict(), sb = opt_b->state_dict();
+    REQUIRE(sa.size() == sb.size());
+    for (const auto& [key, t] : sa) {
+      CAPTURE(key);
+      REQUIRE(sb.count(key));
+      if (t.dtype() == kFloat32) CHECK(same_bits(t, sb.at(key)));
+      else CHECK(t.to(kFloat64).to_vector<double>() == sb.at(key).to(kFloat64).to_vector<double>());
+    }
+  }
+  // The overflowing step was skipped and backed off: 1024 grew at steps 1 and 4, halved at 2.
+  CHECK(scaler_a.get_scale() == 2048.0);
+}
+}  // namespace
+
+TEST_CASE("amp: GradScaler::step with the unscale folded into SGD and Adam(W) matches unscale_ then step bit for bit") {
+  SUBCASE("SGD, momentum, nesterov, weight decay") {
+    check_fold_matches_unscale_then_step([](const TensorList& p) {
+      return std::make_unique<optim::SGD>(
+          p, optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true});
+    });
+  }
+  SUBCASE("SGD, plain") {
+    check_fold_matches_unscale_then_step(
+        [](const TensorList& p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.05}); });
+  }
+  SUBCASE("Adam with amsgrad") {
+    check_fold_matches_unscale_then_step([](const TensorList& p) {
+      return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 1e-3, .weight_decay = 1e-2, .amsgrad = true});
+    });
+  }
+  SUBCASE("AdamW") {
+    check_fold_matches_unscale_then_step([](const TensorList& p) {
+      return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 1e-3, .weight_decay = 1e-2});
+    });
+  }
+}
+
+TEST_CASE("amp: GradScaler::step reads again a gradient written after backward, and skips on its inf") {
+  manual_seed(5);
+  const Model m(12, 16, 4);
+  optim::SGD opt(m.params(), {.lr = 0.1, .momentum = 0.9});
+  amp::GradScaler scaler(kCPU, {.init_scale = 256.0});
+  const Tensor x = randn({8, 12}), y = randint(0, 4, {8});
+  scaler.scale(m.loss(x, y)).backward();
+  const Tensor before = m.w1.detach().clone();
+  // In place, through an op: the note on w1's gradient is stale, so step() checks it again.
+  Tensor g = m.w1.grad();
+  g.index_put_({0, 0}, std::numeric_limits<double>::infinity());
+  const float scaled = g.to_vector<float>()[1];
+  OpRecorder rec;
+  scaler.step(opt);
+  CHECK(rec.count("amp_find_non_finite") == 1);
+  scaler.update();
+  CHECK(same_bits(m.w1, before));
+  CHECK(scaler.get_scale() == 128.0);
+  // Skipped, the gradients are unscaled all the same, as unscale_ leaves them.
+  CHECK(std::isinf(m.w1.grad().to_vector<float>()[0]));
+  CHECK(m.w1.grad().to_vector<float>()[1] == scaled * (1.0f / 256.0f));
+}
+
+TEST_CASE("optim: step_unscaling multiplies each gradient inside the update, and refuses what it cannot fuse") {
+  manual_seed(9);
+  Tensor p = randn({33}).requires_grad_(), q = p.detach().clone().requires_grad_();
+  const Tensor grad = randn({33}) * 512.0;
+  p.set_grad(grad.clone());
+  q.set_grad(grad.clone());
+  optim::SGD a({p}, {.lr = 0.1, .momentum = 0.5}), b({q}, {.lr = 0.1, .momentum = 0.5});
+  REQUIRE(a.can_step_unscaling());
+  const uint32_t version = p.grad().version();
+  a.step_unscaling(1.0f / 512.0f);
+  {
+    NoGradGuard no_grad;
+    Tensor(q.grad()).mul_(1.0 / 512.0);
+  }
+  b.step();
+  CHECK(same_bits(p, q));
+  CHECK(same_bits(p.grad(), q.grad()));
+  CHECK(p.grad().version() != version);  // written in place: a note on it would be stale
+  CHECK(a.steps() == 1);
+  check_error([&] { a.step_unscaling(0.0f); }, {"SGD", "inv_scale must be finite and > 0"});
+
+  // float64 parameters, strided parameters and gradients, and a gradient of another dtype fall
+  // back to unscale_ then step.
+  Tensor d = randn({4}, TensorOptions(kFloat64)).requires_grad_();
+  d.set_grad(randn({4}, TensorOptions(kFloat64)));
+  optim::SGD sd({d}, {.lr = 0.1});
+  CHECK_FALSE(sd.can_step_unscaling());
+  check_error([&] { sd.step_unscaling(0.5f); }, {"SGD", "step_unscaling needs"});
+  Tensor s = randn({3, 4}).t().detach().requires_grad_();
+  s.set_grad(randn({4, 3}));
+  optim::Adam ss({s}, {.lr = 0.1});
+  CHECK_FALSE(ss.can_step_unscaling());
+  Tensor c = randn({4, 3}).requires_grad_();
+  c.set_grad(randn({3, 4}).t());
+  optim::Adam sc({c}, {.lr = 0.1});
+  CHECK_FALSE(sc.can_step_unscaling());
 }
