@@ -7,6 +7,7 @@
 #include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
+#include "framework/ops/internal.h"
 
 namespace hg::amp {
 
@@ -17,16 +18,11 @@ struct Entry {
   Tensor cast;
 };
 thread_local std::map<std::pair<const TensorImpl*, Dtype>, Entry> t_cache;
-
-bool owns_whole_storage(const Tensor& t) {
-  return t.offset() == 0 && t.is_contiguous() &&
-         static_cast<size_t>(t.numel()) * element_size(t.dtype()) == t.storage()->nbytes;
-}
 }  // namespace
 
 bool is_cacheable(const Tensor& t, Dtype dtype) {
   return autocast_nesting_depth() > 0 && autocast_state()[t.device().type].cache_enabled && is_reduced_float(dtype) &&
-         t.dtype() == kFloat32 && t.is_leaf() && t.requires_grad() && owns_whole_storage(t);
+         t.dtype() == kFloat32 && t.is_leaf() && t.requires_grad() && internal::owns_whole_storage(t);
 }
 
 Tensor cast_for_autocast(const Tensor& t, Dtype dtype) {

@@ -1,6 +1,6 @@
 // The GradScaler's kernels as registered ops ("amp_unscale_", "amp_find_non_finite",
-// "amp_update_scale_"), so
-// they show in the op recorder and the registry checks that every backend supplies them.
+// "amp_update_scale_"), so they show in the op recorder and the registry checks that every
+// backend supplies them.
 #pragma once
 
 #include "framework/tensor.h"

@@ -85,12 +85,10 @@ Tensor converted(const Tensor& t, Dtype dtype) {
   return out;
 }
 
-namespace {
 bool owns_whole_storage(const Tensor& t) {
   return t.offset() == 0 && t.is_contiguous() &&
          static_cast<size_t>(t.numel()) * element_size(t.dtype()) == t.storage()->nbytes;
 }
-}  // namespace
 
 void note_all_finite(const Tensor& t) {
   HG_CHECK(owns_whole_storage(t), "note_all_finite", "the tensor must own its whole storage");

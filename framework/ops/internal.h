@@ -34,6 +34,8 @@ Tensor cast(const Tensor& t, Dtype dtype);
 // float32 widening on a backend with widen_noting_finite_stub also notes whether the result is
 // all finite (note_all_finite), in the same pass.
 Tensor converted(const Tensor& t, Dtype dtype);
+// Whether t covers its whole storage (contiguous, from its first byte to its last).
+bool owns_whole_storage(const Tensor& t);
 // Finite marks: t (which owns its whole storage, freshly written) holds no inf or NaN, as of its
 // storage's current version; and whether that is known of t now (false for a view, or once any
 // in-place write has moved the version). A write through a raw data pointer moves no version:

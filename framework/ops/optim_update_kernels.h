@@ -17,11 +17,12 @@ struct SgdHyper {
   // product back into grad (Optimizer::step_unscaling; float32 CPU parameters only).
   float unscale_grad_by = 0.0f;
 };
-// param, grad (same dtype, contiguous; written only with unscale_grad_by), momentum_buffer (contiguous, undefined when
-// momentum is 0), buffer_ready (one int32: 0 until the buffer has taken its first gradient; the kernel sets it), skip
-// (one float32, or undefined), cast_out (undefined, or a contiguous float16/bfloat16 tensor of a float32 param's shape
-// that receives the new param rounded to its dtype, the next autocast region's cast of it; written from the unchanged
-// param when the step is skipped). All on one device.
+// param, grad (same dtype, contiguous; written only with unscale_grad_by), momentum_buffer
+// (contiguous, undefined when momentum is 0), buffer_ready (one int32: 0 until the buffer has
+// taken its first gradient; the kernel sets it), skip (one float32, or undefined), cast_out
+// (undefined, or a contiguous float16/bfloat16 tensor of a float32 param's shape that receives
+// the new param rounded to its dtype, the next autocast region's cast of it; written from the
+// unchanged param when the step is skipped). All on one device.
 using SgdUpdateFn = void (*)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                              const Tensor& buffer_ready, const Tensor& skip, const Tensor& cast_out, const SgdHyper& h);
 HG_DECLARE_STUB(sgd_update_stub, SgdUpdateFn);

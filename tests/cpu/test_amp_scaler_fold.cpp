@@ -153,8 +153,10 @@ void check_fold_matches_unscale_then_step(const MakeOptimizer& make) {
     for (const auto& [key, t] : sa) {
       CAPTURE(key);
       REQUIRE(sb.count(key));
-      if (t.dtype() == kFloat32) CHECK(same_bits(t, sb.at(key)));
-      else CHECK(t.to(kFloat64).to_vector<double>() == sb.at(key).to(kFloat64).to_vector<double>());
+      if (t.dtype() == kFloat32)
+        CHECK(same_bits(t, sb.at(key)));
+      else
+        CHECK(t.to(kFloat64).to_vector<double>() == sb.at(key).to(kFloat64).to_vector<double>());
     }
   }
   // The overflowing step was skipped and backed off: 1024 grew at steps 1 and 4, halved at 2.
