@@ -62,15 +62,18 @@ Tensor run(const OpDef& def, BinaryOp op, const Tensor& a_in, const Tensor& b_in
   BackwardFn bw;
   if (call.needs_grad()) {
     SavedTensor sa(a, def.name), sb(b, def.name);
-    bw = [op, alpha, sa, sb](const TensorList& g) -> TensorList {
+    // Only the gradients an input needs are computed (a product with a constant, such as
+    // GradScaler's loss * scale, runs one multiply in backward, not two).
+    bw = [op, alpha, sa, sb, need_a = a.requires_grad(),
+          need_b = b.requires_grad()](const TensorList& g) -> TensorList {
       const Tensor& go = g[0];
       switch (op) {
-        case BinaryOp::Add: return {go, alpha == 1.0 ? go : go * alpha};
-        case BinaryOp::Sub: return {go, go * -alpha};
-        case BinaryOp::Mul: return {go * sb.get(), go * sa.get()};
+        case BinaryOp::Add: return {go, alpha == 1.0 ? go : need_b ? go * alpha : Tensor()};
+        case BinaryOp::Sub: return {go, need_b ? go * -alpha : Tensor()};
+        case BinaryOp::Mul: return {need_a ? go * sb.get() : Tensor(), need_b ? go * sa.get() : Tensor()};
         case BinaryOp::Div: {
           const Tensor& y = sb.get();
-          return {go / y, -go * sa.get() / (y * y)};
+          return {need_a ? go / y : Tensor(), need_b ? -go * sa.get() / (y * y) : Tensor()};
         }
         case BinaryOp::Maximum:
         case BinaryOp::Minimum: {

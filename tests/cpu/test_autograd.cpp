@@ -173,3 +173,34 @@ TEST_CASE("gradcheck catches a wrong formula") {
   check_error([] { autograd::gradcheck([](const TensorList& in) { return Wrong::apply(in[0]); }, {randn({3})}); },
               {"[gradcheck]", "mismatch"});
 }
+
+TEST_CASE("a binary op's backward computes only the gradients its inputs need") {
+  const Tensor x = randn({4, 3}).requires_grad_(), c = randn({4, 3}) + 3.0;
+  for (const bool constant_first : {false, true}) {
+    CAPTURE(constant_first);
+    for (const char* op : {"mul", "div", "sub"}) {
+      CAPTURE(op);
+      const std::string name = op;
+      Tensor y;
+      if (name == "mul") y = constant_first ? c * x : x * c;
+      if (name == "div") y = constant_first ? c / x : x / c;
+      if (name == "sub") y = constant_first ? c - x : x - c;
+      x.set_grad(Tensor());
+      OpRecorder rec;
+      y.sum().backward();
+      // One formula's worth of ops for x's gradient, none for the constant's.
+      const size_t ops = rec.count("mul", true) + rec.count("div", true) + rec.count("neg", true);
+      const size_t expected = name == "mul" ? 1 : name == "div" ? (constant_first ? 4 : 1) : (constant_first ? 1 : 0);
+      CHECK(ops == expected);
+      // And the gradient itself is right.
+      Tensor expected_grad;
+      {
+        NoGradGuard no_grad;
+        if (name == "mul") expected_grad = c;
+        if (name == "div") expected_grad = constant_first ? -c / (x * x) : 1.0 / c;
+        if (name == "sub") expected_grad = full({4, 3}, constant_first ? -1.0 : 1.0);
+      }
+      hg::test::check_close(x.grad(), expected_grad);
+    }
+  }
+}
