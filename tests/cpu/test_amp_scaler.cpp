@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 using namespace hg;
+using hg::test::bitwise_equal;
 using hg::test::check_close;
 using hg::test::check_error;
 
@@ -16,11 +17,6 @@ Tensor param_with_grad(std::vector<float> values, std::vector<float> grad) {
   Tensor p = tensor(values).requires_grad_();
   p.set_grad(tensor(grad));
   return p;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector<float>(), y = b.to_vector<float>();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
 // One iteration on p with gradient `scaled_grad` (what backward of a scaled loss produced).
@@ -106,7 +102,7 @@ TEST_CASE("amp: GradScaler unscale_ multiplies by PyTorch's float32 reciprocal, 
   scaler.scale(ones({}));
   scaler.unscale_(opt);
   CHECK(small.grad().to_vector<float>() == std::vector<float>{2.3333335f, 434.66669f});
-  CHECK(same_bits(big.grad(), full({n}, 2.3333335f)));
+  CHECK(bitwise_equal(big.grad(), full({n}, 2.3333335f)));
   scaler.step(opt);
   CHECK(opt.steps() == 1);  // nothing non-finite found
   // inf or NaN anywhere, in a vector's lane or in the tail, is found.
@@ -138,7 +134,7 @@ TEST_CASE("amp: GradScaler skips the step on inf or NaN, bit for bit, and backs 
     optim::SGD opt({p}, {.lr = 0.1, .momentum = 0.9});
     const Tensor before = p.detach().clone();
     iterate(scaler, opt, p, {1.0f, bad, 2.0f});
-    CHECK(same_bits(p, before));
+    CHECK(bitwise_equal(p, before));
     CHECK(opt.steps() == 0);
     CHECK(opt.state_dict().count("state.0.momentum_buffer") == 0);
     CHECK(scaler.get_scale() == 512.0);
@@ -146,7 +142,7 @@ TEST_CASE("amp: GradScaler skips the step on inf or NaN, bit for bit, and backs 
     // A clean step afterwards runs.
     iterate(scaler, opt, p, {1024.0f, 1024.0f, 1024.0f});
     CHECK(opt.steps() == 1);
-    CHECK_FALSE(same_bits(p, before));
+    CHECK_FALSE(bitwise_equal(p, before));
     CHECK(scaler.get_growth_tracker() == 1);
   }
 }

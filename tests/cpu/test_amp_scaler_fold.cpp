@@ -9,6 +9,7 @@
 #include "helpers.h"
 
 using namespace hg;
+using hg::test::bitwise_equal;
 using hg::test::check_error;
 
 namespace {
@@ -27,11 +28,6 @@ Tensor widened_by_element(const Tensor& t) {
     for (BFloat16 h : t.to_vector<BFloat16>()) out.push_back(static_cast<float>(h));
   }
   return tensor(out);
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector<float>(), y = b.to_vector<float>();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
 // A two-layer model whose parameters are copies of `from`'s (the same values, its own tensors).
@@ -63,7 +59,7 @@ TEST_CASE("amp: widening a 16-bit tensor to float32 notes whether it is all fini
     const Tensor clean = randn({37}).to(d);
     Tensor wide = clean.to(kFloat32);
     CHECK(internal::known_all_finite(wide));
-    CHECK(same_bits(wide, widened_by_element(clean)));
+    CHECK(bitwise_equal(wide, widened_by_element(clean)));
     for (const int64_t at : {5, 36}) {
       for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
         CAPTURE(at);
@@ -71,7 +67,7 @@ TEST_CASE("amp: widening a 16-bit tensor to float32 notes whether it is all fini
         dirty.index_put_({at}, static_cast<double>(bad));
         const Tensor w = dirty.to(kFloat32);
         CHECK_FALSE(internal::known_all_finite(w));
-        CHECK(same_bits(w, widened_by_element(dirty)));
+        CHECK(bitwise_equal(w, widened_by_element(dirty)));
       }
     }
     // A view is not the whole storage; an in-place write makes the note stale.
@@ -145,16 +141,18 @@ void check_fold_matches_unscale_then_step(const MakeOptimizer& make) {
     const TensorList pa = a.params(), pb = b.params();
     for (size_t i = 0; i < pa.size(); ++i) {
       CAPTURE(i);
-      CHECK(same_bits(pa[i], pb[i]));
-      CHECK(same_bits(pa[i].grad(), pb[i].grad()));
+      CHECK(bitwise_equal(pa[i], pb[i]));
+      CHECK(bitwise_equal(pa[i].grad(), pb[i].grad()));
     }
     const StateDict sa = opt_a->state_dict(), sb = opt_b->state_dict();
     REQUIRE(sa.size() == sb.size());
-    for (const auto& [key, t] : sa) {
+    for (const auto& entry : sa) {  // (no structured binding: clang 14 cannot capture one)
+      const std::string& key = entry.first;
+      const Tensor& t = entry.second;
       CAPTURE(key);
       REQUIRE(sb.count(key));
       if (t.dtype() == kFloat32)
-        CHECK(same_bits(t, sb.at(key)));
+        CHECK(bitwise_equal(t, sb.at(key)));
       else
         CHECK(t.to(kFloat64).to_vector<double>() == sb.at(key).to(kFloat64).to_vector<double>());
     }
@@ -203,7 +201,7 @@ TEST_CASE("amp: GradScaler::step reads again a gradient written after backward, 
   scaler.step(opt);
   CHECK(rec.count("amp_find_non_finite") == 1);
   scaler.update();
-  CHECK(same_bits(m.w1, before));
+  CHECK(bitwise_equal(m.w1, before));
   CHECK(scaler.get_scale() == 128.0);
   // Skipped, the gradients are unscaled all the same, as unscale_ leaves them.
   CHECK(std::isinf(m.w1.grad().to_vector<float>()[0]));
@@ -225,8 +223,8 @@ TEST_CASE("optim: step_unscaling multiplies each gradient inside the update, and
     Tensor(q.grad()).mul_(1.0 / 512.0);
   }
   b.step();
-  CHECK(same_bits(p, q));
-  CHECK(same_bits(p.grad(), q.grad()));
+  CHECK(bitwise_equal(p, q));
+  CHECK(bitwise_equal(p.grad(), q.grad()));
   CHECK(p.grad().version() != version);  // written in place: a note on it would be stale
   CHECK(a.steps() == 1);
   check_error([&] { a.step_unscaling(0.0f); }, {"SGD", "inv_scale must be finite and > 0"});

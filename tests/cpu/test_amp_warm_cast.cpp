@@ -6,14 +6,9 @@
 #include "kernels/cpu/stream_store.h"
 
 using namespace hg;
+using hg::test::bitwise_equal;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * element_size(ca.dtype())) == 0;
-}
 
 // One step of a two-layer model under autocast; returns the loss (float32).
 float train_step(optim::Optimizer& opt, const Tensor& w1, const Tensor& w2, const Tensor& x, Dtype dtype) {
@@ -50,7 +45,7 @@ TEST_CASE("amp: the optimizer step leaves each autocast weight's cast warm, bit 
         CHECK(warm->dtype == dtype);
         REQUIRE(warm->value.defined());  // written by the step
         CHECK(warm->version == w.version());
-        CHECK(same_bits(warm->value, w.detach().to(dtype)));
+        CHECK(bitwise_equal(warm->value, w.detach().to(dtype)));
       }
       // The next region reuses it: the cast shares the warm copy's storage and records "to" as before.
       {
@@ -70,7 +65,7 @@ TEST_CASE("amp: the optimizer step leaves each autocast weight's cast warm, bit 
         amp::AutocastGuard g(kCPU, dtype);
         const Tensor c = amp::cast_for_autocast(w1, dtype);
         CHECK(c.storage() != w1.impl()->autograd->warm_cast->value.storage());
-        CHECK(same_bits(c, w1.detach().to(dtype)));
+        CHECK(bitwise_equal(c, w1.detach().to(dtype)));
       }
     }
   }
@@ -98,8 +93,8 @@ TEST_CASE("amp: training with warm casts gives the same losses and weights as ca
     const auto [warm_losses, warm_w1, warm_w2] = run(false);
     const auto [cold_losses, cold_w1, cold_w2] = run(true);
     CHECK(warm_losses == cold_losses);
-    CHECK(same_bits(warm_w1, cold_w1));
-    CHECK(same_bits(warm_w2, cold_w2));
+    CHECK(bitwise_equal(warm_w1, cold_w1));
+    CHECK(bitwise_equal(warm_w2, cold_w2));
   }
 }
 
@@ -131,7 +126,7 @@ TEST_CASE("amp: a step skipped by the GradScaler keeps the warm cast valid") {
   step(true);  // skipped: the weight and its warm copy stay as they are
   CHECK(w.version() == version);
   CHECK(w.impl()->autograd->warm_cast->value.storage() == warm.storage());
-  CHECK(same_bits(w.impl()->autograd->warm_cast->value, w.detach().to(kFloat16)));
+  CHECK(bitwise_equal(w.impl()->autograd->warm_cast->value, w.detach().to(kFloat16)));
 }
 
 TEST_CASE("amp: a weight whose update overflows the cache gets its warm copy by streaming stores, the same bits") {
@@ -158,7 +153,7 @@ TEST_CASE("amp: a weight whose update overflows the cache gets its warm copy by 
         REQUIRE(warm != nullptr);
         REQUIRE(warm->value.defined());
         CHECK(warm->version == w.version());
-        CHECK(same_bits(warm->value, w.detach().to(dtype)));
+        CHECK(bitwise_equal(warm->value, w.detach().to(dtype)));
       }
     }
   }
