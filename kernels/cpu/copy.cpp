@@ -81,7 +81,8 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
 }
 
 // The widening of a 16-bit gradient to float32 (the backward of autocast's cast of a float32
-// tensor), noting whether every value is finite from the registers the values pass through.
+// tensor), noting whether every value is finite: each 4 KiB of output is checked in L1 just
+// after it is written, so the pass still reads and writes memory once.
 bool widen_noting_finite_cpu(const Tensor& dst, const Tensor& src) {
   NonFiniteSeen seen{false};
   auto* out = dst.data_ptr<float>();

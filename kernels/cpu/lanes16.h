@@ -252,9 +252,9 @@ inline void store_lanes16_widened(float* dst, Lanes16 v) {
 }
 
 // Kernels that write float32 results can say whether any was inf or NaN, found from the
-// registers the results pass through (the widened weight gradient, for GradScaler::step: see
-// internal::note_all_finite). Set, relaxed, by any thread that saw one; read after the kernel.
-// A lane that is never stored (padding) may set it too: that only costs a check later.
+// registers the results pass through or from cache just after they are stored (the widened
+// weight gradient, for GradScaler::step: see internal::note_all_finite). Set, relaxed, by any thread that saw one; read
+// after the kernel. A lane that is never stored (padding) may set it too: that only costs a check later.
 using NonFiniteSeen = std::atomic<bool>;
 
 // Whether any lane is inf or NaN (v - v is NaN exactly then).
