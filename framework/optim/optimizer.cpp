@@ -92,6 +92,12 @@ void Optimizer::step(const Tensor& skip_if) {
     Tensor& flag;
     ~ClearFlag() { flag = Tensor(); }
   } clear{skip_flag_};
+  update_each();
+}
+
+// step()'s and step_unscaling()'s update of every parameter with a gradient. Counts calls: a
+// step skipped on the device by its kernels still counts here.
+void Optimizer::update_each() {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& g = params_[i].grad();
@@ -99,8 +105,8 @@ void Optimizer::step(const Tensor& skip_if) {
     HG_CHECK(g.shape() == params_[i].shape(), name_, "gradient of parameter {} has shape {}, parameter has {}", i,
              g.shape(), params_[i].shape());
     update(i, params_[i], g);
+    if (grad_unscale_ != 0.0f) g.bump_version();  // the kernel wrote the unscaled values into it
   }
-  // Counts calls: a step skipped on the device by its kernels still counts here.
   ++steps_;
 }
 
@@ -126,14 +132,7 @@ void Optimizer::step_unscaling(float inv_scale) {
     ~ClearFactor() { factor = 0.0f; }
   } clear{grad_unscale_};
   grad_unscale_ = inv_scale;
-  NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& g = params_[i].grad();
-    if (!g.defined()) continue;
-    update(i, params_[i], g);
-    g.bump_version();  // the kernel wrote the unscaled values into it
-  }
-  ++steps_;
+  update_each();
 }
 
 Tensor Optimizer::warm_cast_output(const Tensor& param) {

@@ -101,6 +101,7 @@ class Optimizer {
   // state_dict keys of a group's entries: "lr" and "hp.<name>" for group 0 (the keys of an
   // optimizer without groups), "group.<g>.lr" and "group.<g>.hp.<name>" for the others.
   static std::string group_key(size_t group, const std::string& key);
+  void update_each();
 
   TensorList params_;
   std::vector<size_t> group_of_;  // per parameter

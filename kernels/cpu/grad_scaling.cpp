@@ -45,24 +45,25 @@ bool unscale_typed(T* data, int64_t n, float inv_scale) {
   return found.load();
 }
 
-void unscale_grad_cpu(const TensorList& grads, const Tensor& found_inf, const Tensor& scale) {
-  // PyTorch's reciprocal: taken in double, rounded to float32 (exact for a power-of-two scale).
-  const auto inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale.data_ptr<float>()));
+// Each gradient in turn, with or without the multiply (kWrite); found_inf set on inf or NaN.
+template <bool kWrite>
+void check_grads(const TensorList& grads, const Tensor& found_inf, float inv_scale, const char* op) {
   for (const Tensor& grad : grads) {
-    const bool found = dispatch_floating(grad.dtype(), "amp_unscale_", [&]<class T>(TypeTag<T>) {
-      return unscale_typed(static_cast<T*>(grad.raw_data()), grad.numel(), inv_scale);
+    const bool found = dispatch_floating(grad.dtype(), op, [&]<class T>(TypeTag<T>) {
+      return unscale_typed<T, kWrite>(static_cast<T*>(grad.raw_data()), grad.numel(), inv_scale);
     });
     if (found) *found_inf.data_ptr<float>() = 1.0f;
   }
 }
 
+void unscale_grad_cpu(const TensorList& grads, const Tensor& found_inf, const Tensor& scale) {
+  // PyTorch's reciprocal: taken in double, rounded to float32 (exact for a power-of-two scale).
+  const auto inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale.data_ptr<float>()));
+  check_grads<true>(grads, found_inf, inv_scale, "amp_unscale_");
+}
+
 void find_non_finite_cpu(const TensorList& grads, const Tensor& found_inf) {
-  for (const Tensor& grad : grads) {
-    const bool found = dispatch_floating(grad.dtype(), "amp_find_non_finite", [&]<class T>(TypeTag<T>) {
-      return unscale_typed<T, false>(static_cast<T*>(grad.raw_data()), grad.numel(), 1.0f);
-    });
-    if (found) *found_inf.data_ptr<float>() = 1.0f;
-  }
+  check_grads<false>(grads, found_inf, 1.0f, "amp_find_non_finite");
 }
 
 void update_scale_cpu(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,

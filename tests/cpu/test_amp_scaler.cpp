@@ -1,7 +1,6 @@
 // amp GradScaler: defaults, scaling, skipping on inf/NaN, growth and its cap, the state
 // machine's errors, clipping, several optimizers, accumulation, state_dict, disabled mode.
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "helpers.h"

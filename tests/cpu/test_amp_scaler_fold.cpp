@@ -2,9 +2,9 @@
 // value is finite (internal::note_all_finite), and the optimizer takes the unscale into its update
 // (Optimizer::step_unscaling). Both must leave exactly what unscale_ then step() leave.
 #include <cmath>
-#include <cstring>
 #include <limits>
 
+#include "amp/scaler_ops.h"
 #include "framework/ops/internal.h"
 #include "helpers.h"
 
@@ -244,4 +244,22 @@ TEST_CASE("optim: step_unscaling multiplies each gradient inside the update, and
   c.set_grad(randn({3, 4}).t());
   optim::Adam sc({c}, {.lr = 0.1});
   CHECK_FALSE(sc.can_step_unscaling());
+}
+
+TEST_CASE("amp: amp_find_non_finite reads without writing, and refuses what it cannot read") {
+  Tensor found = zeros({1});
+  const Tensor clean = randn({40});
+  Tensor dirty = randn({3, 7});
+  dirty.index_put_({2, 6}, std::numeric_limits<double>::quiet_NaN());
+  const Tensor before = dirty.clone();
+  amp::find_non_finite({clean}, found);
+  CHECK(found.item<float>() == 0.0f);
+  amp::find_non_finite({clean, dirty}, found);
+  CHECK(found.item<float>() == 1.0f);
+  CHECK(bitwise_equal(dirty, before));
+  check_error([&] { amp::find_non_finite({clean}, Tensor()); }, {"amp_find_non_finite", "found_inf is undefined"});
+  check_error([&] { amp::find_non_finite({clean}, zeros({2})); }, {"amp_find_non_finite", "one-element float32"});
+  check_error([&] { amp::find_non_finite({dirty.t()}, found); }, {"amp_find_non_finite", "contiguous"});
+  check_error([&] { amp::find_non_finite({ones({3}, TensorOptions(kInt64))}, found); },
+              {"amp_find_non_finite", "floating-point"});
 }

@@ -1,6 +1,5 @@
 // Warm casts: the fused optimizer step writes each autocast weight's low-precision copy, and the
 // next region uses it instead of casting again, bit for bit what a fresh cast gives.
-#include <cstring>
 
 #include "helpers.h"
 #include "kernels/cpu/stream_store.h"
