@@ -2,6 +2,9 @@
 // where/clamp and dropout, each on the same inputs with per-dtype tolerances (row sums are
 // float32 on both sides but in a different order, hence looser than the elementwise ones).
 #include "helpers.h"
+#ifdef HG_WITH_CUDA
+#include "kernels/cuda/dnn/conv_stats.h"
+#endif
 
 using namespace hg;
 using hg::test::check_close;
@@ -99,6 +102,53 @@ TEST_CASE("cuda conv2d (and conv1d through it) via cuDNN (+backward) match the C
                     {randn({2, 4, 11}).to(d), randn({6, 2, 3}).to(d), randn({6}).to(d)}, tol);
   }
 }
+
+#ifdef HG_WITH_CUDA
+TEST_CASE("cuda conv2d: cuDNN execution plans are built once per shape and follow the operands' alignment") {
+  const auto stats = [] { return cuda::dnn::conv_plan_stats(); };
+  if (!stats().graph_api) {
+    MESSAGE("SKIPPED: the graph-API path is not in use (no cuDNN, or HG_CUDNN_LEGACY_API=1)");
+    return;
+  }
+  manual_seed(31);
+  for (Dtype d : {kFloat32, kFloat16, kBFloat16}) {
+    CAPTURE(d);
+    const Tensor x_cpu = randn({3, 5, 8, 7}).to(d), w_cpu = randn({4, 5, 3, 3}).to(d), b_cpu = randn({4}).to(d);
+    auto step = [&](const Tensor& x, const Tensor& w) {
+      const Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_();
+      const Tensor y = conv2d(xg, wg, b_cpu.to(kCUDA), {1}, {1});
+      y.to(kFloat32).sum().backward();
+      return std::vector<Tensor>{y.to(kCPU), xg.grad().to(kCPU), wg.grad().to(kCPU)};
+    };
+    (void)step(x_cpu.to(kCUDA), w_cpu.to(kCUDA));  // builds the forward and both backward plans
+    const auto before = stats();
+    for (int i = 0; i < 3; ++i) (void)step(x_cpu.to(kCUDA), w_cpu.to(kCUDA));
+    const auto after = stats();
+    CHECK(after.plans_built == before.plans_built);
+    CHECK(after.executions == before.executions + 9);  // three passes a step
+    CHECK(after.fallbacks == 0);
+
+    // The same shapes one element off a 16-byte boundary: new plans, built for that alignment,
+    // and results that still match the CPU.
+    auto misaligned = [](const Tensor& t) {
+      Tensor buf = empty({t.numel() + 1}, TensorOptions(t.dtype()).device(kCUDA));
+      Tensor v = buf.narrow(0, 1, t.numel()).view(t.shape());
+      v.copy_(t);
+      return v;
+    };
+    const auto gpu = step(misaligned(x_cpu), misaligned(w_cpu));
+    CHECK(stats().plans_built > after.plans_built);
+    CHECK(stats().fallbacks == 0);
+    const Tensor xc = x_cpu.detach().requires_grad_(), wc = w_cpu.detach().requires_grad_();
+    const Tensor yc = conv2d(xc, wc, b_cpu, {1}, {1});
+    yc.to(kFloat32).sum().backward();
+    const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : row_tolerance(d);
+    check_close(gpu[0].to(kFloat64), yc.detach().to(kFloat64), tol);
+    check_close(gpu[1].to(kFloat64), xc.grad().to(kFloat64), tol);
+    check_close(gpu[2].to(kFloat64), wc.grad().to(kFloat64), tol);
+  }
+}
+#endif
 
 TEST_CASE("cuda conv2d_relu (cuDNN, then its ReLU as a second pass) (+backward) matches the CPU") {
   for (Dtype d : kFloats) {

@@ -1,21 +1,23 @@
-// conv2d on CUDA through cuDNN's convolution calls (forward, backward data, backward filter),
-// NCHW, float32/float16/bfloat16/float64. The algorithm for each shape comes from cuDNN's
-// heuristics (the _v7 queries) once and is cached; the workspace comes from the caching
-// allocator. Bias add and the bias gradient are plain kernels (float32 accumulation).
-// float32 runs with FMA math (no TF32) unless hg::set_allow_tf32(true), whatever math type the
-// heuristic suggests. float64 does not use cuDNN (its legacy API's double support is unproven
-// and deprecated): a direct kernel per output element, exact in float64 and slow, for tests and
-// gradient checks. Without cuDNN the other dtypes throw an hg::Error saying so.
+// conv2d on CUDA, NCHW, float32/float16/bfloat16/float64. float32 and the 16-bit types go to
+// cuDNN (cudnn_conv.h: the graph API with cached execution plans, or the legacy calls); the bias
+// add and the bias gradient are plain kernels here (float32 accumulation). float64 does not use
+// cuDNN (its double support is unproven and deprecated): a direct kernel per output element,
+// exact in float64 and slow, for tests and gradient checks. Without cuDNN the other dtypes throw
+// an hg::Error saying so.
+#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <tuple>
 
 #include "framework/cuda.h"
 #include "framework/dispatch.h"
 #include "framework/ops/conv_kernels.h"
 #include "framework/ops/creation.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/dnn/conv_stats.h"
 #include "kernels/cuda/loops.cuh"
+#ifdef HG_WITH_CUDNN
+#include "kernels/cuda/dnn/cudnn_conv.h"
+#endif
 
 namespace hg::cuda {
 namespace {
@@ -182,179 +184,16 @@ void direct_backward_filter(const Tensor& grad_weight, const Tensor& grad_out, c
 
 #ifdef HG_WITH_CUDNN
 
-cudnnDataType_t cudnn_dtype(Dtype d) {
-  switch (d) {
-    case kFloat32: return CUDNN_DATA_FLOAT;
-    case kFloat16: return CUDNN_DATA_HALF;
-    case kBFloat16: return CUDNN_DATA_BFLOAT16;
-    case kFloat64: return CUDNN_DATA_DOUBLE;
-    default: fail("conv2d", "cuDNN convolution supports float32, float16, bfloat16 and float64, got {}", d);
-  }
+void run_cudnn(dnn::ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  if (dnn::use_legacy_api() || !dnn::run_conv_graph(pass, x, w, y, p)) dnn::run_conv_legacy(pass, x, w, y, p);
 }
-
-// One handle per device, made on first use; calls on it are serialised by the caller's mutex.
-cudnnHandle_t handle_for(int dev) {
-  static std::mutex mutex;
-  static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard lock(mutex);
-  auto it = handles.find(dev);
-  if (it == handles.end()) {
-    cudnnHandle_t h = nullptr;
-    HG_CUDNN_CHECK(cudnnCreate(&h));
-    it = handles.emplace(dev, h).first;
-  }
-  HG_CUDNN_CHECK(cudnnSetStream(it->second, current_stream(dev)));
-  return it->second;
-}
-
-int to_int(int64_t v) {
-  HG_CHECK(v >= 0 && v <= INT32_MAX, "conv2d", "dimension {} is too large for cuDNN", v);
-  return static_cast<int>(v);
-}
-
-struct TensorDesc {
-  cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc(const Tensor& t) {  // NOLINT: contiguous NCHW
-    HG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    HG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_dtype(t.dtype()), to_int(t.size(0)),
-                                              to_int(t.size(1)), to_int(t.size(2)), to_int(t.size(3))));
-  }
-  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
-};
-
-struct FilterDesc {
-  cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc(const Tensor& w) {  // NOLINT: [O, C/groups, kh, kw]
-    HG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
-    HG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_dtype(w.dtype()), CUDNN_TENSOR_NCHW, to_int(w.size(0)),
-                                              to_int(w.size(1)), to_int(w.size(2)), to_int(w.size(3))));
-  }
-  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
-  FilterDesc(const FilterDesc&) = delete;
-  FilterDesc& operator=(const FilterDesc&) = delete;
-};
-
-// float32 keeps full precision unless hg::set_allow_tf32(true); 16-bit types use tensor cores
-// with float32 accumulation.
-cudnnMathType_t math_type(Dtype d) {
-  if (d == kFloat16 || d == kBFloat16) return CUDNN_TENSOR_OP_MATH;
-  if (d == kFloat32 && allow_tf32()) return CUDNN_DEFAULT_MATH;
-  return CUDNN_FMA_MATH;
-}
-
-struct ConvDesc {
-  cudnnConvolutionDescriptor_t d = nullptr;
-  ConvDesc(const Conv2dParams& p, Dtype dtype) {
-    HG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
-    const cudnnDataType_t compute = dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-    HG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d, to_int(p.padding[0]), to_int(p.padding[1]), to_int(p.stride[0]),
-                                                   to_int(p.stride[1]), to_int(p.dilation[0]), to_int(p.dilation[1]),
-                                                   CUDNN_CROSS_CORRELATION, compute));
-    HG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, to_int(p.groups)));
-    HG_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math_type(dtype)));
-  }
-  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
-  ConvDesc(const ConvDesc&) = delete;
-  ConvDesc& operator=(const ConvDesc&) = delete;
-};
-
-enum class Pass { Forward, BackwardData, BackwardFilter };
-
-// Everything the algorithm choice depends on.
-using PlanKey = std::tuple<int, int, int, bool, std::array<int64_t, 8>, std::array<int64_t, 4>, std::array<int64_t, 7>>;
-struct Plan {
-  int algo;  // the cudnn*Algo_t of the pass
-  cudnnMathType_t math;
-};
-
-PlanKey plan_key(Pass pass, const Tensor& x, const Tensor& w, const Conv2dParams& p, int dev) {
-  return {static_cast<int>(pass),
-          static_cast<int>(x.dtype()),
-          dev,
-          allow_tf32(),
-          {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3)},
-          {p.stride[0], p.stride[1], p.padding[0], p.padding[1]},
-          {p.dilation[0], p.dilation[1], p.groups, 0, 0, 0, 0}};
-}
-
-std::mutex& plan_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<PlanKey, Plan>& plan_cache() {
-  static std::map<PlanKey, Plan> cache;
-  return cache;
-}
-
-// The first heuristic choice that cuDNN reports as usable; its math type is applied to conv,
-// except for float32 without TF32: the _v7 queries can return entries whose math type allows
-// TF32 (CUDNN_DEFAULT_MATH on sm_80+), so an FMA entry is preferred and, if there is none, the
-// first usable algorithm runs with CUDNN_FMA_MATH forced (PyTorch asserts the same).
-template <class Perf, class Query>
-Plan choose(Query&& query, const char* what, Dtype dtype) {
-  constexpr int kMax = 16;
-  Perf perf[kMax];
-  int returned = 0;
-  HG_CUDNN_CHECK(query(kMax, &returned, perf));
-  const bool fma_only = math_type(dtype) == CUDNN_FMA_MATH;
-  if (fma_only) {
-    for (int i = 0; i < returned; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH)
-        return {static_cast<int>(perf[i].algo), CUDNN_FMA_MATH};
-  }
-  for (int i = 0; i < returned; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS)
-      return {static_cast<int>(perf[i].algo), fma_only ? CUDNN_FMA_MATH : perf[i].mathType};
-  fail("conv2d", "cuDNN found no {} algorithm for this convolution ({})", what, dtype);
-}
-
-Tensor workspace(size_t bytes, Device device) {
-  if (bytes == 0) return Tensor();
-  return empty({static_cast<int64_t>(bytes)}, TensorOptions(kUInt8).device(device));
-}
-
-// alpha = 1, beta = 0 in the scaling type cuDNN expects for the data type.
-struct Scaling {
-  float f1 = 1.0f, f0 = 0.0f;
-  double d1 = 1.0, d0 = 0.0;
-  bool dbl;
-  explicit Scaling(Dtype d) : dbl(d == kFloat64) {}
-  const void* one() const { return dbl ? static_cast<const void*>(&d1) : static_cast<const void*>(&f1); }
-  const void* zero() const { return dbl ? static_cast<const void*>(&d0) : static_cast<const void*>(&f0); }
-};
 
 void forward_cuda(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Conv2dParams& p) {
-  const int dev = out.device().index;
-  DeviceGuard guard(dev);
+  DeviceGuard guard(out.device().index);
   if (out.numel() == 0) return;
   if (input.dtype() == kFloat64) return direct_forward(out, input, weight, bias, p);
-  std::lock_guard lock(plan_mutex());
-  cudnnHandle_t h = handle_for(dev);
-  TensorDesc xd(input), yd(out);
-  FilterDesc wd(weight);
-  ConvDesc cd(p, input.dtype());
-  const PlanKey key = plan_key(Pass::Forward, input, weight, p, dev);
-  auto it = plan_cache().find(key);
-  if (it == plan_cache().end()) {
-    const Plan plan = choose<cudnnConvolutionFwdAlgoPerf_t>(
-        [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* perf) {
-          return cudnnGetConvolutionForwardAlgorithm_v7(h, xd.d, wd.d, cd.d, yd.d, n, r, perf);
-        },
-        "forward", input.dtype());
-    it = plan_cache().emplace(key, plan).first;
-  }
-  const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(it->second.algo);
-  HG_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.d, it->second.math));
-  size_t bytes = 0;
-  HG_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, xd.d, wd.d, cd.d, yd.d, algo, &bytes));
-  const Tensor ws = workspace(bytes, out.device());
-  const Scaling s(input.dtype());
-  HG_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), xd.d, input.raw_data(), wd.d, weight.raw_data(), cd.d, algo,
-                                         ws.defined() ? ws.raw_data() : nullptr, bytes, s.zero(), yd.d,
-                                         out.raw_data()));
+  run_cudnn(dnn::ConvPass::Forward, input, weight, out, p);
   if (bias.defined()) add_bias(out, bias);
 }
 
@@ -368,30 +207,7 @@ void backward_data_cuda(const Tensor& grad_input, const Tensor& grad_out, const 
     return;
   }
   if (grad_out.dtype() == kFloat64) return direct_backward_data(grad_input, grad_out, weight, p);
-  std::lock_guard lock(plan_mutex());
-  cudnnHandle_t h = handle_for(dev);
-  TensorDesc dxd(grad_input), dyd(grad_out);
-  FilterDesc wd(weight);
-  ConvDesc cd(p, grad_out.dtype());
-  const PlanKey key = plan_key(Pass::BackwardData, grad_input, weight, p, dev);
-  auto it = plan_cache().find(key);
-  if (it == plan_cache().end()) {
-    const Plan plan = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, wd.d, dyd.d, cd.d, dxd.d, n, r, perf);
-        },
-        "backward-data", grad_out.dtype());
-    it = plan_cache().emplace(key, plan).first;
-  }
-  const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(it->second.algo);
-  HG_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.d, it->second.math));
-  size_t bytes = 0;
-  HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd.d, dyd.d, cd.d, dxd.d, algo, &bytes));
-  const Tensor ws = workspace(bytes, grad_input.device());
-  const Scaling s(grad_out.dtype());
-  HG_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), wd.d, weight.raw_data(), dyd.d, grad_out.raw_data(), cd.d,
-                                              algo, ws.defined() ? ws.raw_data() : nullptr, bytes, s.zero(), dxd.d,
-                                              grad_input.raw_data()));
+  run_cudnn(dnn::ConvPass::BackwardData, grad_input, weight, grad_out, p);
 }
 
 void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
@@ -406,30 +222,7 @@ void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, co
     return;
   }
   if (grad_out.dtype() == kFloat64) return direct_backward_filter(grad_weight, grad_out, input, p);
-  std::lock_guard lock(plan_mutex());
-  cudnnHandle_t h = handle_for(dev);
-  TensorDesc xd(input), dyd(grad_out);
-  FilterDesc dwd(grad_weight);
-  ConvDesc cd(p, grad_out.dtype());
-  const PlanKey key = plan_key(Pass::BackwardFilter, input, grad_weight, p, dev);
-  auto it = plan_cache().find(key);
-  if (it == plan_cache().end()) {
-    const Plan plan = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd.d, dyd.d, cd.d, dwd.d, n, r, perf);
-        },
-        "backward-filter", grad_out.dtype());
-    it = plan_cache().emplace(key, plan).first;
-  }
-  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(it->second.algo);
-  HG_CUDNN_CHECK(cudnnSetConvolutionMathType(cd.d, it->second.math));
-  size_t bytes = 0;
-  HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, xd.d, dyd.d, cd.d, dwd.d, algo, &bytes));
-  const Tensor ws = workspace(bytes, grad_out.device());
-  const Scaling s(grad_out.dtype());
-  HG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), xd.d, input.raw_data(), dyd.d, grad_out.raw_data(), cd.d,
-                                                algo, ws.defined() ? ws.raw_data() : nullptr, bytes, s.zero(), dwd.d,
-                                                grad_weight.raw_data()));
+  run_cudnn(dnn::ConvPass::BackwardFilter, input, grad_weight, grad_out, p);
 }
 
 #else  // no cuDNN: float64 runs the direct kernels, the other dtypes need cuDNN
@@ -466,5 +259,51 @@ void backward_filter_cuda(const Tensor& grad_weight, const Tensor& grad_bias, co
 HG_REGISTER_KERNEL(conv2d_forward_stub, kCUDA, forward_cuda);
 HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCUDA, backward_data_cuda);
 HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCUDA, backward_filter_cuda);
+
+#ifdef HG_WITH_CUDNN
+namespace dnn {
+
+std::mutex& cudnn_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+cudnnHandle_t handle_for(int dev) {
+  static std::map<int, cudnnHandle_t> handles;
+  auto it = handles.find(dev);
+  if (it == handles.end()) {
+    cudnnHandle_t h = nullptr;
+    HG_CUDNN_CHECK(cudnnCreate(&h));
+    it = handles.emplace(dev, h).first;
+  }
+  HG_CUDNN_CHECK(cudnnSetStream(it->second, current_stream(dev)));
+  return it->second;
+}
+
+cudnnDataType_t cudnn_dtype(Dtype d) {
+  switch (d) {
+    case kFloat32: return CUDNN_DATA_FLOAT;
+    case kFloat16: return CUDNN_DATA_HALF;
+    case kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: fail("conv2d", "cuDNN convolution supports float32, float16 and bfloat16, got {}", d);
+  }
+}
+
+bool use_legacy_api() {
+  static const bool legacy = [] {
+    const char* v = std::getenv("HG_CUDNN_LEGACY_API");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return legacy;
+}
+
+ConvPlanStats conv_plan_stats() {
+  return {!use_legacy_api(), conv_graph_plans_built(), conv_graph_executions(), conv_graph_fallbacks()};
+}
+
+}  // namespace dnn
+#else
+dnn::ConvPlanStats dnn::conv_plan_stats() { return {}; }
+#endif
 
 }  // namespace hg::cuda
