@@ -19,7 +19,7 @@ HG_DEFINE_OPTIONAL_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
 HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
 
-bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU; }
+bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU || dev == kCUDA; }
 
 namespace {
 const OpDef kConv2d{"conv2d", true};

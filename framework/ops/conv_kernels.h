@@ -19,8 +19,9 @@ struct Conv2dParams {
   bool relu = false;
 };
 
-// Whether the conv2d forward kernel of `dev` applies Conv2dParams::relu itself (the CPU's); on
-// other backends conv2d_relu runs ReLU as a second pass over the output.
+// Whether the conv2d forward kernel of `dev` applies Conv2dParams::relu itself (the CPU's and
+// CUDA's, in their pass that adds the bias); on other backends conv2d_relu runs ReLU as a
+// second pass over the output.
 bool conv2d_relu_in_kernel(DeviceType dev);
 
 // out [N,O,OH,OW] = conv(input [N,C,H,W], weight [O,C/groups,kh,kw]) + bias [O] (bias may be

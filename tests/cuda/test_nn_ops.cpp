@@ -150,13 +150,16 @@ TEST_CASE("cuda conv2d: cuDNN execution plans are built once per shape and follo
 }
 #endif
 
-TEST_CASE("cuda conv2d_relu (cuDNN, then its ReLU as a second pass) (+backward) matches the CPU") {
+TEST_CASE("cuda conv2d_relu (cuDNN, then bias and ReLU in one pass) (+backward) matches the CPU") {
   for (Dtype d : kFloats) {
     CAPTURE(d);
     const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : row_tolerance(d);
     if (d == kFloat32 || d == kFloat64) {
       check_with_grad([](const auto& v) { return conv2d_relu(v[0], v[1], v[2], {1}, {1}); },
                       {randn({2, 4, 7, 6}).to(d), randn({5, 4, 3, 3}).to(d), randn({5}).to(d)}, tol);
+      // Without a bias the pass applies ReLU alone.
+      check_with_grad([](const auto& v) { return conv2d_relu(v[0], v[1], Tensor(), {2}, {1}); },
+                      {randn({2, 4, 7, 6}).to(d), randn({5, 4, 3, 3}).to(d)}, tol);
     } else {
       // With random values, a pre-activation within rounding of 0 can be positive on one device
       // and negative on the other, and that one flipped ReLU mask moves a whole patch of the

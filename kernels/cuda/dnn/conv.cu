@@ -12,6 +12,7 @@
 #include "framework/dispatch.h"
 #include "framework/ops/conv_kernels.h"
 #include "framework/ops/creation.h"
+#include "kernels/common/scalar_ops.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/dnn/conv_stats.h"
 #include "kernels/cuda/loops.cuh"
@@ -22,12 +23,17 @@
 namespace hg::cuda {
 namespace {
 
-// out[n, o, p] += bias[o] over [N, O, P] planes.
-template <class T>
-__global__ void add_bias_kernel(T* out, const T* bias, int64_t o, int64_t p, int64_t total) {
+// The forward's finish, one pass over out [N, O, P]: out[n, o, p] += bias[o] (kBias), then
+// ReLU (kRelu, conv2d_relu), in the accumulation type before the one rounding to T.
+template <class T, bool kBias, bool kRelu>
+__global__ void bias_relu_kernel(T* out, const T* bias, int64_t o, int64_t p, int64_t total) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride)
-    out[i] = from_acc<T>(to_acc(out[i]) + to_acc(bias[(i / p) % o]));
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    auto v = to_acc(out[i]);
+    if constexpr (kBias) v = v + to_acc(bias[(i / p) % o]);
+    if constexpr (kRelu) v = scalar::Relu{}(v);
+    out[i] = from_acc<T>(v);
+  }
 }
 
 // grad_bias[o] = sum over n and p of grad_out[n, o, p]: a block per channel.
@@ -45,14 +51,21 @@ __global__ void bias_grad_kernel(T* grad_bias, const T* grad_out, int64_t n, int
   if (threadIdx.x == 0) grad_bias[ch] = from_acc<T>(static_cast<acc_t<T>>(s));
 }
 
-void add_bias(const Tensor& out, const Tensor& bias) {
+// Adds the bias (if defined) and applies p.relu (conv2d_relu; conv2d_relu_in_kernel lists CUDA).
+void finish_forward(const Tensor& out, const Tensor& bias, const Conv2dParams& params) {
   const int dev = out.device().index;
   const int64_t o = out.size(1), p = out.size(2) * out.size(3), total = out.numel();
-  if (total == 0) return;
+  if (total == 0 || (!bias.defined() && !params.relu)) return;
   dispatch_floating(out.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
-    add_bias_kernel<T><<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(
-        static_cast<T*>(out.raw_data()), static_cast<const T*>(bias.raw_data()), o, p, total);
-    HG_CUDA_CHECK_LAUNCH();
+    T* po = static_cast<T*>(out.raw_data());
+    const T* pb = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
+    const auto launch = [&](auto kernel) {
+      kernel<<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(po, pb, o, p, total);
+      HG_CUDA_CHECK_LAUNCH();
+    };
+    if (pb != nullptr && params.relu) return launch(bias_relu_kernel<T, true, true>);
+    if (pb != nullptr) return launch(bias_relu_kernel<T, true, false>);
+    launch(bias_relu_kernel<T, false, true>);
   });
 }
 
@@ -159,7 +172,7 @@ void direct_forward(const Tensor& out, const Tensor& input, const Tensor& weight
       geom_of(input, weight, out, p), static_cast<const double*>(input.raw_data()),
       static_cast<const double*>(weight.raw_data()), static_cast<double*>(out.raw_data()), total);
   HG_CUDA_CHECK_LAUNCH();
-  if (bias.defined()) add_bias(out, bias);
+  finish_forward(out, bias, p);
 }
 
 void direct_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
@@ -194,7 +207,7 @@ void forward_cuda(const Tensor& out, const Tensor& input, const Tensor& weight, 
   if (out.numel() == 0) return;
   if (input.dtype() == kFloat64) return direct_forward(out, input, weight, bias, p);
   run_cudnn(dnn::ConvPass::Forward, input, weight, out, p);
-  if (bias.defined()) add_bias(out, bias);
+  finish_forward(out, bias, p);
 }
 
 void backward_data_cuda(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p) {
