@@ -20,6 +20,7 @@ namespace hg {
 namespace {
 // constinit: the backend may install its hooks from a static initialiser in another file.
 constinit std::atomic<bool> g_allow_tf32{false};
+constinit std::atomic<bool> g_cudnn_deterministic{false};
 constinit cuda::CudaHooks* g_hooks = nullptr;
 
 struct BackendLoad {
@@ -70,6 +71,10 @@ const cuda::CudaHooks& hooks(const char* op) {
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
 bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+void set_cudnn_deterministic(bool deterministic) {
+  g_cudnn_deterministic.store(deterministic, std::memory_order_relaxed);
+}
+bool cudnn_deterministic() { return g_cudnn_deterministic.load(std::memory_order_relaxed); }
 
 namespace cuda {
 

@@ -1,7 +1,7 @@
 // The CUDA runtime as the framework and user code see it: device queries, synchronisation,
-// memory statistics, the host-synchronisation counter and the TF32 switch. No CUDA headers:
-// the backend (kernels/cuda, loaded on first use) installs CudaHooks; without it is_available()
-// is false and everything that needs a device throws "built without CUDA".
+// memory statistics, the host-synchronisation counter, the TF32 and cuDNN-determinism switches.
+// No CUDA headers: the backend (kernels/cuda, loaded on first use) installs CudaHooks; without it
+// is_available() is false and everything that needs a device throws "built without CUDA".
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,14 @@ class Tensor;
 // accumulation). Off by default, as in PyTorch >= 1.12.
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+
+// Whether CUDA convolutions use only cuDNN algorithms that give bit-identical results from run to
+// run (PyTorch's torch.backends.cudnn.deterministic): no engine that adds partial sums with
+// atomics in no fixed order. Off by default; on, some passes may be slower. It covers cuDNN only:
+// the scatter-style CUDA kernels (index_add, scatter_add, an embedding's gradient) still add with
+// atomics.
+void set_cudnn_deterministic(bool deterministic);
+bool cudnn_deterministic();
 
 namespace cuda {
 

@@ -150,6 +150,47 @@ TEST_CASE("cuda conv2d: cuDNN execution plans are built once per shape and follo
 }
 #endif
 
+#ifdef HG_WITH_CUDA
+TEST_CASE("cuda conv2d under set_cudnn_deterministic(true): deterministic engines, repeatable gradients") {
+  const auto stats = [] { return cuda::dnn::conv_plan_stats(); };
+  if (!stats().graph_api) {
+    MESSAGE("SKIPPED: the graph-API path is not in use (no cuDNN, or HG_CUDNN_LEGACY_API=1)");
+    return;
+  }
+  CHECK_FALSE(cudnn_deterministic());  // off by default
+  struct Restore {
+    ~Restore() { set_cudnn_deterministic(false); }
+  } restore;
+  manual_seed(32);
+  for (Dtype d : {kFloat32, kFloat16, kBFloat16}) {
+    CAPTURE(d);
+    // The MNIST CNN's second layer at batch 64: a weight gradient over 64 x 26 x 26 positions,
+    // where cuDNN's fastest engines split the sum across blocks.
+    const Tensor x = randn({64, 32, 26, 26}).to(d).to(kCUDA), w = randn({64, 32, 3, 3}).to(d).to(kCUDA);
+    auto grads = [&] {
+      const Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_();
+      conv2d(xg, wg).to(kFloat32).sum().backward();
+      return std::vector<Tensor>{xg.grad().to(kCPU), wg.grad().to(kCPU)};
+    };
+    (void)grads();  // plans for the default, which may be non-deterministic
+    const auto before = stats();
+    set_cudnn_deterministic(true);
+    const auto first = grads(), second = grads();
+    set_cudnn_deterministic(false);
+    const auto after = stats();
+    CHECK(after.plans_built == before.plans_built + 3);  // the flag is part of every plan's key
+    CHECK(after.nondeterministic_plans == before.nondeterministic_plans);
+    CHECK(after.fallbacks == before.fallbacks);
+    for (size_t i = 0; i < first.size(); ++i) CHECK(hg::test::bitwise_equal(second[i], first[i]));
+    // And the deterministic engines compute the same gradients as the default ones, to rounding.
+    const auto reference = grads();
+    for (size_t i = 0; i < first.size(); ++i)
+      check_close(first[i].to(kFloat64), reference[i].to(kFloat64),
+                  d == kFloat32 ? Tolerance{1e-3, 1e-4} : row_tolerance(d));
+  }
+}
+#endif
+
 TEST_CASE("cuda conv2d_relu (cuDNN, then bias and ReLU in one pass) (+backward) matches the CPU") {
   for (Dtype d : kFloats) {
     CAPTURE(d);

@@ -311,7 +311,8 @@ bool use_legacy_api() {
 }
 
 ConvPlanStats conv_plan_stats() {
-  return {!use_legacy_api(), conv_graph_plans_built(), conv_graph_executions(), conv_graph_fallbacks()};
+  return {!use_legacy_api(), conv_graph_plans_built(), conv_graph_executions(), conv_graph_fallbacks(),
+          conv_graph_nondeterministic_plans()};
 }
 
 }  // namespace dnn

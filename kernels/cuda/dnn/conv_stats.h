@@ -13,6 +13,7 @@ struct ConvPlanStats {
   std::size_t plans_built = 0;
   std::size_t executions = 0;
   std::size_t fallbacks = 0;
+  std::size_t nondeterministic_plans = 0;  // built plans whose engine cuDNN notes as non-deterministic
 };
 ConvPlanStats conv_plan_stats();
 

@@ -37,9 +37,10 @@ cudnnDataType_t cudnn_dtype(Dtype d);
 bool use_legacy_api();
 
 // The graph path's counters (conv_stats.h reports them): plans built, passes executed with
-// them, shapes handed to the legacy calls.
+// them, shapes handed to the legacy calls, plans whose engine is non-deterministic.
 std::size_t conv_graph_plans_built();
 std::size_t conv_graph_executions();
 std::size_t conv_graph_fallbacks();
+std::size_t conv_graph_nondeterministic_plans();
 
 }  // namespace hg::cuda::dnn

@@ -4,12 +4,15 @@
 // engine configurations cuDNN's heuristics rank (mode A, then the fallback list), and the first
 // that is numerically acceptable and finalizes into a plan. Acceptable: never an engine that
 // converts inputs down or reduces in reduced precision (the legacy calls accumulated in float32
-// too), and in float32 no tensor-core (TF32) engine unless hg::set_allow_tf32(true). A shape
-// with no acceptable engine is remembered and runs through the legacy calls (a fallback).
+// too), in float32 no tensor-core (TF32) engine unless hg::set_allow_tf32(true), and under
+// hg::set_cudnn_deterministic(true) no engine cuDNN notes as non-deterministic. A shape with no
+// acceptable engine is remembered and runs through the legacy calls (a fallback).
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -133,24 +136,32 @@ Desc operation_desc(ConvPass pass, const Desc& x, const Desc& w, const Desc& y, 
   return op;
 }
 
-bool acceptable(cudnnBackendDescriptor_t config, Dtype dtype) {
+// The numerical notes of a configuration's engine; nullopt when cuDNN cannot say.
+std::optional<std::vector<cudnnBackendNumericalNote_t>> engine_notes(cudnnBackendDescriptor_t config) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine.get();
   int64_t count = 0;
   if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw) !=
       CUDNN_STATUS_SUCCESS)
-    return false;
-  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+    return std::nullopt;
+  std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
   if (cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                static_cast<int64_t>(notes.size()), &count, notes.data()) != CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
+  notes.resize(static_cast<std::size_t>(count));
+  return notes;
+}
+
+bool has_note(const std::vector<cudnnBackendNumericalNote_t>& notes, cudnnBackendNumericalNote_t note) {
+  return std::find(notes.begin(), notes.end(), note) != notes.end();
+}
+
+bool acceptable(const std::vector<cudnnBackendNumericalNote_t>& notes, Dtype dtype) {
+  if (has_note(notes, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) ||
+      has_note(notes, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
     return false;
-  for (int64_t i = 0; i < count; ++i) {
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
-        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
-      return false;
-    if (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && dtype == kFloat32 && !allow_tf32()) return false;
-  }
-  return true;
+  if (has_note(notes, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) && dtype == kFloat32 && !allow_tf32()) return false;
+  return !(has_note(notes, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) && cudnn_deterministic());
 }
 
 // A built plan and everything it was built from (kept alive beside it).
@@ -158,6 +169,7 @@ struct Plan {
   std::vector<Desc> parts;
   Desc plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   int64_t workspace_bytes = 0;
+  bool nondeterministic = false;  // its engine adds in no fixed order (cuDNN's note)
 };
 
 // The first acceptable configuration that finalizes into a plan, or null.
@@ -179,8 +191,10 @@ std::unique_ptr<Plan> plan_from(cudnnHandle_t h, const Desc& graph, cudnnBackend
   HG_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned, raw.data()));
   for (int64_t i = 0; i < returned; ++i) {
-    if (!acceptable(raw[i], dtype)) continue;
+    const auto notes = engine_notes(raw[i]);
+    if (!notes || !acceptable(*notes, dtype)) continue;
     auto plan = std::make_unique<Plan>();
+    plan->nondeterministic = has_note(*notes, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC);
     plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
     plan->plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i]);
     if (cudnnBackendFinalize(plan->plan.get()) != CUDNN_STATUS_SUCCESS) continue;
@@ -217,10 +231,10 @@ std::unique_ptr<Plan> build_plan(cudnnHandle_t h, ConvPass pass, const Tensor& x
   return nullptr;
 }
 
-// Everything a plan depends on: pass, dtype, device, TF32, the shapes (strides are contiguous
-// NCHW's), stride/padding/dilation, and the operands' alignments.
+// Everything a plan depends on: pass, dtype, device, TF32, determinism, the shapes (strides are
+// contiguous NCHW's), stride/padding/dilation, and the operands' alignments.
 using PlanKey =
-    std::tuple<int, int, int, bool, std::array<int64_t, 12>, std::array<int64_t, 6>, std::array<int64_t, 3>>;
+    std::tuple<int, int, int, bool, bool, std::array<int64_t, 12>, std::array<int64_t, 6>, std::array<int64_t, 3>>;
 
 std::map<PlanKey, std::unique_ptr<Plan>>& plans() {
   static std::map<PlanKey, std::unique_ptr<Plan>> cache;
@@ -238,6 +252,7 @@ bool run_conv_graph(ConvPass pass, const Tensor& x, const Tensor& w, const Tenso
                     static_cast<int>(x.dtype()),
                     dev,
                     allow_tf32(),
+                    cudnn_deterministic(),
                     {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3), y.size(0),
                      y.size(1), y.size(2), y.size(3)},
                     {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1]},
@@ -271,6 +286,13 @@ std::size_t conv_graph_plans_built() {
   std::lock_guard lock(cudnn_mutex());
   std::size_t n = 0;
   for (const auto& [key, plan] : plans()) n += plan ? 1 : 0;
+  return n;
+}
+
+std::size_t conv_graph_nondeterministic_plans() {
+  std::lock_guard lock(cudnn_mutex());
+  std::size_t n = 0;
+  for (const auto& [key, plan] : plans()) n += plan && plan->nondeterministic ? 1 : 0;
   return n;
 }
 

@@ -2,7 +2,8 @@
 // ...BackwardFilter), used when HG_CUDNN_LEGACY_API=1 (see cudnn_conv.h). Descriptors are made
 // on every call; the algorithm for each shape comes from the _v7 heuristic queries once and is
 // cached. float32 runs with FMA math (no TF32) unless hg::set_allow_tf32(true), whatever math
-// type the heuristic suggests; 16-bit types use tensor cores with float32 accumulation.
+// type the heuristic suggests; 16-bit types use tensor cores with float32 accumulation;
+// hg::set_cudnn_deterministic(true) takes only algorithms cuDNN reports as deterministic.
 #include <array>
 #include <map>
 #include <tuple>
@@ -66,7 +67,7 @@ struct ConvDesc {
 };
 
 // Everything the algorithm choice depends on.
-using AlgoKey = std::tuple<int, int, int, bool, std::array<int64_t, 8>, std::array<int64_t, 7>>;
+using AlgoKey = std::tuple<int, int, int, bool, bool, std::array<int64_t, 8>, std::array<int64_t, 7>>;
 struct Algo {
   int algo;  // the cudnn*Algo_t of the pass
   cudnnMathType_t math;
@@ -77,26 +78,31 @@ std::map<AlgoKey, Algo>& algo_cache() {
   return cache;
 }
 
-// The first heuristic choice that cuDNN reports as usable; its math type is applied to conv,
-// except for float32 without TF32: the _v7 queries can return entries whose math type allows
-// TF32 (CUDNN_DEFAULT_MATH on sm_80+), so an FMA entry is preferred and, if there is none, the
-// first usable algorithm runs with CUDNN_FMA_MATH forced (PyTorch asserts the same).
+// The first heuristic choice that cuDNN reports as usable (and deterministic, under
+// hg::set_cudnn_deterministic(true)); its math type is applied to conv, except for float32
+// without TF32: the _v7 queries can return entries whose math type allows TF32
+// (CUDNN_DEFAULT_MATH on sm_80+), so an FMA entry is preferred and, if there is none, the first
+// usable algorithm runs with CUDNN_FMA_MATH forced (PyTorch asserts the same).
 template <class Perf, class Query>
 Algo choose(Query&& query, const char* what, Dtype dtype) {
   constexpr int kMax = 16;
   Perf perf[kMax];
   int returned = 0;
   HG_CUDNN_CHECK(query(kMax, &returned, perf));
+  const bool deterministic = cudnn_deterministic();
+  const auto usable = [&](const Perf& e) {
+    return e.status == CUDNN_STATUS_SUCCESS && (!deterministic || e.determinism == CUDNN_DETERMINISTIC);
+  };
   const bool fma_only = math_type(dtype) == CUDNN_FMA_MATH;
   if (fma_only) {
     for (int i = 0; i < returned; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH)
+      if (usable(perf[i]) && perf[i].mathType == CUDNN_FMA_MATH)
         return {static_cast<int>(perf[i].algo), CUDNN_FMA_MATH};
   }
   for (int i = 0; i < returned; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS)
-      return {static_cast<int>(perf[i].algo), fma_only ? CUDNN_FMA_MATH : perf[i].mathType};
-  fail("conv2d", "cuDNN found no {} algorithm for this convolution ({})", what, dtype);
+    if (usable(perf[i])) return {static_cast<int>(perf[i].algo), fma_only ? CUDNN_FMA_MATH : perf[i].mathType};
+  fail("conv2d", "cuDNN found no {}{} algorithm for this convolution ({})", deterministic ? "deterministic " : "", what,
+       dtype);
 }
 
 Tensor workspace(size_t bytes, Device device) {
@@ -118,6 +124,7 @@ void run_conv_legacy(ConvPass pass, const Tensor& x, const Tensor& w, const Tens
                     static_cast<int>(dtype),
                     dev,
                     allow_tf32(),
+                    cudnn_deterministic(),
                     {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3)},
                     {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups}};
   auto it = algo_cache().find(key);
