@@ -3,7 +3,9 @@
 # as tools/gpu-check does, builds only tests/test_cuda (about 80 s on a 16-core device) and runs
 # it with the given doctest arguments. After tools/gpu-bundle.sh here:
 #   run(command="bash tools/gpu-suite.sh -tc='*conv*'", carry=[".carry"], timeout_s=240)
-# Logs in $OUT (env.log, configure.log, build.log); the suite's output on stdout.
+# Logs in $OUT (env.log, configure.log, build.log); the suite's output on stdout. The library
+# paths tools/gpu-env.sh sets hold inside this script only: a later command in the same call
+# that runs build-gpu/tests/test_cuda itself sources tools/gpu-env.sh and calls hg_gpu_env first.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
