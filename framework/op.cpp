@@ -50,6 +50,19 @@ AutogradHooks& autograd_hooks() {
 
 OpRecorder::OpRecorder() { t_recorders.push_back(this); }
 OpRecorder::~OpRecorder() { std::erase(t_recorders, this); }
+std::vector<OpRecorder::Total> OpRecorder::totals() const {
+  std::vector<Total> out;
+  for (const OpEvent& e : events_) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const Total& t) { return t.name == e.name && t.backward == e.backward; });
+    if (it == out.end()) it = out.insert(out.end(), Total{e.name, e.backward, 0, 0});
+    ++it->calls;
+    it->micros += e.micros;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Total& a, const Total& b) { return a.micros > b.micros; });
+  return out;
+}
+
 size_t OpRecorder::count(std::string_view name, std::optional<bool> backward) const {
   return static_cast<size_t>(std::count_if(events_.begin(), events_.end(), [&](const OpEvent& e) {
     return e.name == name && (!backward || e.backward == *backward);
@@ -71,6 +84,7 @@ OpCall::OpCall(const OpDef& op, TensorList inputs) : op_(op), inputs_(std::move(
     output_dtype_ = r.output_dtype;
   }
   if (t_op_depth++ == 0) t_current_op = &op_;
+  if (!t_recorders.empty()) start_ = std::chrono::steady_clock::now();
 }
 
 OpCall::~OpCall() {
@@ -87,7 +101,9 @@ bool OpCall::needs_grad() const {
 
 void OpCall::finish(const std::vector<Tensor*>& outputs, BackwardFn backward) {
   if (!t_recorders.empty()) {
-    OpEvent e{op_.name, t_in_backward, kCPU, {}, {}};
+    OpEvent e{op_.name, t_in_backward, kCPU, {}, {}, 0};
+    if (start_ != std::chrono::steady_clock::time_point{})
+      e.micros = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
     bool device_set = false;
     for (const Tensor& t : inputs_) {
       if (!t.defined()) continue;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -64,6 +65,10 @@ struct OpEvent {
   Device device;
   std::vector<Dtype> inputs;
   std::vector<Dtype> outputs;
+  // Wall time from the op's start (after autocast cast its inputs: those casts are events of
+  // their own) to the end of its kernel, before its autograd node is recorded. An op that calls
+  // other ops includes their time.
+  double micros = 0;
 };
 
 // Records, while alive, every op run on this thread (nested recorders each see every op).
@@ -77,6 +82,15 @@ class OpRecorder {
   void clear() { events_.clear(); }
   // Events with this name (e.g. count("to") after an autocast region).
   size_t count(std::string_view name, std::optional<bool> backward = std::nullopt) const;
+  // The events summed per op name and pass (forward or backward), the largest total time first:
+  // where a step's time goes, as PyTorch's profiler's key_averages() shows it.
+  struct Total {
+    std::string name;
+    bool backward = false;
+    size_t calls = 0;
+    double micros = 0;
+  };
+  std::vector<Total> totals() const;
 
  private:
   friend class OpCall;
@@ -125,6 +139,7 @@ class OpCall {
   const OpDef& op_;
   TensorList inputs_;
   std::optional<Dtype> output_dtype_;
+  std::chrono::steady_clock::time_point start_{};  // read only while an OpRecorder is alive
 };
 
 // The public op this thread is running (its outermost OpCall), or "" outside any op; used by
