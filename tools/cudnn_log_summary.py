@@ -39,7 +39,9 @@ def summarise(path):
             engine = log["engine"]
             knobs = ",".join(f"{k.replace('CUDNN_KNOB_TYPE_', '')}={v}" for k, v in engine.get("knobChoices", {}).items())
             engines[(graph.get("finalizeMode", "?"), dtype, dims, engine.get("engineId"), knobs)] += 1
-    runs = calls["cudnnBackendExecuteInternal"]
+    # An execution: the graph path calls cudnnBackendExecute itself; each legacy call
+    # (HG_CUDNN_LEGACY_API=1) executes internally.
+    runs = calls["cudnnBackendExecute"] or calls["cudnnBackendExecuteInternal"]
     print(f"== {path}")
     if runs == 0:
         print("   no executed convolutions in this log")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where the MNIST CNN's CUDA step spends its time, fp32 against bf16 and fp16 (docs/GPU.md: the
-# 16-bit CNN is slower than the fp32 one on the H100 and H200). After tools/gpu-bundle.sh here:
+# 16-bit CNN was slower than the fp32 one on the H100 and H200 until convolution moved to cuDNN's
+# graph API with cached plans; HG_CUDNN_LEGACY_API=1 in the environment profiles the old calls). After tools/gpu-bundle.sh here:
 #   run(command="bash tools/gpu-profile-cnn.sh", carry=[".carry"], timeout_s=240)
 # ($OUT/cudnn-summary.txt, the rest in $OUT/profile-logs.tar.gz; about 85 s on a fresh H100).
 # Builds only the example and the CUDA backend (in build-gpu, configured as tools/gpu-check
