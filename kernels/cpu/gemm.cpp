@@ -107,7 +107,8 @@ void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t
         narrow_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
       return;
     }
-    if (use_narrow_gemm_transposed(m, k, n, sa2, widens)) {
+    if (use_narrow_gemm_transposed(m, k, n, sa2, widens) ||
+        (std::is_same_v<T, float> && use_narrow_float_dots(m, k, n, sa2))) {
       for (int64_t i = 0; i < batch; ++i)
         narrow_gemm_transposed(po + i * m * n, pa + i * sa0, sa1, pb + i * sb0, sb1, sb2, m, k, n, bias);
       return;

@@ -33,10 +33,20 @@ inline bool use_narrow_gemm(int64_t m, int64_t k, int64_t n, int64_t sb_row, int
 
 // The same product with the roles swapped: a is the large operand, stored by rows (sa_col == 1),
 // and b has at most kNarrowRows columns, as in x @ W^T for a layer with few outputs at a large
-// batch (a classifier's last layer). Computed as out^T = b^T @ a^T on the dot path; taken only
-// where the product would otherwise be widened (float32's own kernels were as fast or faster).
+// batch (a classifier's last layer). Computed as out^T = b^T @ a^T on the dot path; taken
+// where the product would otherwise be widened, and for float32 under use_narrow_float_dots.
 inline bool use_narrow_gemm_transposed(int64_t m, int64_t k, int64_t n, int64_t sa_col, bool widens) {
   return widens && sa_col == 1 && use_narrow_gemm(n, k, m, 1, 2, widens);
+}
+
+// float32's x @ W^T takes the transposed dot path where W has at most kNarrowFloatCols rows and
+// kNarrowFloatMinDepth columns or more: OpenBLAS's sgemm is slow on so few columns
+// ([128, 784] @ [784, 10]: 26.9 -> 19.1 us, [512, 784] @ [784, 10]: 98 -> 76 us on one thread of a
+// Xeon), while with 16 columns, or k = 256 and less, it was as fast or faster (docs/PERF-CPU.md).
+inline constexpr int64_t kNarrowFloatCols = 12, kNarrowFloatMinDepth = 512;
+
+inline bool use_narrow_float_dots(int64_t m, int64_t k, int64_t n, int64_t sa_col) {
+  return n <= kNarrowFloatCols && k >= kNarrowFloatMinDepth && use_narrow_gemm_transposed(m, k, n, sa_col, true);
 }
 
 // out (row-major [m, n], contiguous) = a @ b (+ bias[j] on column j, n dense values), with

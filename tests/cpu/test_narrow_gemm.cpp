@@ -173,6 +173,37 @@ TEST_CASE("16-bit narrow products with a smaller weight, and a few columns again
   CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, 10, 1, false));
 }
 
+TEST_CASE("float32 x @ W^T with few outputs and a long k runs on the transposed dot path") {
+  // [batch, k] @ [k, n] for n <= kNarrowFloatCols and k >= kNarrowFloatMinDepth (a classifier's
+  // last layer): against float64, with the bias inside linear, on one thread as on the pool, and
+  // with an infinity in the dot products' tail.
+  manual_seed(27);
+  for (const NarrowShape s : {NarrowShape{128, 784, 10}, NarrowShape{70, 1037, 12}, NarrowShape{200, 3136, 1}}) {
+    CAPTURE(s.m);
+    CAPTURE(s.k);
+    CAPTURE(s.n);
+    REQUIRE(cpu::use_narrow_float_dots(s.m, s.k, s.n, 1));
+    const Tensor x = randn({s.m, s.k}), w = randn({s.n, s.k}), bias = randn({s.n});
+    const Tensor ref = narrow_reference(x, w.t());
+    check_close(mm(x, w.t()), ref, narrow_tolerance(kFloat32));
+    check_close(linear(x, w, bias), ref + bias.to(kFloat64), narrow_tolerance(kFloat32));
+    Tensor alone;
+    cpu::run_parallel(2, [&](int64_t i) {
+      if (i == 0) alone = mm(x, w.t());
+    });
+    CHECK(hg::test::bitwise_equal(alone, mm(x, w.t())));
+    Tensor x_inf = x.clone();
+    x_inf.index_put_({s.m - 1, s.k - 1}, full({}, INFINITY));
+    const Tensor out = mm(x_inf, w.t());
+    CHECK(std::isinf(out.index({s.m - 1, 0}).item<float>()));
+    CHECK(std::isfinite(out.index({0, 0}).item<float>()));
+  }
+  // Where OpenBLAS was as fast: 16 outputs, a short k, or the large operand not stored by rows.
+  CHECK_FALSE(cpu::use_narrow_float_dots(128, 784, cpu::kNarrowFloatCols + 1, 1));
+  CHECK_FALSE(cpu::use_narrow_float_dots(1024, cpu::kNarrowFloatMinDepth - 1, 10, 1));
+  CHECK_FALSE(cpu::use_narrow_float_dots(128, 784, 10, 128));
+}
+
 TEST_CASE("transposed narrow products: inf and NaN reach their outputs, and one thread gives the pool's bits") {
   manual_seed(26);
   for (Dtype d : {kBFloat16, kFloat16}) {
