@@ -75,17 +75,6 @@ void add_rows(C* __restrict acc, const C* __restrict w, const C* __restrict rows
   }
 }
 
-// s[j] = exp(s[j] - shift) for j < n: float rows through the vector exp (vec_math.h).
-template <class C>
-void exp_shifted(C* s, C shift, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) s[j] -= shift;
-  if constexpr (std::is_same_v<C, float>) {
-    map_unary(scalar::Exp{}, s, s, n);
-  } else {
-    for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j]);
-  }
-}
-
 // s[0, n) = (scaled q row) . k_j with kt the keys transposed [E, ldk].
 template <class C>
 void scores(C* s, const C* qs, const C* kt, int64_t ldk, int64_t E, int64_t n) {
@@ -158,9 +147,7 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
           lse[bh * L + i] = mx;
           continue;
         }
-        exp_shifted(sr, mx, n);
-        C sum = 0;
-        for (int64_t j = 0; j < n; ++j) sum += sr[j];
+        const C sum = exp_shifted(sr, mx, n);
         lse[bh * L + i] = mx + std::log(sum);
         const C inv = C(1) / sum;
         if (drop.on) {

@@ -61,9 +61,7 @@ void cross_entropy_cpu(const Tensor& losses, const Tensor& lse_t, const Tensor& 
             m = (v > m || v != v) ? v : m;
             total += v;
           }
-          C sum = 0;
-          for (int64_t i = 0; i < c; ++i) sum += std::exp(static_cast<C>(row[i * stride]) - m);
-          const C lse = m + std::log(sum);
+          const C lse = m + std::log(row_exps(row, c, stride, m).sum);
           lse_out[r] = lse;
           C l = lse - static_cast<C>(row[t * stride]);
           // Smoothing mixes in the mean over classes of -log p = lse - x.
@@ -94,11 +92,13 @@ void cross_entropy_backward_cpu(const Tensor& grad_logits, const Tensor& grad_lo
         for_each_row(n, c, s, [&](int64_t r, int64_t base, auto stride) {
           const int64_t t = target[r];
           const C wr = t == ignore_index ? C(0) : w[per_sample ? r : 0];
-          for (int64_t i = 0; i < c; ++i) {
-            const int64_t k = base + i * stride;
-            const C p = std::exp(static_cast<C>(x[k]) - lse[r]);
-            gx[k] = static_cast<T>(wr == C(0) ? C(0) : (p - spread - (i == t ? keep : C(0))) * wr);
+          if (wr == C(0)) {
+            for (int64_t i = 0; i < c; ++i) gx[base + i * stride] = T(0);
+            return;
           }
+          const C* p = row_exps(x + base, c, stride, lse[r]).exps;
+          for (int64_t i = 0; i < c; ++i)
+            gx[base + i * stride] = static_cast<T>((p[i] - spread - (i == t ? keep : C(0))) * wr);
         });
       }
     });

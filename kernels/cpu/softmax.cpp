@@ -1,7 +1,6 @@
 // CPU softmax / log_softmax, forward and backward, one row at a time.
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "framework/ops/softmax_kernels.h"
 #include "kernels/cpu/rows.h"
@@ -23,22 +22,15 @@ void softmax_typed(const Tensor& out, const Tensor& in, bool log) {
       const C v = static_cast<C>(xr[i * stride]);
       m = (v > m || v != v) ? v : m;  // NaN propagates to the whole row
     }
-    // An all -inf row gives NaN, as PyTorch (exp(-inf - -inf)). Each exp is computed once:
-    // kept in a per-thread row buffer (reused across calls, so no allocation per row) and scaled.
-    thread_local std::vector<C> row;
-    if (!log) row.resize(static_cast<size_t>(n));
-    C s = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const C e = std::exp(static_cast<C>(xr[i * stride]) - m);
-      if (!log) row[static_cast<size_t>(i)] = e;
-      s += e;
-    }
+    // An all -inf row gives NaN, as PyTorch (exp(-inf - -inf)). Each exp is computed once and
+    // kept for the scaling.
+    const auto [e, s] = row_exps(xr, n, stride, m);
     if (log) {
       const C lse = m + std::log(s);
       for (int64_t i = 0; i < n; ++i) yr[i * stride] = static_cast<Out>(static_cast<C>(xr[i * stride]) - lse);
     } else {
       const C inv = C(1) / s;
-      for (int64_t i = 0; i < n; ++i) yr[i * stride] = static_cast<Out>(row[static_cast<size_t>(i)] * inv);
+      for (int64_t i = 0; i < n; ++i) yr[i * stride] = static_cast<Out>(e[i] * inv);
     }
   });
 }
@@ -65,10 +57,18 @@ void softmax_backward_cpu(const Tensor& grad_in, const Tensor& grad_out, const T
         const int64_t k = base + i * stride;
         s += log ? static_cast<C>(g[k]) : static_cast<C>(g[k]) * static_cast<C>(y[k]);
       }
+      if (log) {  // the probabilities exp(y)
+        const C* p = row_exps(y + base, n, stride, C(0)).exps;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t k = base + i * stride;
+          gx[k] = static_cast<T>(static_cast<C>(g[k]) - p[i] * s);
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) {
         const int64_t k = base + i * stride;
         const C gk = static_cast<C>(g[k]), yk = static_cast<C>(y[k]);
-        gx[k] = static_cast<T>(log ? gk - std::exp(yk) * s : yk * (gk - s));
+        gx[k] = static_cast<T>(yk * (gk - s));
       }
     });
   });

@@ -4,11 +4,13 @@
 // the rest, and every op in a build without SLEEF, are plain loops the compiler vectorises.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/common/scalar_ops.h"
+#include "kernels/cpu/lanes16.h"
 
 #if HG_HAVE_SLEEF && defined(__SSE2__)
 #include <immintrin.h>
@@ -101,15 +103,16 @@ template <>
 struct Op<scalar::Sigmoid> {
   V operator()(V x) const { return sigmoid(x); }
 };
-// exp(x) for x <= 0 (gelu's exp(-z^2)): x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor
-// polynomial to r^7 (truncation below 2e-8 relative, about a float32 ULP), times 2^n by
-// AVX-512's scalef; about half the instructions of SLEEF's expf. Below -104 it is 0. Elsewhere
-// SLEEF's exp.
+// exp(x) for x <= 0 (gelu's exp(-z^2), a row shifted by its max): x = n ln2 + r with
+// |r| <= ln2 / 2, e^r by its Taylor polynomial to r^7 (truncation below 2e-8 relative, about a
+// float32 ULP), times 2^n by AVX-512's scalef; about half the instructions of SLEEF's expf. Below
+// -104 (and at -inf) it is 0; a NaN stays NaN; a small positive x (a value a rounding above its
+// row's log-sum-exp) is as accurate. Elsewhere SLEEF's exp.
 inline V exp_nonpositive(V x) {
 #if defined(__AVX512F__)
   // (the maskz forms: gcc 12 warns about the unmasked ones' undefined pass-through)
-  x = _mm512_maskz_max_ps(0xffff, x, splat(-104.0f));  // e^-104 underflows to 0; a NaN x becomes -104,
-                                                       // and gelu's x and t carry the NaN instead
+  x = _mm512_maskz_max_ps(0xffff, splat(-104.0f), x);  // e^-104 underflows to 0; max returns its second
+                                                       // operand, x, where x is NaN
   const V n = _mm512_maskz_roundscale_ps(0xffff, x * splat(1.44269504088896341f),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const V r = (x - n * splat(0.693145751953125f)) - n * splat(1.428606765330187e-06f);  // ln2 in two parts
@@ -274,6 +277,38 @@ void map_binary(const F& f, const float* a, const float* b, float* z, int64_t n)
   }
 #endif
   for (int64_t i = 0; i < n; ++i) z[i] = f(a[i], b[i]);
+}
+
+// y[i] = exp(x[i] - shift) for i < n (y may be x), where no x[i] - shift is much above 0: a row
+// shifted by its max, or by its log-sum-exp (softmax, cross_entropy, attention); returns their
+// sum. AVX-512 runs exp_nonpositive with a masked tail (a row of 10 classes is one vector, with
+// no copy through a buffer) and sums in the registers, lane by lane and then across the lanes
+// (a masked store does not forward to the loads after it); elsewhere SLEEF's exp (map_unary), or
+// libm's, and a sum in order.
+inline float exp_shifted_row(const float* x, float shift, float* y, int64_t n) {
+#if HG_VEC_MATH && defined(__AVX512F__) && defined(__AVX512BW__)
+  const vec::V by = vec::splat(shift);
+  vec::V sum = vec::splat(0.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const vec::V e = vec::exp_nonpositive(_mm512_loadu_ps(x + i) - by);
+    _mm512_storeu_ps(y + i, e);
+    sum += e;
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const vec::V e = _mm512_maskz_mov_ps(m, vec::exp_nonpositive(_mm512_maskz_loadu_ps(m, x + i) - by));
+    _mm512_mask_storeu_ps(y + i, m, e);
+    sum += e;
+  }
+  return lanes16_sum(std::bit_cast<Lanes16>(sum));
+#else
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+  map_unary(scalar::Exp{}, y, y, n);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += y[i];
+  return sum;
+#endif
 }
 
 // y[i] = 1 / sqrt(x[i]) for results that are rounded to a 16-bit float next: AVX-512's 14-bit

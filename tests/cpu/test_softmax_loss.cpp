@@ -1,8 +1,11 @@
 // softmax / log_softmax and the losses against float64 references computed here, with
 // gradchecks and error messages.
+#include <cfloat>
 #include <cmath>
+#include <random>
 
 #include "helpers.h"
+#include "kernels/cpu/vec_math.h"
 
 using namespace hg;
 using hg::test::check_close;
@@ -314,4 +317,66 @@ TEST_CASE("pointwise loss errors") {
       {"[binary_cross_entropy_with_logits]", "pos_weight", "[2]", "[2, 3]"});
   check_error([] { mse_loss(zeros({2, 3}), zeros({4})); }, {"[mse_loss]", "[2, 3]", "[4]"});
   check_error([] { mse_loss(zeros({2}, kInt64), zeros({2})); }, {"[mse_loss]", "int64"});
+}
+
+TEST_CASE("the rows' vector exp (exp_shifted_row) is within 2 ULPs of exp, with its sum, at every tail length") {
+  // Shifted rows: values at or below 0 down past the underflow, a few a rounding above 0 (a
+  // value against its row's log-sum-exp), -inf (0), and NaN (kept: a NaN logit must give a NaN
+  // gradient, or GradScaler would not see the step go bad).
+  std::mt19937 gen(31);
+  std::uniform_real_distribution<float> below(-110.0f, 0.0f);
+  for (int64_t n = 1; n <= 40; ++n) {
+    CAPTURE(n);
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n) + 1, 7.0f);
+    for (auto& v : x) v = below(gen);
+    x[0] = 0.0f;
+    if (n > 2) x[1] = 3e-7f;
+    const float sum = cpu::exp_shifted_row(x.data(), 0.5f, y.data(), n);
+    CHECK(y[static_cast<size_t>(n)] == 7.0f);  // nothing written past the row
+    double ref_sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double ref = std::exp(static_cast<double>(x[static_cast<size_t>(i)] - 0.5f));  // the float difference
+      ref_sum += ref;
+      const float got = y[static_cast<size_t>(i)];
+      CHECK(std::abs(got - ref) <= 2.0 * std::max(ref * FLT_EPSILON, static_cast<double>(FLT_TRUE_MIN)));
+    }
+    CHECK(std::abs(sum - ref_sum) <= 1e-6 * ref_sum + 1e-30);
+  }
+  const float special[] = {-INFINITY, NAN, -1000.0f, 0.0f};
+  float out[4];
+  cpu::exp_shifted_row(special, 0.0f, out, 4);
+  CHECK(out[0] == 0.0f);
+  CHECK(std::isnan(out[1]));
+  CHECK(out[2] == 0.0f);
+  CHECK(out[3] == 1.0f);
+}
+
+TEST_CASE("softmax, log_softmax and cross_entropy rows of every short length match float64") {
+  // Rows of 1 to 40 classes (one masked vector and the tails after full ones), with -inf
+  // entries, and a NaN logit reaching the loss and the whole row of its gradient.
+  manual_seed(32);
+  for (int64_t c = 1; c <= 40; c += 3) {
+    CAPTURE(c);
+    Tensor x = randn({9, c}) * 4.0;
+    if (c > 1) x.index_put_({2, 0}, full({}, -INFINITY));
+    check_close(softmax(x, 1), softmax_ref(x, 1, false), Tolerance{1e-5, 1e-6});
+    check_close(log_softmax(x, 1), softmax_ref(x, 1, true), Tolerance{1e-5, 1e-5});
+    const Tensor logits = x.narrow(0, 3, 6).detach().requires_grad_(true);
+    const Tensor target = randint(0, c, {6});
+    const Tensor loss = cross_entropy(logits, target);
+    const Tensor logits64 = logits.detach().to(kFloat64).requires_grad_(true);
+    const Tensor loss64 = cross_entropy(logits64, target);
+    check_close(loss, loss64, Tolerance{1e-5, 1e-6});
+    loss.backward();
+    loss64.backward();
+    check_close(logits.grad(), logits64.grad(), Tolerance{1e-5, 1e-6});
+  }
+  Tensor bad = randn({4, 10});
+  bad.index_put_({1, 3}, full({}, NAN));
+  const Tensor logits = bad.requires_grad_(true);
+  const Tensor loss = cross_entropy(logits, tensor(std::vector<int64_t>{0, 1, 2, 3}, {4}));
+  CHECK(std::isnan(loss.item<float>()));
+  loss.backward();
+  const auto g = logits.grad().to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) CHECK(std::isnan(g[i]) == (i / 10 == 1));  // the NaN row's, all of them
 }
