@@ -82,12 +82,13 @@ void for_exact_rows(int64_t m, Step&& step) {
 // product of a's row i with W's row j, a's rows widened to float32 once (af) and W's widened as
 // they are loaded. A block of C W rows is taken against a group of R rows of af, in one of two
 // shapes:
-// - Where af fits in L1 (kDotL1Bytes), two W rows against all of af's rows up to kDotOneGroup (in
-//   groups of kDotRows past that): each W vector is widened once for all of them, and the af rows
-//   come from L1 (with lanes16_sum's pairwise sum, [128, 784] @ [784, 10] in float16: 26.9 -> 20.6
-//   us on one thread).
-// - Otherwise four W rows against four af rows at a time, so the af rows a group reads stay
-//   nearer L1 (the wide shape ran [256, 4096] @ [4096, 16] 30% slower).
+// - Where af has more rows than one wide group and fits in L1 (kDotL1Bytes), two W rows against
+//   all of af's rows up to kDotOneGroup (in groups of kDotRows past that): each W vector is
+//   widened once for all of them, and the af rows come from L1 (with lanes16_sum's pairwise sum,
+//   [128, 784] @ [784, 10] in float16: 26.9 -> 20.0 us on one thread).
+// - Otherwise four W rows against four af rows at a time: up to four af rows take one group
+//   (two W rows against one af row ran [128, 1024] @ [1024, 1] in bfloat16 25% slower), and a
+//   larger af is read from nearer L1 (the narrow shape ran [256, 4096] @ [4096, 16] 30% slower).
 constexpr int64_t kDotRows = 8, kDotOneGroup = 12, kDotL1Bytes = int64_t{40} << 10;
 constexpr int64_t kDotNarrowCols = 2, kDotWideCols = 4, kDotWideRows = 4;
 
@@ -303,7 +304,7 @@ void dot_product(T* out, const DotOut& to, const T* a, int64_t sa_row, int64_t s
       for (int64_t blk = b0; blk < b1; ++blk) dot_block<C>(out, to, af.data(), ld, b, ldw, m, k, n, blk * C, bias_data);
     });
   };
-  if (m * ld * static_cast<int64_t>(sizeof(float)) <= kDotL1Bytes) {
+  if (m > kDotWideRows && m * ld * static_cast<int64_t>(sizeof(float)) <= kDotL1Bytes) {
     run.template operator()<kDotNarrowCols>();
   } else {
     run.template operator()<kDotWideCols>();
