@@ -202,7 +202,7 @@ std::vector<std::string> sample_words(CharGPT& model, int64_t count, const Confi
 int main(int argc, char** argv) {
   Config c;
   std::string words_path = "/usr/share/dict/american-english", device_name, amp_name = "off";
-  int64_t sample = 0, eval_windows = 512;
+  int64_t sample = 0, eval_windows = 512, profile = 0;
   uint64_t seed = 0;
   bool distributed = false;
   std::string reduce_dtype = "off";
@@ -247,6 +247,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed for the split, initialisation, batches and sampling")
       ->capture_default_str()
       ->check(examples::whole_number(0, examples::kMaxSeed));
+  app.add_option("--profile", profile, "time every op over the last N steps and print the totals per op")
+      ->capture_default_str()
+      ->check(examples::whole_number(0, 10'000'000));
   app.add_flag("--distributed", distributed,
                "data-parallel over mpirun's ranks or torchrun-style variables: --batch-size is the global batch");
   app.add_option("--reduce-dtype", reduce_dtype, "with --distributed: all-reduce the gradients in bf16 or fp16 or off")
@@ -299,7 +302,9 @@ int main(int argc, char** argv) {
     const auto span = static_cast<uint64_t>(corpus.train.size()) - static_cast<uint64_t>(c.context);
     std::vector<double> step_ms;
     double recent = 0;
+    std::optional<hg::OpRecorder> recorder;  // --profile: alive over the last steps
     for (int64_t step = 0; step < c.steps; ++step) {
+      if (profile > 0 && step == std::max<int64_t>(0, c.steps - profile)) recorder.emplace();
       const auto t0 = std::chrono::steady_clock::now();
       // The global batch's windows; with --distributed this rank takes its equal, contiguous part.
       const int64_t local = parallel.local_batch(c.batch), first = parallel.rank() * local;
@@ -324,6 +329,8 @@ int main(int argc, char** argv) {
                    lr, step_ms.back());
     }
 
+    if (recorder && parallel.is_main()) examples::print_op_profile(*recorder, std::min(profile, c.steps));
+    recorder.reset();
     if (!parallel.is_main()) return 0;  // the replicas are identical: rank 0 evaluates and reports
     const double train_loss = evaluate(model, corpus.train, eval_windows, c, device, amp);
     const double val_loss = evaluate(model, corpus.val, eval_windows, c, device, amp);

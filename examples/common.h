@@ -270,6 +270,21 @@ class TrainLog {
 };
 
 // Runs body, turning an hg::Error into a message on stderr and exit code 1.
+// The op totals an hg::OpRecorder kept over `steps` training steps, largest first, per step:
+// where a step's time goes (--profile). Nested ops are counted inside their caller too.
+inline void print_op_profile(const hg::OpRecorder& recorder, int64_t steps, size_t rows = 20) {
+  const auto totals = recorder.totals();
+  double all = 0;
+  for (const auto& t : totals) all += t.micros;
+  fmt::print("op profile over the last {} steps (per step; nested ops also count in their caller, {:.0f} us in all):\n",
+             steps, all / static_cast<double>(steps));
+  for (size_t i = 0; i < std::min(rows, totals.size()); ++i) {
+    const auto& t = totals[i];
+    fmt::print("  {:>9.1f} us {:>6.1f} calls  {}{}\n", t.micros / static_cast<double>(steps),
+               static_cast<double>(t.calls) / static_cast<double>(steps), t.backward ? "backward " : "", t.name);
+  }
+}
+
 inline int run_main(const std::function<int()>& body) {
   try {
     return body();

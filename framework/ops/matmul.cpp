@@ -41,13 +41,19 @@ Tensor gemm_2d(const Tensor& a, const Tensor& b) {
 
 // A weight's gradient a @ b (g^T x): as float32 rounded through the 16-bit dtype where the engine
 // granted it (widened_gradient_wanted) and the device writes that form in one pass, else mm.
-Tensor weight_gradient(const Tensor& a, const Tensor& b, size_t input) {
-  const DeviceType dev = a.device().type;
-  if (!widened_gradient_wanted(input) || !is_reduced_float(a.dtype()) || !gemm_widened_stub.has(dev) ||
-      a.shape()[1] == 0)
-    return mm(a, b);
+// Either way an "mm" call (the widened one's output float32), so the op recorder times it.
+Tensor weight_gradient(const Tensor& a_in, const Tensor& b_in, size_t input) {
+  const DeviceType dev = a_in.device().type;
+  if (!widened_gradient_wanted(input) || !is_reduced_float(a_in.dtype()) || !gemm_widened_stub.has(dev) ||
+      a_in.shape()[1] == 0)
+    return mm(a_in, b_in);
+  OpCall call(kMm, {a_in, b_in});
+  const Tensor& a = call.input(0);
+  const Tensor& b = call.input(1);
+  check_operands("mm", a, b);
   Tensor out = empty({a.shape()[0], b.shape()[1]}, TensorOptions(kFloat32).device(a.device()));
   if (out.numel() && gemm_widened_stub(dev, out, a, b)) internal::note_all_finite(out);
+  call.finish({&out});
   return out;
 }
 }  // namespace

@@ -42,8 +42,17 @@ void check_widened_weight_grad(const Layer& l, const Tensor& x, const Tensor& up
   loss.backward();
   CHECK(l.w.grad().dtype() == kFloat32);
   CHECK(l.w.grad().to_vector<float>() == expected_weight_grad(upstream, x, d).to_vector<float>());
-  // Only the bias's gradient (a column sum) was cast back; the weight's went on widened.
+  // Only the bias's gradient (a column sum) was cast back; the weight's went on widened, an mm
+  // the recorder sees (16-bit operands, a float32 result) with its time.
   CHECK(casts_back(rec, d) == 1);
+  size_t widened_mm = 0;
+  for (const OpEvent& e : rec.events())
+    if (e.name == "mm" && e.backward && e.inputs == std::vector<Dtype>{d, d} &&
+        e.outputs == std::vector<Dtype>{kFloat32}) {
+      ++widened_mm;
+      CHECK(e.micros > 0);
+    }
+  CHECK(widened_mm == 1);
 }
 }  // namespace
 
