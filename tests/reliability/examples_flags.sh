@@ -44,13 +44,19 @@ expect_error char_transformer --seed -1
 expect_error char_transformer --heads 3
 expect_error char_transformer --context 1
 expect_error char_transformer --words /nonexistent
-# A tiny char_transformer run ends with valid JSON holding both losses.
-last=$(timeout 120 "$bin/char_transformer" --steps 3 --layers 1 --embd 16 --heads 2 --context 8 --eval-windows 8 \
-  --sample 2 | tail -n 1)
-if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["val_loss"] > 0 and d["train_loss"] > 0, d' "$last"; then
+expect_error char_transformer --profile -1
+# A tiny char_transformer run ends with valid JSON holding both losses; --profile 2 prints the
+# op totals of the last two steps before it (linear and its backward mm among them).
+out=$(timeout 120 "$bin/char_transformer" --steps 3 --layers 1 --embd 16 --heads 2 --context 8 --eval-windows 8 \
+  --sample 2 --profile 2)
+last=$(printf '%s\n' "$out" | tail -n 1)
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["val_loss"] > 0 and d["train_loss"] > 0, d' "$last" &&
+   printf '%s\n' "$out" | grep -q '^op profile over the last 2 steps' &&
+   printf '%s\n' "$out" | grep -qE ' us +[0-9.]+ calls  linear$' &&
+   printf '%s\n' "$out" | grep -qE ' us +[0-9.]+ calls  backward mm$'; then
   echo "ok: char_transformer -> $last"
 else
-  echo "FAIL: char_transformer: $last"
+  echo "FAIL: char_transformer: $out"
   fail=1
 fi
 # A diverging run still ends with valid JSON (nan/inf become null).
