@@ -234,7 +234,8 @@ std::string cpu_product_paths() {
   }();
   return fmt::format(
       "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm; bfloat16 matmul and conv {}; float16 widened to "
-      "float32 while packing",
+      "float32 while packing; products with few rows or few columns (a small batch, a classifier's last layer) "
+      "on halfgrad's in-register kernels",
       dnnl_version()->major, dnnl_version()->minor, isa,
       onednn_matmul_enabled(kBFloat16) ? "on native bfloat16 instructions"
                                        : "widened to float32 (no native bfloat16 here)");

@@ -198,7 +198,7 @@ TEST_CASE("float32 x @ W^T with few outputs and a long k runs on the transposed 
     CHECK(std::isinf(out.index({s.m - 1, 0}).item<float>()));
     CHECK(std::isfinite(out.index({0, 0}).item<float>()));
   }
-  // Where OpenBLAS was as fast: 16 outputs, a short k, or the large operand not stored by rows.
+  // Where oneDNN's sgemm was as fast: 16 outputs, a short k, or the large operand not stored by rows.
   CHECK_FALSE(cpu::use_narrow_float_dots(128, 784, cpu::kNarrowFloatCols + 1, 1));
   CHECK_FALSE(cpu::use_narrow_float_dots(1024, cpu::kNarrowFloatMinDepth - 1, 10, 1));
   CHECK_FALSE(cpu::use_narrow_float_dots(128, 784, 10, 128));
