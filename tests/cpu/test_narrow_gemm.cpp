@@ -131,6 +131,23 @@ TEST_CASE("narrow products give the same bits on one thread as on the pool") {
     CHECK(alone_rows.to(kFloat32).to_vector<float>() == pooled_rows.to(kFloat32).to_vector<float>());
     CHECK(alone_cols.to(kFloat32).to_vector<float>() == pooled_cols.to(kFloat32).to_vector<float>());
   }
+  // A weight gradient g^T @ x at a small batch, summed in slices of k rows whatever the thread
+  // count (k of two, three and a partial fourth slice), also as autocast's float32 form.
+  for (Dtype d : {kFloat16, kBFloat16}) {
+    for (const int64_t batch : {128, 160, 250}) {
+      CAPTURE(dtype_name(d));
+      CAPTURE(batch);
+      const Tensor g = randn({batch, 10}).to(d), x = randn({batch, 784}).to(d);
+      REQUIRE(cpu::use_narrow_gemm(10, batch, 784, 784, 1, true));
+      const Tensor pooled = mm(g.t(), x);
+      Tensor alone;
+      cpu::run_parallel(2, [&](int64_t i) {
+        if (i == 0) alone = mm(g.t(), x);
+      });
+      CHECK(hg::test::bitwise_equal(alone, pooled));
+      check_close(pooled, narrow_reference(g.t(), x), narrow_tolerance(d));
+    }
+  }
 }
 
 TEST_CASE("16-bit narrow products with a smaller weight, and a few columns against many rows (transposed)") {
