@@ -205,6 +205,14 @@ void dot_block(T* out, const DotOut& to, const float* af, int64_t ld, const T* w
 // Up to kAxOneGroup rows are taken in one group (2 vectors of 12 rows: 24 accumulators).
 constexpr int64_t kSpan = 2048, kDepth = 8, kAxRows = 8, kAxVecs = 2, kAxOneGroup = 12;
 
+// The column block width for n columns shared by `pieces` tasks per thread (1, or the k slices
+// of narrow_gemm_sliced): whole 32-column blocks, at least 64 and at most kSpan, narrower where a
+// wider block would leave a thread without one.
+int64_t column_span(int64_t n, int64_t pieces) {
+  const int64_t per_task = (n * pieces + num_threads() - 1) / num_threads();
+  return std::clamp<int64_t>((per_task + 31) / 32 * 32, 64, kSpan);
+}
+
 // A short b is taken in one panel: the accumulators then stay in registers over the whole of k
 // instead of going through the tile every kDepth rows ([10,128] @ [128,784], a classifier's
 // weight gradient: 19 -> 13 us). Its column slices are at most 256 lines in at most 512 KiB
@@ -319,8 +327,7 @@ template <class T>
 void narrow_gemm_sliced(T* out, const float* af, int64_t ld, const T* b, int64_t ldw, int64_t m, int64_t k, int64_t n,
                         const float* bias) {
   const int64_t slices = (k + kSliceRows - 1) / kSliceRows;
-  const int64_t per_block = (n * slices + num_threads() - 1) / num_threads();
-  const int64_t span = std::clamp<int64_t>((per_block + 31) / 32 * 32, 64, kSpan);
+  const int64_t span = column_span(n, slices);
   const int64_t blocks = (n + span - 1) / span, tile_size = m * span;
   Workspace<float> sums(slices * blocks * tile_size);
   const auto tile = [&](int64_t slice, int64_t block) { return sums.data() + (slice * blocks + block) * tile_size; };
@@ -386,9 +393,7 @@ void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b,
   if (bias != nullptr) load_run(bias, bias_f.data(), n);
   const float* bias_data = bias != nullptr ? bias_f.data() : nullptr;
   if (sliced_depth<T>(k, sb_row)) return narrow_gemm_sliced(out, af.data(), ld, b, sb_row, m, k, n, bias_data);
-  // Column blocks of kSpan, narrower where that leaves a thread without one.
-  const int64_t per_thread = (n + num_threads() - 1) / num_threads();
-  const int64_t span = std::clamp<int64_t>((per_thread + 31) / 32 * 32, 64, kSpan);
+  const int64_t span = column_span(n, 1);
   const int64_t blocks = (n + span - 1) / span;
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     Workspace<float> tile(m * span);
