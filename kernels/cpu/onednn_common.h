@@ -25,38 +25,6 @@ inline dnnl::stream& thread_stream() {
   return stream;
 }
 
-// Primitives (and what goes with them) made once per problem and kept, behind a mutex: a
-// training loop runs the same handful of shapes on every step, and making one costs about a
-// millisecond. A program that keeps making new shapes starts the cache afresh now and then
-// (entries in use stay alive through their shared_ptr).
-template <class Key, class Value>
-class PrimitiveCache {
- public:
-  // The entry for key, made by make() (returning a shared_ptr to a Value) the first time.
-  template <class Make>
-  std::shared_ptr<const Value> get(const Key& key, Make make) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = entries_.find(key);
-    if (it == entries_.end()) {
-      if (entries_.size() >= kMaxEntries) entries_.clear();
-      it = entries_.emplace(key, make()).first;
-    }
-    return it->second;
-  }
-
- private:
-  static constexpr size_t kMaxEntries = 1024;
-  std::mutex mutex_;
-  std::map<Key, std::shared_ptr<const Value>> entries_;
-};
-
-// True when oneDNN's kernels for this CPU use bfloat16 dot-product instructions (AVX-512 BF16)
-// or AMX tiles; elsewhere oneDNN would emulate them, and halfgrad's float32 paths are faster.
-inline bool native_bf16_cpu() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
-
 // oneDNN runs on OpenMP (Debian's build uses libgomp). OpenMP workers spin while they wait,
 // and on a machine whose cores are all busy (halfgrad's pool, other processes) that spinning
 // made a bfloat16 MLP step 10x slower. So while it calls oneDNN a thread asks for a team of
@@ -76,5 +44,41 @@ class OneOpenMPThread {
  private:
   int previous_;
 };
+
+// Primitives (and what goes with them) made once per problem and kept, behind a mutex: a
+// training loop runs the same handful of shapes on every step, and making one costs about a
+// millisecond. A program that keeps making new shapes starts the cache afresh now and then
+// (entries in use stay alive through their shared_ptr). Every entry is made under
+// OneOpenMPThread: oneDNN fixes a primitive's OpenMP team size when it is made, not when it runs
+// (a reorder made on a two-thread setting opened a two-thread team on every call, from inside
+// halfgrad's pool, and the spinning worker halved a bfloat16 weight gradient's speed).
+template <class Key, class Value>
+class PrimitiveCache {
+ public:
+  // The entry for key, made by make() (returning a shared_ptr to a Value) the first time.
+  template <class Make>
+  std::shared_ptr<const Value> get(const Key& key, Make make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      if (entries_.size() >= kMaxEntries) entries_.clear();
+      const OneOpenMPThread one_thread;
+      it = entries_.emplace(key, make()).first;
+    }
+    return it->second;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 1024;
+  std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const Value>> entries_;
+};
+
+// True when oneDNN's kernels for this CPU use bfloat16 dot-product instructions (AVX-512 BF16)
+// or AMX tiles; elsewhere oneDNN would emulate them, and halfgrad's float32 paths are faster.
+inline bool native_bf16_cpu() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
 
 }  // namespace hg::cpu

@@ -1,6 +1,11 @@
 // Matrix products and sums against float64 references.
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <iterator>
+#include <string>
+
 #include "framework/dispatch.h"
 #include "helpers.h"
 #include "kernels/cpu/onednn_matmul.h"
@@ -336,6 +341,51 @@ TEST_CASE("the fast matmul path leaves the calling thread's OpenMP team size alo
   (void)mm(a.to(kBFloat16), b.to(kBFloat16));
   CHECK(get() == 3);
   set(before);
+}
+
+namespace {
+size_t process_threads() {
+  return static_cast<size_t>(
+      std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator()));
+}
+// Where oneDNN runs cached primitives: bfloat16 products and convolutions on CPUs with bfloat16
+// units, float32 convolutions when HG_CPU_ONEDNN_CONV=float32 (the cpu_onednn_conv suite).
+bool onednn_primitives_run() {
+  const char* conv = std::getenv("HG_CPU_ONEDNN_CONV");
+  return cpu::onednn_matmul_enabled(kBFloat16) ||
+         (cpu::onednn_matmul_enabled(kFloat32) && conv != nullptr && std::string(conv) == "float32");
+}
+}  // namespace
+
+// oneDNN fixes a primitive's OpenMP team size when the primitive is made. Made on a thread asking
+// for many, it opened that team on every call, inside halfgrad's pool, and the spinning workers
+// halved a bfloat16 weight gradient's speed on a 2-core machine.
+TEST_CASE("oneDNN matmul and conv primitives made under a large OpenMP setting open no team" *
+          doctest::skip(!onednn_primitives_run())) {
+  using GetFn = int (*)();
+  using SetFn = void (*)(int);
+  const auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  const auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  REQUIRE((get != nullptr && set != nullptr));
+  manual_seed(11);
+  (void)mm(randn({256, 256}), randn({256, 256}));  // the pool's threads started
+  const int before = get();
+  const size_t threads = process_threads();
+  set(9);
+  // Shapes no other test uses, so their primitives are made here, under the setting of 9: a plain
+  // product, a transposed a (a weight gradient's g^T, which a reorder copies dense) and a
+  // convolution's three passes.
+  const Dtype d = cpu::onednn_matmul_enabled(kBFloat16) ? kBFloat16 : kFloat32;
+  const Tensor g = randn({97, 131}).to(d), x = randn({97, 389}).to(d), w = randn({389, 131}).to(d);
+  check_close(mm(g.t(), x), mm_reference(g.to(kFloat64).t().contiguous(), x.to(kFloat64)), hg::test::tolerance(d));
+  check_close(mm(x, w), mm_reference(x.to(kFloat64), w.to(kFloat64)), hg::test::tolerance(d));
+  const Tensor image = randn({3, 5, 11, 13}).to(d).requires_grad_(),
+               kernel = randn({7, 5, 3, 3}).to(d).requires_grad_();
+  conv2d(image, kernel).sum().backward();
+  CHECK(get() == 9);
+  set(before);
+  // A team of 9 would have added 8 threads; allow for one unrelated one.
+  CHECK(process_threads() <= threads + 1);
 }
 
 TEST_CASE("bmm, matmul broadcasting and linear") {
