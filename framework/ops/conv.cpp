@@ -15,6 +15,7 @@ namespace hg {
 HG_DEFINE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DEFINE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DEFINE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
+HG_DEFINE_OPTIONAL_STUB(conv2d_backward_stub, Conv2dBackwardFn);
 HG_DEFINE_OPTIONAL_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
 HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
@@ -235,16 +236,18 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
       const DeviceType dev = x.device().type;
       Tensor gx, gw, gb;
-      if (need_x) {
-        gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-        if (gx.numel()) conv2d_backward_data_stub(dev, gx, go, w, p);
-        gx = gx.reshape(in_shape);
-      }
+      if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
       if (need_w || need_b) {
         gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()));
         if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
-        conv2d_backward_filter_stub(dev, gw, gb, go, x, p);
       }
+      const bool both_at_once = need_x && gw.defined() && gx.numel() && conv2d_backward_stub.has(dev) &&
+                                conv2d_backward_stub(dev, gx, gw, gb, go, x, w, p);
+      if (!both_at_once) {
+        if (need_x && gx.numel()) conv2d_backward_data_stub(dev, gx, go, w, p);
+        if (gw.defined()) conv2d_backward_filter_stub(dev, gw, gb, go, x, p);
+      }
+      if (need_x) gx = gx.reshape(in_shape);
       bcall.finish({&gx, &gw, &gb});
       return {gx, need_w ? gw : Tensor(), need_b ? gb : Tensor()};
     };

@@ -41,6 +41,14 @@ HG_DECLARE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DECLARE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DECLARE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);
 
+// Both backward passes in one call, for a backend that shares work between them (the CPU's oneDNN
+// path puts grad_out in its layout once for both). Returns false, having written nothing, where
+// it does not apply; then (or where it is not registered) the two stubs above run. Optional.
+using Conv2dBackwardFn = bool (*)(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                  const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                                  const Conv2dParams& p);
+HG_DECLARE_STUB(conv2d_backward_stub, Conv2dBackwardFn);
+
 // conv2d_relu_max_pool2d: a 2x2, stride-2 max pool (floor mode) over conv2d_relu's output.
 // Optional: on a device without them the op is max_pool2d over conv2d_relu.
 // out [N,O,H/2,W/2] gets each window's max (max_pool2d's rule: the first candidate seeds, a later

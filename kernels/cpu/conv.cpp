@@ -371,7 +371,8 @@ void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, c
 
 bool relu_max_pool_forward_cpu(const Tensor& pooled, const Tensor& which, const Tensor& input, const Tensor& weight,
                                const Tensor& bias, const Conv2dParams& p, int64_t oh, int64_t ow) {
-  if (onednn_conv2d_applies(input)) return false;  // its primitives write a whole output: composed
+  if (onednn_conv2d_applies(input))  // its primitives, or (where they decline) the composed ops
+    return onednn_conv2d_relu_max_pool_forward(pooled, which, input, weight, bias, p, oh, ow);
   Conv2dParams q = p;
   q.relu = true;
   dispatch_floating(input.dtype(), "conv2d_relu_max_pool2d", [&]<class T>(TypeTag<T>) {
@@ -392,9 +393,15 @@ void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, con
                     [&]<class T>(TypeTag<T>) { backward_filter_typed<T>(grad_weight, grad_bias, grad_out, input, p); });
 }
 
+bool backward_both_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                       const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
+  return onednn_conv2d_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, p);
+}
+
 }  // namespace
 
 HG_REGISTER_KERNEL(conv2d_forward_stub, kCPU, forward_cpu);
+HG_REGISTER_KERNEL(conv2d_backward_stub, kCPU, backward_both_cpu);
 HG_REGISTER_KERNEL(conv2d_relu_max_pool_forward_stub, kCPU, relu_max_pool_forward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCPU, backward_data_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCPU, backward_filter_cpu);

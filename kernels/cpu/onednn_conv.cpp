@@ -14,6 +14,7 @@
 #include "framework/half.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/pool_2x2.h"
 #include "kernels/cpu/thread_pool.h"
 
 #if HG_HAVE_ONEDNN
@@ -192,16 +193,18 @@ std::shared_ptr<const Plan> plan_for(Pass pass, const Problem& pr) {
   return plans.get(pr.key(pass), [&] { return make_plan(pass, pr); });
 }
 
-// The samples are cut into one chunk per pool thread; every chunk but maybe the last has
+// The samples are cut into one chunk per pool thread, or into chunks of at most `most` samples
+// (a fused pass that wants each chunk's result in cache); every chunk but maybe the last has
 // `per` samples, so a call needs at most two plans.
 struct Chunks {
   int64_t count = 1, per = 0;
   int64_t size(int64_t i, int64_t n) const { return std::min(per, n - i * per); }
 };
-Chunks chunks_for(int64_t n) {
+Chunks chunks_for(int64_t n, int64_t most = 0) {
   const int64_t want = std::clamp<int64_t>(num_threads(), 1, std::max<int64_t>(n, 1));
   Chunks c;
   c.per = (n + want - 1) / want;
+  if (most > 0) c.per = std::min(c.per, most);
   c.count = (n + c.per - 1) / c.per;
   return c;
 }
@@ -224,7 +227,7 @@ ChunkPlans plans_for(Pass pass, Problem pr, const Chunks& c) {
 
 // Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
 struct ThreadBuffers {
-  std::vector<char> in, out, scratch, weights, bias;
+  std::vector<char> in, out, gy, scratch, weights, bias, block;
   static char* sized(std::vector<char>& v, size_t bytes) {
     if (v.size() < bytes) v.resize(bytes);
     return v.data();
@@ -285,24 +288,43 @@ char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
   return static_cast<char*>(const_cast<void*>(t.raw_data())) + i * chunks.per * sample_bytes;
 }
 
-// conv2d_relu's ReLU over chunk i of out, right after the chunk was written (still in cache), by
-// relu_in_place (loops.h). (oneDNN's ReLU post-op was tried: it turns NaN into 0, which would hide
-// an overflow from the GradScaler.)
-void relu_chunk(const Tensor& out, const Chunks& chunks, int64_t i) {
-  const int64_t count = chunks.size(i, out.size(0)) * (out.numel() / out.size(0));
-  char* start = chunk_start(out, chunks, i);
-  if (out.dtype() == kBFloat16) {
+// conv2d_relu's ReLU over `count` values at `start`, right after they were written (still in
+// cache), by relu_in_place (loops.h). (oneDNN's ReLU post-op was tried: it turns NaN into 0,
+// which would hide an overflow from the GradScaler.)
+void relu_block(Dtype dtype, char* start, int64_t count) {
+  if (dtype == kBFloat16) {
     relu_in_place(reinterpret_cast<BFloat16*>(start), count);
   } else {
     relu_in_place(reinterpret_cast<float*>(start), count);
   }
 }
 
+// conv2d_relu_max_pool2d's outputs: each chunk's result goes to a per-thread buffer and is pooled
+// from there into these (pool_2x2.h), so the convolution's whole output is never written.
+struct PoolInto {
+  char* values;    // [N, O, OH/2, OW/2], the input's dtype
+  uint8_t* which;  // the same shape: each window's choice, 0..3
+};
+void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t first_plane, int64_t planes, int64_t h,
+                int64_t w) {
+  const int64_t offset = first_plane * (h / 2) * (w / 2);
+  uint8_t* codes = into.which + offset;
+  if (dtype == kBFloat16) {
+    max_pool_2x2_codes_planes(reinterpret_cast<const BFloat16*>(block),
+                              reinterpret_cast<BFloat16*>(into.values) + offset, codes, planes, h, w);
+  } else {
+    max_pool_2x2_codes_planes(reinterpret_cast<const float*>(block), reinterpret_cast<float*>(into.values) + offset,
+                              codes, planes, h, w);
+  }
+}
+
 // The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
-// reordered back into `out` (then conv2d_relu's ReLU over it when `relu`).
+// reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
+// goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written).
 void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
-                         int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu) {
+                         int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu,
+                         const PoolInto* pool = nullptr) {
   const PreparedWeights w = prepare_weights(plans, weight);
   run_parallel(chunks.count, [&](int64_t i) {
     const Plan& plan = plans.of(chunks, i);
@@ -310,10 +332,12 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     const OneOpenMPThread one_thread;
     ThreadBuffers& b = thread_buffers();
     dnnl::stream& s = thread_stream();
+    char* result =
+        pool != nullptr ? ThreadBuffers::sized(b.block, plan.out_user.get_size()) : chunk_start(out, chunks, i);
     memory src_user(plan.in_user, engine, chunk_start(in, chunks, i));
     memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
     memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
-    memory dst_user(plan.out_user, engine, chunk_start(out, chunks, i));
+    memory dst_user(plan.out_user, engine, result);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
     memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
     plan.in_reorder.execute(s, src_user, src);
@@ -323,7 +347,10 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     plan.primitive.execute(s, args);
     plan.out_reorder.execute(s, dst, dst_user);
     s.wait();
-    if (relu) relu_chunk(out, chunks, i);
+    const memory::dims dims = plan.out_user.dims();  // [samples, channels, h, w]
+    if (relu) relu_block(in.dtype(), result, dims[0] * dims[1] * dims[2] * dims[3]);
+    if (pool != nullptr)
+      pool_block(in.dtype(), result, *pool, i * chunks.per * dims[1], dims[0] * dims[1], dims[2], dims[3]);
   });
 }
 
@@ -344,6 +371,25 @@ bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor&
   return true;
 }
 
+bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& which, const Tensor& input,
+                                         const Tensor& weight, const Tensor& bias, const Conv2dParams& p, int64_t oh,
+                                         int64_t ow) {
+  if (!applies(input)) return false;
+  const Problem pr = problem_of(input, weight, oh, ow, bias.defined(), p);
+  // Chunks whose result (channels-last from the primitive, then NCHW for the pool) stays in the
+  // core's cache between the reorder and the pool.
+  constexpr int64_t kChunkBytes = int64_t{1} << 19;
+  const int64_t sample_bytes = pr.o * oh * ow * static_cast<int64_t>(element_size(input.dtype()));
+  const Chunks chunks = chunks_for(pr.n, std::max<int64_t>(1, kChunkBytes / sample_bytes));
+  const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
+  if (!plans.usable()) return false;
+  const PoolInto into{static_cast<char*>(pooled.raw_data()), static_cast<uint8_t*>(which.raw_data())};
+  run_or_fail("forward", [&] {
+    run_activation_pass(plans, chunks, weight, input, DNNL_ARG_SRC, Tensor(), DNNL_ARG_DST, bias, true, &into);
+  });
+  return true;
+}
+
 bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
                                  const Conv2dParams& p) {
   if (!applies(grad_out)) return false;
@@ -358,6 +404,67 @@ bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_ou
   return true;
 }
 
+namespace {
+
+// The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
+// bias's), added in float32 and rounded once to the gradient's dtype at the end, as the float32
+// accumulation of the reference path does.
+struct FilterPartials {
+  int64_t wn, bn;
+  std::vector<float> sums;
+  FilterPartials(const Tensor& grad_weight, bool bias, int64_t o, const Chunks& chunks)
+      : wn(grad_weight.numel()), bn(bias ? o : 0), sums(static_cast<size_t>(chunks.count * (wn + bn))) {}
+  float* of(int64_t chunk) { return sums.data() + chunk * (wn + bn); }
+  void reduce_into(const Tensor& grad_weight, const Tensor& grad_bias, const Chunks& chunks) const {
+    const auto reduce = [&]<class T>(T* out, int64_t first, int64_t count) {
+      for (int64_t j = 0; j < count; ++j) {
+        float sum = 0;
+        for (int64_t i = 0; i < chunks.count; ++i) sum += sums[static_cast<size_t>(i * (wn + bn) + first + j)];
+        out[j] = T(sum);
+      }
+    };
+    if (grad_weight.dtype() == kBFloat16) {
+      reduce(static_cast<BFloat16*>(grad_weight.raw_data()), 0, wn);
+      if (bn) reduce(static_cast<BFloat16*>(grad_bias.raw_data()), wn, bn);
+    } else {
+      reduce(static_cast<float*>(grad_weight.raw_data()), 0, wn);
+      if (bn) reduce(static_cast<float*>(grad_bias.raw_data()), wn, bn);
+    }
+  }
+};
+
+// Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
+// reordered channels-last, and grad_out too unless `gy_ready` holds it so already.
+void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const Tensor& grad_out,
+                  FilterPartials& partials, const memory* gy_ready) {
+  const dnnl::engine& engine = cpu_engine();
+  ThreadBuffers& b = thread_buffers();
+  dnnl::stream& s = thread_stream();
+  float* dw_user = partials.of(i);
+  memory x_user(plan.in_user, engine, chunk_start(input, chunks, i));
+  memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+  memory gy;
+  if (gy_ready != nullptr) {
+    gy = *gy_ready;
+  } else {
+    gy = memory(plan.out_nhwc, engine, ThreadBuffers::sized(b.gy, plan.out_nhwc.get_size()));
+    memory gy_user(plan.out_user, engine, chunk_start(grad_out, chunks, i));
+    plan.out_reorder.execute(s, gy_user, gy);
+  }
+  memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
+  memory dw_plain(plan.weights_user, engine, dw_user);
+  memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+  plan.in_reorder.execute(s, x_user, x);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
+  if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, dw_user + partials.wn));
+  plan.primitive.execute(s, args);
+  plan.weights_reorder.execute(s, dw, dw_plain);
+  s.wait();
+}
+
+}  // namespace
+
 bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                                    const Tensor& input, const Conv2dParams& p) {
   if (!applies(grad_out)) return false;
@@ -365,49 +472,51 @@ bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad
   const Chunks chunks = chunks_for(pr.n);
   const ChunkPlans plans = plans_for(Pass::BackwardFilter, pr, chunks);
   if (!plans.usable()) return false;
-  const int64_t wn = grad_weight.numel(), bn = pr.bias ? pr.o : 0;
-  // Each chunk's float32 partial gradients, in OIHW order, side by side.
-  std::vector<float> partial(static_cast<size_t>(chunks.count * (wn + bn)));
+  FilterPartials partials(grad_weight, pr.bias, pr.o, chunks);
   run_or_fail("backward (weight gradient)", [&] {
     run_parallel(chunks.count, [&](int64_t i) {
-      const Plan& plan = plans.of(chunks, i);
+      const OneOpenMPThread one_thread;
+      filter_chunk(plans.of(chunks, i), chunks, i, input, grad_out, partials, nullptr);
+    });
+  });
+  partials.reduce_into(grad_weight, grad_bias, chunks);
+  return true;
+}
+
+bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem data_pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Problem filter_pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), grad_bias.defined(), p);
+  const Chunks chunks = chunks_for(data_pr.n);
+  const ChunkPlans data_plans = plans_for(Pass::BackwardData, data_pr, chunks);
+  const ChunkPlans filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
+  if (!data_plans.usable() || !filter_plans.usable()) return false;
+  FilterPartials partials(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  run_or_fail("backward", [&] {
+    const PreparedWeights w = prepare_weights(data_plans, weight);
+    run_parallel(chunks.count, [&](int64_t i) {
+      const Plan& plan = data_plans.of(chunks, i);
       const dnnl::engine& engine = cpu_engine();
       const OneOpenMPThread one_thread;
       ThreadBuffers& b = thread_buffers();
       dnnl::stream& s = thread_stream();
-      float* dw_user = partial.data() + i * (wn + bn);
-      memory x_user(plan.in_user, engine, chunk_start(input, chunks, i));
-      memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
-      memory gy_user(plan.out_user, engine, chunk_start(grad_out, chunks, i));
-      memory gy(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
-      memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
-      memory dw_plain(plan.weights_user, engine, dw_user);
+      // grad_out channels-last once, for the input gradient here and the weight gradient below.
+      memory gy_user(plan.in_user, engine, chunk_start(grad_out, chunks, i));
+      memory gy(plan.in_nhwc, engine, ThreadBuffers::sized(b.gy, plan.in_nhwc.get_size()));
+      memory gx(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+      memory gx_user(plan.out_user, engine, chunk_start(grad_input, chunks, i));
+      memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(data_plans, chunks, i)));
       memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-      plan.in_reorder.execute(s, x_user, x);
-      plan.out_reorder.execute(s, gy_user, gy);
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
-      if (pr.bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, dw_user + wn));
-      plan.primitive.execute(s, args);
-      plan.weights_reorder.execute(s, dw, dw_plain);
+      plan.in_reorder.execute(s, gy_user, gy);
+      plan.primitive.execute(
+          s, {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gx}, {DNNL_ARG_SCRATCHPAD, sm}});
+      plan.out_reorder.execute(s, gx, gx_user);
       s.wait();
+      filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out, partials, &gy);
     });
   });
-  // The chunks' partials added in float32 and rounded once to the gradient's dtype.
-  const auto reduce_into = [&]<class T>(T* out, int64_t first, int64_t count) {
-    for (int64_t j = 0; j < count; ++j) {
-      float sum = 0;
-      for (int64_t i = 0; i < chunks.count; ++i) sum += partial[static_cast<size_t>(i * (wn + bn) + first + j)];
-      out[j] = T(sum);
-    }
-  };
-  if (grad_weight.dtype() == kBFloat16) {
-    reduce_into(static_cast<BFloat16*>(grad_weight.raw_data()), 0, wn);
-    if (pr.bias) reduce_into(static_cast<BFloat16*>(grad_bias.raw_data()), wn, bn);
-  } else {
-    reduce_into(static_cast<float*>(grad_weight.raw_data()), 0, wn);
-    if (pr.bias) reduce_into(static_cast<float*>(grad_bias.raw_data()), wn, bn);
-  }
+  partials.reduce_into(grad_weight, grad_bias, chunks);
   return true;
 }
 
@@ -417,8 +526,16 @@ bool onednn_conv2d_applies(const Tensor&) { return false; }
 bool onednn_conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   return false;
 }
+bool onednn_conv2d_relu_max_pool_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                         const Conv2dParams&, int64_t, int64_t) {
+  return false;
+}
 bool onednn_conv2d_backward_data(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { return false; }
 bool onednn_conv2d_backward_filter(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  return false;
+}
+bool onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Conv2dParams&) {
   return false;
 }
 #endif

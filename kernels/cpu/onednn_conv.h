@@ -15,9 +15,18 @@ namespace hg::cpu {
 bool onednn_conv2d_applies(const Tensor& input);
 bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Conv2dParams& p);
+// conv2d_relu_max_pool2d's forward (conv_kernels.h's conv2d_relu_max_pool_forward_stub): each
+// chunk's result ReLU'd and 2x2-pooled while in cache, the convolution's output never written.
+bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& which, const Tensor& input,
+                                         const Tensor& weight, const Tensor& bias, const Conv2dParams& p, int64_t oh,
+                                         int64_t ow);
 bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
                                  const Conv2dParams& p);
 bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                                    const Tensor& input, const Conv2dParams& p);
+// Both passes (conv_kernels.h's conv2d_backward_stub), grad_out put channels-last once per chunk
+// for the two of them.
+bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p);
 
 }  // namespace hg::cpu

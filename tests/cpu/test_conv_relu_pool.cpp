@@ -280,27 +280,68 @@ TEST_CASE("conv2d_relu_max_pool2d's backward kernel on the bits: -0, NaN payload
 
 TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the two kernels' bits") {
   // The fused forward stub against conv2d_forward_stub (ReLU in the kernel) then
-  // max_pool_2x2_codes_stub: the same pooled values and codes. It declines (false) exactly where
-  // oneDNN's convolution primitives would run (bfloat16 on a CPU with bfloat16 units, float32
-  // under HG_CPU_ONEDNN_CONV=float32), which write a whole output.
+  // max_pool_2x2_codes_stub: the same pooled values and codes. Where oneDNN's convolution
+  // primitives run (bfloat16 on a CPU with bfloat16 units, float32 under
+  // HG_CPU_ONEDNN_CONV=float32) each chunk of samples is pooled from a per-thread buffer; the
+  // second shape's 100 KiB float32 samples make several chunks and a shorter last one there. Only
+  // a shape oneDNN has no kernel for may decline (false), for the composed ops.
   manual_seed(37);
   REQUIRE(conv2d_relu_max_pool_forward_stub.has(kCPU));
   Conv2dParams p;
   p.padding[0] = p.padding[1] = 1;
+  struct Case {
+    Shape x, w;
+  };
+  for (const Case& c : {Case{{5, 3, 11, 12}, {6, 3, 3, 3}}, Case{{13, 2, 40, 40}, {16, 2, 3, 3}}}) {
+    const int64_t n = c.x[0], o = c.w[0], h = c.x[2], w = c.x[3];
+    for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+      CAPTURE(c.x);
+      CAPTURE(dtype_name(d));
+      const Tensor x = randn(c.x).to(d), wt = randn(c.w).to(d), b = randn({o}).to(d);
+      const Tensor pooled = empty({n, o, h / 2, w / 2}, d), which = empty({n, o, h / 2, w / 2}, kUInt8);
+      const bool pooled_in_pass = conv2d_relu_max_pool_forward_stub(kCPU, pooled, which, x, wt, b, p, h, w);
+      if (!pooled_in_pass) {
+        CHECK(cpu::onednn_conv2d_applies(x));
+        continue;
+      }
+      Conv2dParams relu = p;
+      relu.relu = true;
+      const Tensor conv = empty({n, o, h, w}, d), want = empty({n, o, h / 2, w / 2}, d),
+                   want_which = empty({n, o, h / 2, w / 2}, kUInt8);
+      conv2d_forward_stub(kCPU, conv, x, wt, b, relu);
+      max_pool_2x2_codes_stub(kCPU, want, want_which, conv);
+      CHECK(bitwise_equal(pooled, want));
+      CHECK(bitwise_equal(which, want_which));
+    }
+  }
+}
+
+TEST_CASE("conv2d_backward_stub: both backward passes at once, with the bits of the two stubs") {
+  // Where oneDNN's convolution primitives run, one call puts grad_out channels-last once for both
+  // passes; it must give what conv2d_backward_data_stub and conv2d_backward_filter_stub give. With
+  // and without a bias gradient; 13 samples make a shorter last chunk. Elsewhere it declines
+  // (false) and the op runs the two stubs.
+  manual_seed(41);
+  REQUIRE(conv2d_backward_stub.has(kCPU));
+  Conv2dParams p;
+  p.padding[0] = 1;
+  p.stride[1] = 2;
   for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
-    CAPTURE(dtype_name(d));
-    const Tensor x = randn({5, 3, 11, 12}).to(d), w = randn({6, 3, 3, 3}).to(d), b = randn({6}).to(d);
-    const Tensor pooled = empty({5, 6, 5, 6}, d), which = empty({5, 6, 5, 6}, kUInt8);
-    const bool pooled_in_pass = conv2d_relu_max_pool_forward_stub(kCPU, pooled, which, x, w, b, p, 11, 12);
-    CHECK(pooled_in_pass == !cpu::onednn_conv2d_applies(x));
-    if (!pooled_in_pass) continue;
-    Conv2dParams relu = p;
-    relu.relu = true;
-    const Tensor conv = empty({5, 6, 11, 12}, d), want = empty({5, 6, 5, 6}, d),
-                 want_which = empty({5, 6, 5, 6}, kUInt8);
-    conv2d_forward_stub(kCPU, conv, x, w, b, relu);
-    max_pool_2x2_codes_stub(kCPU, want, want_which, conv);
-    CHECK(bitwise_equal(pooled, want));
-    CHECK(bitwise_equal(which, want_which));
+    for (const bool bias : {false, true}) {
+      CAPTURE(dtype_name(d));
+      CAPTURE(bias);
+      const Tensor x = randn({13, 4, 10, 9}).to(d), w = randn({6, 4, 3, 3}).to(d), gy = randn({13, 6, 10, 4}).to(d);
+      const Tensor gx = empty(x.shape(), d), gw = empty(w.shape(), d), gb = bias ? empty({6}, d) : Tensor();
+      const bool done = conv2d_backward_stub(kCPU, gx, gw, gb, gy, x, w, p);
+      if (!done) continue;  // the two stubs run: the conv tests cover them
+      CHECK(cpu::onednn_conv2d_applies(x));
+      const Tensor want_gx = empty(x.shape(), d), want_gw = empty(w.shape(), d),
+                   want_gb = bias ? empty({6}, d) : Tensor();
+      conv2d_backward_data_stub(kCPU, want_gx, gy, w, p);
+      conv2d_backward_filter_stub(kCPU, want_gw, want_gb, gy, x, p);
+      CHECK(bitwise_equal(gx, want_gx));
+      CHECK(bitwise_equal(gw, want_gw));
+      if (bias) CHECK(bitwise_equal(gb, want_gb));
+    }
   }
 }
