@@ -5,6 +5,10 @@
 #include <type_traits>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/lanes16.h"
 #include "kernels/cpu/loops.h"
@@ -196,6 +200,91 @@ void dot_block(T* out, const DotOut& to, const float* af, int64_t ld, const T* w
       m, [&]<int64_t R>(int64_t i0) { dot_rows<R, C>(out, to, af + i0 * ld, ld, rows, tail, k, n, i0, j0, bias); });
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// bfloat16 dot products on the CPU's bfloat16 dot-product instruction where it has one
+// (AVX512_BF16, chosen at run time): each float32 lane adds the products of one pair of k, so x
+// stays bfloat16 and a W vector of 32 values feeds one instruction per x row, with nothing
+// widened on either side. The lanes then sum as on the widening path; the instruction rounds
+// each lane's update once and takes bfloat16 subnormals as zero (as oneDNN's bfloat16 kernels
+// on the same units do).
+#define HG_BF16_DOTS 1
+#define HG_TARGET_BF16_DOTS __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+bool native_bf16_dots() {
+  static const bool on = __builtin_cpu_supports("avx512bf16");
+  return on;
+}
+
+constexpr int64_t kBf16Dot = 32;  // k values per instruction
+
+// acc[r][c] += x's row r . wv[c], 32 values of k at once.
+template <int64_t R, int64_t C>
+HG_TARGET_BF16_DOTS inline __attribute__((always_inline)) void dot_step_bf16(Lanes16 (&acc)[R][C], const uint16_t* x,
+                                                                             int64_t ld, const __m512i (&wv)[C]) {
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < R; ++r) {
+    const __m512i xv = _mm512_loadu_si512(x + r * ld);
+#pragma GCC unroll 4
+    for (int64_t c = 0; c < C; ++c)
+      acc[r][c] = _mm512_dpbf16_ps(acc[r][c], reinterpret_cast<__m512bh>(xv), reinterpret_cast<__m512bh>(wv[c]));
+  }
+}
+
+template <int64_t R, int64_t C>
+HG_TARGET_BF16_DOTS void dot_rows_bf16(BFloat16* out, const DotOut& to, const uint16_t* x, int64_t ld,
+                                       const BFloat16* const* rows, int64_t k, int64_t n, int64_t i0, int64_t j0,
+                                       const float* bias) {
+  Lanes16 acc[R][C];
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  const int64_t k_full = k / kBf16Dot * kBf16Dot;
+  __m512i wv[C];
+  for (int64_t p = 0; p < k_full; p += kBf16Dot) {
+#pragma GCC unroll 4
+    for (int64_t c = 0; c < C; ++c) wv[c] = _mm512_loadu_si512(rows[c] + p);
+    dot_step_bf16<R, C>(acc, x + p, ld, wv);
+  }
+  if (k_full < k) {  // the last k % 32 values; x is zero past k
+    const auto tail = static_cast<__mmask32>((uint64_t{1} << (k - k_full)) - 1);
+    for (int64_t c = 0; c < C; ++c) wv[c] = _mm512_maskz_loadu_epi16(tail, rows[c] + k_full);
+    dot_step_bf16<R, C>(acc, x + k_full, ld, wv);
+  }
+  store_dots<R>(out, to, acc, n, i0, j0, bias);
+}
+
+template <int64_t C>
+void dot_block_bf16(BFloat16* out, const DotOut& to, const uint16_t* x, int64_t ld, const BFloat16* w, int64_t ldw,
+                    int64_t m, int64_t k, int64_t n, int64_t j0, const float* bias) {
+  const BFloat16* rows[C];
+  for (int64_t c = 0; c < C; ++c) rows[c] = w + std::min(j0 + c, n - 1) * ldw;  // past n: a repeat, unused
+  for_dot_groups<C>(
+      m, [&]<int64_t R>(int64_t i0) { dot_rows_bf16<R, C>(out, to, x + i0 * ld, ld, rows, k, n, i0, j0, bias); });
+}
+
+// dot_product's bfloat16 form on those instructions: a copied once as bfloat16 rows of ld values
+// (a multiple of 32, zeros past k).
+void dot_product_bf16(BFloat16* out, const DotOut& to, const BFloat16* a, int64_t sa_row, int64_t sa_col,
+                      const BFloat16* b, int64_t ldw, int64_t m, int64_t k, int64_t n, const float* bias) {
+  const int64_t ld = (k + kBf16Dot - 1) / kBf16Dot * kBf16Dot;
+  Workspace<uint16_t> x(m * ld);
+  for (int64_t i = 0; i < m; ++i) {
+    uint16_t* row = x.data() + i * ld;
+    for (int64_t p = 0; p < k; ++p) row[p] = a[i * sa_row + p * sa_col].bits;
+    std::fill(row + k, row + ld, uint16_t{0});
+  }
+  const auto run = [&]<int64_t C>() {
+    parallel_for((n + C - 1) / C, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) dot_block_bf16<C>(out, to, x.data(), ld, b, ldw, m, k, n, blk * C, bias);
+    });
+  };
+  if (m > kDotWideRows && m * ld * static_cast<int64_t>(sizeof(uint16_t)) <= kDotL1Bytes) {
+    run.template operator()<kDotNarrowCols>();
+  } else {
+    run.template operator()<kDotWideCols>();
+  }
+}
+#endif
+
 // b stored by rows (b[p, j] at b + p * ldw + j, a weight W read as W): out's row i gathers
 // a[i, p] * b[p, :] over p. A thread's columns (up to kSpan) are summed into a float32 tile in
 // L2, kDepth rows of b at a time: each [kDepth, 32] piece is multiplied in registers, up to
@@ -356,16 +445,22 @@ void narrow_gemm_sliced(T* out, const float* af, int64_t ld, const T* b, int64_t
 template <class T>
 void dot_product(T* out, const DotOut& to, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t ldw,
                  int64_t m, int64_t k, int64_t n, const T* bias, int64_t bias_size) {
+  Workspace<float> bias_f(bias != nullptr ? bias_size : 0);
+  if (bias != nullptr) load_run(bias, bias_f.data(), bias_size);
+  const float* bias_data = bias != nullptr ? bias_f.data() : nullptr;
+#ifdef HG_BF16_DOTS
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (native_bf16_dots()) return dot_product_bf16(out, to, a, sa_row, sa_col, b, ldw, m, k, n, bias_data);
+  }
+#endif
   constexpr int64_t width = kPaired<T> ? kPair : kLanes16;
   const int64_t ld = (k + width - 1) / width * width;
-  Workspace<float> af(m * ld), bias_f(bias != nullptr ? bias_size : 0);
+  Workspace<float> af(m * ld);
   if constexpr (kPaired<T>) {
     widen_rows_paired(a, sa_row, sa_col, m, k, ld, af.data());
   } else {
     widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
   }
-  if (bias != nullptr) load_run(bias, bias_f.data(), bias_size);
-  const float* bias_data = bias != nullptr ? bias_f.data() : nullptr;
   const auto run = [&]<int64_t C>() {
     parallel_for((n + C - 1) / C, 8, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) dot_block<C>(out, to, af.data(), ld, b, ldw, m, k, n, blk * C, bias_data);

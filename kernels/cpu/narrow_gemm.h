@@ -4,7 +4,8 @@
 // (g^T @ x for a classifier's last layer). Each value of b then feeds only m multiply-adds, so the product is bound by
 // reading b; the library kernels pack b before multiplying it (and the 16-bit paths first widen it into a float32
 // copy). This kernel reads b where it lies, in the weight's own storage order, widening float16/bfloat16 values in
-// registers, so a 16-bit weight is read at half the bytes of a float32 one. The mirror case, a
+// registers, so a 16-bit weight is read at half the bytes of a float32 one (bfloat16 dot products,
+// x @ W^T, run on the CPU's bfloat16 dot-product instruction where it has one). The mirror case, a
 // large a against at most kNarrowRows columns of b (x @ W^T for a layer with few outputs), runs
 // the same kernel on the transposed problem.
 #pragma once
