@@ -1,6 +1,7 @@
 #include "kernels/cpu/narrow_gemm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -9,6 +10,7 @@
 #include <immintrin.h>
 #endif
 
+#include "framework/error.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/lanes16.h"
 #include "kernels/cpu/loops.h"
@@ -214,6 +216,10 @@ bool native_bf16_dots() {
   static const bool on = __builtin_cpu_supports("avx512bf16");
   return on;
 }
+#else
+bool native_bf16_dots() { return false; }
+#endif
+#ifdef HG_BF16_DOTS
 
 constexpr int64_t kBf16Dot = 32;  // k values per instruction
 
@@ -308,9 +314,78 @@ int64_t column_span(int64_t n, int64_t pieces) {
 // (rows 8 KiB apart, a page each, ran 17% slower in one panel: 160 -> 188 us).
 constexpr bool whole_depth(int64_t k, int64_t row_bytes) { return k <= 256 && k * row_bytes <= (int64_t{512} << 10); }
 
+// axpy_rows' last span % 32 columns (from `full` on), in column order.
+template <int64_t R, class T>
+void axpy_tail_columns(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, int64_t p0, int64_t p1,
+                       int64_t span, int64_t full) {
+  for (int64_t jj = full; jj < span; jj += kLanes16) {
+    const int64_t count = std::min(kLanes16, span - jj);
+    const auto bytes = static_cast<size_t>(count) * sizeof(float);
+    Lanes16 acc[R] = {};
+    for (int64_t r = 0; r < R; ++r) std::memcpy(&acc[r], t + r * span + jj, bytes);
+    for (int64_t p = p0; p < p1; ++p) {
+      const Lanes16 bv = load_lanes16_partial(w + p * ldw + jj, count);
+      for (int64_t r = 0; r < R; ++r) acc[r] += x[r * ld + p] * bv;
+    }
+    for (int64_t r = 0; r < R; ++r) std::memcpy(t + r * span + jj, &acc[r], bytes);
+  }
+}
+
+#ifdef HG_BF16_DOTS
+// axpy_rows for bfloat16 on the bfloat16 dot-product instruction: two rows of b at a time, their
+// 32 columns interleaved into pairs (unpacklo/hi: each 128-bit lane's first four columns, then
+// its last four), against a's two values for those rows as one broadcast pair. The tile holds
+// each 32 columns in that order (store_tile puts them back); the last span % 32 columns widen.
+template <int64_t R>
+HG_TARGET_BF16_DOTS void axpy_rows_bf16(float* t, const float* x, int64_t ld, const BFloat16* w, int64_t ldw,
+                                        int64_t p0, int64_t p1, int64_t span) {
+  constexpr int64_t kWidth = kAxVecs * kLanes16, kMostPairs = 128;  // whole_depth's 256 rows of b at most
+  const int64_t pairs = (p1 - p0 + 1) / 2;
+  HG_CHECK(pairs <= kMostPairs, "mm", "narrow_gemm took {} rows of b in one pass (at most {})", p1 - p0,
+           2 * kMostPairs);
+  // a's values as bfloat16 pairs (x holds them widened, exactly), zero past p1.
+  uint32_t xp[R][kMostPairs];
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t q = 0; q < pairs; ++q) {
+      const int64_t p = p0 + 2 * q;
+      const uint32_t lo = std::bit_cast<uint32_t>(x[r * ld + p]) >> 16;
+      const uint32_t hi = p + 1 < p1 ? std::bit_cast<uint32_t>(x[r * ld + p + 1]) & 0xffff0000u : 0u;
+      xp[r][q] = lo | hi;
+    }
+  const int64_t full = span / kWidth * kWidth;
+  for (int64_t jj = 0; jj < full; jj += kWidth) {
+    Lanes16 acc[R][kAxVecs];
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes16, 64);
+    const BFloat16* col = w + jj;
+    for (int64_t q = 0; q < pairs; ++q) {
+      const int64_t p = p0 + 2 * q;
+      const __m512i w0 = _mm512_loadu_si512(col + p * ldw);
+      const __m512i w1 = p + 1 < p1 ? _mm512_loadu_si512(col + (p + 1) * ldw) : _mm512_setzero_si512();
+      const auto lo = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(w0, w1));
+      const auto hi = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(w0, w1));
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < R; ++r) {
+        const auto xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xp[r][q])));
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], lo, xv);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], hi, xv);
+      }
+    }
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
+  }
+  axpy_tail_columns<R>(t, x, ld, w, ldw, p0, p1, span, full);
+}
+#endif
+
 // Rows [i0, i0 + R) of the tile (row stride span) += a's rows times b's rows [p0, p1).
 template <int64_t R, class T>
 void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, int64_t p0, int64_t p1, int64_t span) {
+#ifdef HG_BF16_DOTS
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (native_bf16_dots()) return axpy_rows_bf16<R>(t, x, ld, w, ldw, p0, p1, span);
+  }
+#endif
   constexpr int64_t kWidth = kAxVecs * kLanes16;
   const int64_t full = span / kWidth * kWidth;
   for (int64_t jj = 0; jj < full; jj += kWidth) {
@@ -334,17 +409,7 @@ void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, in
     for (int64_t r = 0; r < R; ++r)
       for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
   }
-  for (int64_t jj = full; jj < span; jj += kLanes16) {  // the last span % 32 columns, in column order
-    const int64_t count = std::min(kLanes16, span - jj);
-    const auto bytes = static_cast<size_t>(count) * sizeof(float);
-    Lanes16 acc[R] = {};
-    for (int64_t r = 0; r < R; ++r) std::memcpy(&acc[r], t + r * span + jj, bytes);
-    for (int64_t p = p0; p < p1; ++p) {
-      const Lanes16 bv = load_lanes16_partial(w + p * ldw + jj, count);
-      for (int64_t r = 0; r < R; ++r) acc[r] += x[r * ld + p] * bv;
-    }
-    for (int64_t r = 0; r < R; ++r) std::memcpy(t + r * span + jj, &acc[r], bytes);
-  }
+  axpy_tail_columns<R>(t, x, ld, w, ldw, p0, p1, span, full);
 }
 
 // The tile ([m, span], row stride span) = a's rows times b's rows [p0, p1), columns [j0, j0 + span).
@@ -371,12 +436,18 @@ template <class T>
 void store_tile(T* out, float* tile, int64_t m, int64_t n, int64_t j0, int64_t span, const float* bias) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = tile + i * span;
-    if constexpr (kPaired<T>) {  // back to column order: the full 32-column blocks were split by parity
+    if constexpr (kPaired<T>) {  // back to column order from the full 32-column blocks' order
+      const bool interleaved = native_bf16_dots();
       for (int64_t q = 0; q + kPair <= span; q += kPair) {
         float block[kPair];
         for (int64_t l = 0; l < kLanes16; ++l) {
-          block[2 * l] = row[q + l];
-          block[2 * l + 1] = row[q + kLanes16 + l];
+          if (interleaved) {  // axpy_rows_bf16: lane 4h + i of each vector from 128-bit lane h
+            block[8 * (l / 4) + l % 4] = row[q + l];
+            block[8 * (l / 4) + 4 + l % 4] = row[q + kLanes16 + l];
+          } else {  // split by parity
+            block[2 * l] = row[q + l];
+            block[2 * l + 1] = row[q + kLanes16 + l];
+          }
         }
         std::memcpy(row + q, block, sizeof block);
       }
@@ -387,10 +458,22 @@ void store_tile(T* out, float* tile, int64_t m, int64_t n, int64_t j0, int64_t s
   }
 }
 
+// The rows of b per pass over the tile. The bfloat16 dot-product instruction does a pass's
+// multiply-adds in half the instructions, so with more than one row group the tile's loads and
+// stores weigh more: 16 rows then ([16, 4096] @ [4096, 4096] 2.1 -> 1.8 ms on Zen 4; with four
+// rows of a, 16 was slower, 0.64 -> 0.86 ms: more streams of b at once).
+template <class T>
+int64_t pass_depth(int64_t m) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (native_bf16_dots() && m > kAxRows) return 2 * kDepth;
+  }
+  return kDepth;
+}
+
 template <class T>
 void axpy_block(T* out, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k, int64_t n,
                 int64_t j0, int64_t span, float* tile, const float* bias) {
-  const int64_t depth = whole_depth(k, ldw * static_cast<int64_t>(sizeof(T))) ? k : kDepth;
+  const int64_t depth = whole_depth(k, ldw * static_cast<int64_t>(sizeof(T))) ? k : pass_depth<T>(m);
   accumulate_tile(tile, af, ld, w, ldw, m, 0, k, j0, span, depth);
   store_tile(out, tile, m, n, j0, span, bias);
 }
@@ -474,6 +557,8 @@ void dot_product(T* out, const DotOut& to, const T* a, int64_t sa_row, int64_t s
 }
 
 }  // namespace
+
+bool narrow_gemm_bf16_dots() { return native_bf16_dots(); }
 
 template <class T>
 void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,

@@ -104,12 +104,40 @@ TEST_CASE("bfloat16 narrow products read W in pairs: every tail length, and the 
     CHECK(std::isfinite(out.index({2, 4}).item<float>()));
   }
   // g @ W (W by rows) sums each output in the same order as float32 does, the columns only
-  // stored split by parity in between: the same bits as the float32 product rounded once.
+  // stored split by parity in between: the same bits as the float32 product rounded once. (On the
+  // bfloat16 dot-product instruction the next test case's order holds instead.)
+  if (cpu::narrow_gemm_bf16_dots()) return;
   for (const NarrowShape s : {NarrowShape{16, 1024, 1024}, NarrowShape{7, 1100, 1030}, NarrowShape{1, 2048, 600}}) {
     CAPTURE(s.n);
     const Tensor g = randn({s.m, s.k}).to(kBFloat16), w = randn({s.k, s.n}).to(kBFloat16);
     const Tensor wide = mm(g.to(kFloat32), w.to(kFloat32)).to(kBFloat16);
     CHECK(hg::test::bitwise_equal(mm(g, w), wide));
+  }
+}
+
+TEST_CASE("bfloat16 narrow products on the CPU's bfloat16 dot-product instruction" *
+          doctest::skip(!cpu::narrow_gemm_bf16_dots())) {
+  // Both sides in pairs of k: x @ W^T with every tail of k % 32, and g @ W with b's rows
+  // interleaved two at a time (an odd k leaves a last row alone), columns past the last 32
+  // widened; more than eight rows take 16 rows of b per pass; a short b in one pass (whole
+  // depth, up to 128 pairs) or in slices. Against float64, and an inf in b reaching its outputs.
+  manual_seed(25);
+  for (const NarrowShape s :
+       {NarrowShape{16, 1024, 1024}, NarrowShape{7, 1101, 1030}, NarrowShape{9, 1100, 1061}, NarrowShape{1, 2047, 600},
+        NarrowShape{16, 256, 4096}, NarrowShape{12, 255, 4128}, NarrowShape{3, 131, 8200}}) {
+    CAPTURE(s.m);
+    CAPTURE(s.k);
+    CAPTURE(s.n);
+    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1));
+    const Tensor g = randn({s.m, s.k}).to(kBFloat16), w = randn({s.k, s.n}).to(kBFloat16);
+    check_close(mm(g, w), narrow_reference(g, w), narrow_tolerance(kBFloat16));
+    const Tensor wt = w.t().contiguous();  // [n, k]: x @ W^T reads it by rows
+    check_close(mm(g, wt.t()), narrow_reference(g, w), narrow_tolerance(kBFloat16));
+    Tensor w_inf = w.clone();
+    w_inf.index_put_({s.k - 1, s.n - 1}, full({}, INFINITY, kBFloat16));
+    const Tensor out = mm(ones({s.m, s.k}, kBFloat16), w_inf).to(kFloat32);
+    CHECK(std::isinf(out.index({s.m - 1, s.n - 1}).item<float>()));
+    CHECK(std::isfinite(out.index({s.m - 1, s.n - 2}).item<float>()));
   }
 }
 
