@@ -227,7 +227,7 @@ ChunkPlans plans_for(Pass pass, Problem pr, const Chunks& c) {
 
 // Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
 struct ThreadBuffers {
-  std::vector<char> in, out, gy, scratch, weights, bias, block;
+  std::vector<char> in, out, x, gy, scratch, weights, bias, block;  // in, out: activation passes; x, gy: filter
   static char* sized(std::vector<char>& v, size_t bytes) {
     if (v.size() < bytes) v.resize(bytes);
     return v.data();
@@ -318,13 +318,18 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
   }
 }
 
+// What runs after each chunk of an activation pass, on the same thread: chunk i, and the
+// chunk's input as the primitive read it (channels-last).
+using AfterChunk = std::function<void(int64_t, const memory&)>;
+
 // The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
 // reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
-// goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written).
+// goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written). Then
+// `after`, when given.
 void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
                          int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu,
-                         const PoolInto* pool = nullptr) {
+                         const PoolInto* pool = nullptr, const AfterChunk& after = {}) {
   const PreparedWeights w = prepare_weights(plans, weight);
   run_parallel(chunks.count, [&](int64_t i) {
     const Plan& plan = plans.of(chunks, i);
@@ -351,6 +356,7 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     if (relu) relu_block(in.dtype(), result, dims[0] * dims[1] * dims[2] * dims[3]);
     if (pool != nullptr)
       pool_block(in.dtype(), result, *pool, i * chunks.per * dims[1], dims[0] * dims[1], dims[2], dims[3]);
+    if (after) after(i, src);
   });
 }
 
@@ -442,7 +448,7 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   dnnl::stream& s = thread_stream();
   float* dw_user = partials.of(i);
   memory x_user(plan.in_user, engine, chunk_start(input, chunks, i));
-  memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+  memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.x, plan.in_nhwc.get_size()));
   memory gy;
   if (gy_ready != nullptr) {
     gy = *gy_ready;
@@ -493,28 +499,14 @@ bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight,
   const ChunkPlans filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
   if (!data_plans.usable() || !filter_plans.usable()) return false;
   FilterPartials partials(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  // The input-gradient pass, each chunk's grad_out (its input, channels-last) then handed to the
+  // chunk's weight-gradient pass.
+  const AfterChunk filter = [&](int64_t i, const memory& gy) {
+    filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out, partials, &gy);
+  };
   run_or_fail("backward", [&] {
-    const PreparedWeights w = prepare_weights(data_plans, weight);
-    run_parallel(chunks.count, [&](int64_t i) {
-      const Plan& plan = data_plans.of(chunks, i);
-      const dnnl::engine& engine = cpu_engine();
-      const OneOpenMPThread one_thread;
-      ThreadBuffers& b = thread_buffers();
-      dnnl::stream& s = thread_stream();
-      // grad_out channels-last once, for the input gradient here and the weight gradient below.
-      memory gy_user(plan.in_user, engine, chunk_start(grad_out, chunks, i));
-      memory gy(plan.in_nhwc, engine, ThreadBuffers::sized(b.gy, plan.in_nhwc.get_size()));
-      memory gx(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
-      memory gx_user(plan.out_user, engine, chunk_start(grad_input, chunks, i));
-      memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(data_plans, chunks, i)));
-      memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-      plan.in_reorder.execute(s, gy_user, gy);
-      plan.primitive.execute(
-          s, {{DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gx}, {DNNL_ARG_SCRATCHPAD, sm}});
-      plan.out_reorder.execute(s, gx, gx_user);
-      s.wait();
-      filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out, partials, &gy);
-    });
+    run_activation_pass(data_plans, chunks, weight, grad_out, DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
+                        Tensor(), false, nullptr, filter);
   });
   partials.reduce_into(grad_weight, grad_bias, chunks);
   return true;
