@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -181,6 +183,23 @@ void for_dot_groups(int64_t m, Step&& step) {
   }
 }
 
+// Runs block.template operator()<C>(j0) over b's n columns (W's rows) in blocks of C on the pool,
+// C by dot_block's two shapes: narrow where a has more rows than one wide group and its copy
+// (a_bytes) fits in L1.
+template <class Block>
+void for_dot_blocks(int64_t m, int64_t a_bytes, int64_t n, Block&& block) {
+  const auto run = [&]<int64_t C>() {
+    parallel_for((n + C - 1) / C, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) block.template operator()<C>(blk * C);
+    });
+  };
+  if (m > kDotWideRows && a_bytes <= kDotL1Bytes) {
+    run.template operator()<kDotNarrowCols>();
+  } else {
+    run.template operator()<kDotWideCols>();
+  }
+}
+
 template <int64_t C, class T>
 void dot_block(T* out, const DotOut& to, const float* af, int64_t ld, const T* w, int64_t ldw, int64_t m, int64_t k,
                int64_t n, int64_t j0, const float* bias) {
@@ -212,8 +231,13 @@ void dot_block(T* out, const DotOut& to, const float* af, int64_t ld, const T* w
 #define HG_BF16_DOTS 1
 #define HG_TARGET_BF16_DOTS __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
+// HG_CPU_ONEDNN=0, which widens every 16-bit product to float32 (cpu_product_paths), turns it
+// off too: the cpu_openblas suite then tests the widening path on these CPUs as well.
 bool native_bf16_dots() {
-  static const bool on = __builtin_cpu_supports("avx512bf16");
+  static const bool on = [] {
+    const char* env = std::getenv("HG_CPU_ONEDNN");
+    return __builtin_cpu_supports("avx512bf16") && (env == nullptr || std::string(env) != "0");
+  }();
   return on;
 }
 #else
@@ -278,16 +302,8 @@ void dot_product_bf16(BFloat16* out, const DotOut& to, const BFloat16* a, int64_
     for (int64_t p = 0; p < k; ++p) row[p] = a[i * sa_row + p * sa_col].bits;
     std::fill(row + k, row + ld, uint16_t{0});
   }
-  const auto run = [&]<int64_t C>() {
-    parallel_for((n + C - 1) / C, 8, [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk) dot_block_bf16<C>(out, to, x.data(), ld, b, ldw, m, k, n, blk * C, bias);
-    });
-  };
-  if (m > kDotWideRows && m * ld * static_cast<int64_t>(sizeof(uint16_t)) <= kDotL1Bytes) {
-    run.template operator()<kDotNarrowCols>();
-  } else {
-    run.template operator()<kDotWideCols>();
-  }
+  for_dot_blocks(m, m * ld * static_cast<int64_t>(sizeof(uint16_t)), n,
+                 [&]<int64_t C>(int64_t j0) { dot_block_bf16<C>(out, to, x.data(), ld, b, ldw, m, k, n, j0, bias); });
 }
 #endif
 
@@ -544,16 +560,8 @@ void dot_product(T* out, const DotOut& to, const T* a, int64_t sa_row, int64_t s
   } else {
     widen_rows(a, sa_row, sa_col, m, k, ld, af.data());
   }
-  const auto run = [&]<int64_t C>() {
-    parallel_for((n + C - 1) / C, 8, [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk) dot_block<C>(out, to, af.data(), ld, b, ldw, m, k, n, blk * C, bias_data);
-    });
-  };
-  if (m > kDotWideRows && m * ld * static_cast<int64_t>(sizeof(float)) <= kDotL1Bytes) {
-    run.template operator()<kDotNarrowCols>();
-  } else {
-    run.template operator()<kDotWideCols>();
-  }
+  for_dot_blocks(m, m * ld * static_cast<int64_t>(sizeof(float)), n,
+                 [&]<int64_t C>(int64_t j0) { dot_block<C>(out, to, af.data(), ld, b, ldw, m, k, n, j0, bias_data); });
 }
 
 }  // namespace

@@ -50,10 +50,10 @@ inline bool use_narrow_float_dots(int64_t m, int64_t k, int64_t n, int64_t sa_co
   return n <= kNarrowFloatCols && k >= kNarrowFloatMinDepth && use_narrow_gemm_transposed(m, k, n, sa_col, true);
 }
 
-// Whether bfloat16 products here run on the CPU's bfloat16 dot-product instruction (AVX512_BF16),
-// each float32 lane adding the products of a pair of k in one step; elsewhere they widen to
-// float32 multiply-adds. Either way every element's sum is taken in an order that does not depend
-// on the number of threads.
+// Whether bfloat16 products here run on the CPU's bfloat16 dot-product instruction (AVX512_BF16,
+// unless HG_CPU_ONEDNN=0), each float32 lane adding the products of a pair of k in one step;
+// elsewhere they widen to float32 multiply-adds. Either way every element's sum is taken in an order that does not
+// depend on the number of threads.
 bool narrow_gemm_bf16_dots();
 
 // out (row-major [m, n], contiguous) = a @ b (+ bias[j] on column j, n dense values), with
