@@ -11,6 +11,7 @@
 
 #include "framework/error.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/narrow_gemm.h"
 #include "kernels/cpu/workspace.h"
 
 #if HG_HAVE_ONEDNN
@@ -235,10 +236,11 @@ std::string cpu_product_paths() {
   return fmt::format(
       "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm; bfloat16 matmul and conv {}; float16 widened to "
       "float32 while packing; products with few rows or few columns (a small batch, a classifier's last layer) "
-      "on halfgrad's in-register kernels",
+      "on halfgrad's in-register kernels{}",
       dnnl_version()->major, dnnl_version()->minor, isa,
       onednn_matmul_enabled(kBFloat16) ? "on native bfloat16 instructions"
-                                       : "widened to float32 (no native bfloat16 here)");
+                                       : "widened to float32 (no native bfloat16 here)",
+      narrow_gemm_bf16_dots() ? " (bfloat16 ones on the bfloat16 dot-product instruction)" : "");
 }
 
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
