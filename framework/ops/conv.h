@@ -26,9 +26,9 @@ Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
 // the two ops. The convolution's output is not kept for backward: the pooled output and a byte
 // per window saying which element it chose are enough, and the backward writes the convolution's
 // output gradient in one pass (the pool's scatter and the ReLU's mask together). On the CPU the
-// forward pools each sample's output while it is in cache, so the whole output never exists
-// (except where oneDNN's bfloat16 convolution runs). Devices without those kernels run the two
-// ops. nn::Sequential calls it for Conv2d, ReLU, MaxPool2d(2) without hooks.
+// forward pools each sample's output while it is in cache (each chunk of samples where oneDNN's
+// bfloat16 convolution runs), so the whole output never exists. Devices without those kernels
+// run the two ops. nn::Sequential calls it for Conv2d, ReLU, MaxPool2d(2) without hooks.
 Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
                               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
                               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
