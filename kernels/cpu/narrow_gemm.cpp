@@ -330,6 +330,22 @@ int64_t column_span(int64_t n, int64_t pieces) {
 // (rows 8 KiB apart, a page each, ran 17% slower in one panel: 160 -> 188 us).
 constexpr bool whole_depth(int64_t k, int64_t row_bytes) { return k <= 256 && k * row_bytes <= (int64_t{512} << 10); }
 
+// The tile's rows [0, R), columns [jj, jj + 32), as kAxVecs vectors a row, and back: the
+// accumulators axpy_rows keeps in registers over its rows of b. Always inlined, so they stay in
+// registers (handed by reference to a call, GCC kept them in memory across the loop).
+template <int64_t R>
+inline __attribute__((always_inline)) void load_tile_block(Lanes16 (&acc)[R][kAxVecs], const float* t, int64_t span,
+                                                           int64_t jj) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes16, 64);
+}
+template <int64_t R>
+inline __attribute__((always_inline)) void store_tile_block(float* t, int64_t span, int64_t jj,
+                                                            const Lanes16 (&acc)[R][kAxVecs]) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
+}
+
 // axpy_rows' last span % 32 columns (from `full` on), in column order.
 template <int64_t R, class T>
 void axpy_tail_columns(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, int64_t p0, int64_t p1,
@@ -371,8 +387,7 @@ HG_TARGET_BF16_DOTS void axpy_rows_bf16(float* t, const float* x, int64_t ld, co
   const int64_t full = span / kWidth * kWidth;
   for (int64_t jj = 0; jj < full; jj += kWidth) {
     Lanes16 acc[R][kAxVecs];
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes16, 64);
+    load_tile_block<R>(acc, t, span, jj);
     const BFloat16* col = w + jj;
     for (int64_t q = 0; q < pairs; ++q) {
       const int64_t p = p0 + 2 * q;
@@ -387,8 +402,7 @@ HG_TARGET_BF16_DOTS void axpy_rows_bf16(float* t, const float* x, int64_t ld, co
         acc[r][1] = _mm512_dpbf16_ps(acc[r][1], hi, xv);
       }
     }
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
+    store_tile_block<R>(t, span, jj, acc);
   }
   axpy_tail_columns<R>(t, x, ld, w, ldw, p0, p1, span, full);
 }
@@ -406,8 +420,7 @@ void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, in
   const int64_t full = span / kWidth * kWidth;
   for (int64_t jj = 0; jj < full; jj += kWidth) {
     Lanes16 acc[R][kAxVecs];
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(&acc[r][v], t + r * span + jj + v * kLanes16, 64);
+    load_tile_block<R>(acc, t, span, jj);
     const T* col = w + jj;
     for (int64_t p = p0; p < p1; ++p) {
       Lanes16 bv[kAxVecs];
@@ -422,8 +435,7 @@ void axpy_rows(float* t, const float* x, int64_t ld, const T* w, int64_t ldw, in
         for (int64_t v = 0; v < kAxVecs; ++v) acc[r][v] += s * bv[v];
       }
     }
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t v = 0; v < kAxVecs; ++v) std::memcpy(t + r * span + jj + v * kLanes16, &acc[r][v], 64);
+    store_tile_block<R>(t, span, jj, acc);
   }
   axpy_tail_columns<R>(t, x, ld, w, ldw, p0, p1, span, full);
 }

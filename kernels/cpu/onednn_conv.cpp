@@ -493,7 +493,8 @@ bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight,
                             const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
   if (!applies(grad_out)) return false;
   const Problem data_pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), false, p);
-  const Problem filter_pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), grad_bias.defined(), p);
+  Problem filter_pr = data_pr;  // the same convolution, with the bias gradient when asked for
+  filter_pr.bias = grad_bias.defined();
   const Chunks chunks = chunks_for(data_pr.n);
   const ChunkPlans data_plans = plans_for(Pass::BackwardData, data_pr, chunks);
   const ChunkPlans filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
