@@ -59,8 +59,9 @@ HG_DECLARE_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
 // conv2d_relu_max_pool2d's forward in one pass (optional; needs the two stubs around it too):
 // pooled and which as max_pool_2x2_codes_stub gives them from conv2d_forward_stub's ReLU'd
 // output [N,O,oh,ow], which is not kept: the CPU pools each sample's block while in cache.
-// Returns false, having written nothing, where the backend's kernel for these tensors cannot
-// (the CPU's oneDNN bfloat16 primitives): the op then runs the convolution and the pool apart.
+// Returns false, having written nothing, where the backend's kernel for these tensors cannot:
+// the op then runs the convolution and the pool apart. (The CPU's always can: where its oneDNN
+// primitives decline, its im2col path pools each sample.)
 using Conv2dReluMaxPoolForwardFn = bool (*)(const Tensor& pooled, const Tensor& which, const Tensor& input,
                                             const Tensor& weight, const Tensor& bias, const Conv2dParams& p, int64_t oh,
                                             int64_t ow);

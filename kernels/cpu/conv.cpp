@@ -371,8 +371,7 @@ void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, c
 
 bool relu_max_pool_forward_cpu(const Tensor& pooled, const Tensor& which, const Tensor& input, const Tensor& weight,
                                const Tensor& bias, const Conv2dParams& p, int64_t oh, int64_t ow) {
-  if (onednn_conv2d_applies(input))  // its primitives, or (where they decline) the composed ops
-    return onednn_conv2d_relu_max_pool_forward(pooled, which, input, weight, bias, p, oh, ow);
+  if (onednn_conv2d_relu_max_pool_forward(pooled, which, input, weight, bias, p, oh, ow)) return true;
   Conv2dParams q = p;
   q.relu = true;
   dispatch_floating(input.dtype(), "conv2d_relu_max_pool2d", [&]<class T>(TypeTag<T>) {

@@ -282,6 +282,16 @@ bool applies(const Tensor& t) {
   return t.dtype() == kFloat32 && float32_on && onednn_matmul_enabled(kFloat32);
 }
 
+// A forward pass with at most this many input channels per group (an image network's first
+// layer: 1 or 3) runs on conv.cpp's own path. Its products are short (9 or 27 values per output
+// with a 3x3 kernel), so its time is writing the output, which the primitive does channels-last
+// and then reorders to NCHW; conv.cpp writes NCHW directly. The MNIST CNN's first layer (1 to 32
+// channels, 128 samples, bfloat16) took 1.5-2.3 ms here against 0.6-0.9 on its own path, and 3
+// input channels 1.7-2.6 against 1.2-1.3 (Zen 4; docs/PERF-CPU.md). The weight-gradient pass
+// stays on the primitives, which were faster for these shapes.
+constexpr int64_t kForwardOwnPathChannels = 4;
+bool forward_on_own_path(const Problem& pr) { return pr.c / pr.groups <= kForwardOwnPathChannels; }
+
 // Where chunk i's samples of t start.
 char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
   const int64_t sample_bytes = t.numel() / t.size(0) * static_cast<int64_t>(element_size(t.dtype()));
@@ -368,6 +378,7 @@ bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor&
                            const Conv2dParams& p) {
   if (!applies(input)) return false;
   const Problem pr = problem_of(input, weight, out.size(2), out.size(3), bias.defined(), p);
+  if (forward_on_own_path(pr)) return false;
   const Chunks chunks = chunks_for(pr.n);
   const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
   if (!plans.usable()) return false;
@@ -382,6 +393,7 @@ bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& whi
                                          int64_t ow) {
   if (!applies(input)) return false;
   const Problem pr = problem_of(input, weight, oh, ow, bias.defined(), p);
+  if (forward_on_own_path(pr)) return false;
   // Chunks whose result (channels-last from the primitive, then NCHW for the pool) stays in the
   // core's cache between the reorder and the pool.
   constexpr int64_t kChunkBytes = int64_t{1} << 19;

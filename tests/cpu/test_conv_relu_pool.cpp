@@ -283,8 +283,9 @@ TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the tw
   // max_pool_2x2_codes_stub: the same pooled values and codes. Where oneDNN's convolution
   // primitives run (bfloat16 on a CPU with bfloat16 units, float32 under
   // HG_CPU_ONEDNN_CONV=float32) each chunk of samples is pooled from a per-thread buffer; the
-  // second shape's 100 KiB float32 samples make several chunks and a shorter last one there. Only
-  // a shape oneDNN has no kernel for may decline (false), for the composed ops.
+  // second shape's 100 KiB float32 samples make several chunks and a shorter last one there. The
+  // first shape's 3 input channels run on the im2col path everywhere (few channels, see the next
+  // test). The CPU's stub never declines.
   manual_seed(37);
   REQUIRE(conv2d_relu_max_pool_forward_stub.has(kCPU));
   Conv2dParams p;
@@ -292,18 +293,14 @@ TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the tw
   struct Case {
     Shape x, w;
   };
-  for (const Case& c : {Case{{5, 3, 11, 12}, {6, 3, 3, 3}}, Case{{13, 2, 40, 40}, {16, 2, 3, 3}}}) {
+  for (const Case& c : {Case{{5, 3, 11, 12}, {6, 3, 3, 3}}, Case{{13, 8, 40, 40}, {16, 8, 3, 3}}}) {
     const int64_t n = c.x[0], o = c.w[0], h = c.x[2], w = c.x[3];
     for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
       CAPTURE(c.x);
       CAPTURE(dtype_name(d));
       const Tensor x = randn(c.x).to(d), wt = randn(c.w).to(d), b = randn({o}).to(d);
       const Tensor pooled = empty({n, o, h / 2, w / 2}, d), which = empty({n, o, h / 2, w / 2}, kUInt8);
-      const bool pooled_in_pass = conv2d_relu_max_pool_forward_stub(kCPU, pooled, which, x, wt, b, p, h, w);
-      if (!pooled_in_pass) {
-        CHECK(cpu::onednn_conv2d_applies(x));
-        continue;
-      }
+      REQUIRE(conv2d_relu_max_pool_forward_stub(kCPU, pooled, which, x, wt, b, p, h, w));
       Conv2dParams relu = p;
       relu.relu = true;
       const Tensor conv = empty({n, o, h, w}, d), want = empty({n, o, h / 2, w / 2}, d),
@@ -312,6 +309,40 @@ TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the tw
       max_pool_2x2_codes_stub(kCPU, want, want_which, conv);
       CHECK(bitwise_equal(pooled, want));
       CHECK(bitwise_equal(which, want_which));
+    }
+  }
+}
+
+TEST_CASE("a forward with at most 4 input channels per group runs on the im2col path, its weight gradient on oneDNN") {
+  // Where oneDNN's convolution primitives take bfloat16 (or float32 under
+  // HG_CPU_ONEDNN_CONV=float32), a forward with few input channels per group is left to conv.cpp's
+  // own path (it only writes its output, NCHW, where the primitive writes channels-last and
+  // reorders), while its weight gradient and wider forwards stay on the primitives. The op's
+  // values are those of the path that ran; the other tests compare the two paths.
+  manual_seed(43);
+  Conv2dParams p;
+  for (Dtype d : {kBFloat16, kFloat32}) {
+    CAPTURE(dtype_name(d));
+    const Tensor probe = empty({1}, d);
+    if (!cpu::onednn_conv2d_applies(probe)) {
+      MESSAGE("skipped for ", dtype_name(d), ": oneDNN's convolutions do not take it on this CPU or build");
+      continue;
+    }
+    struct Case {
+      int64_t c, groups;
+      bool primitive;
+    };
+    for (const Case& k : {Case{1, 1, false}, Case{3, 1, false}, Case{4, 1, false}, Case{8, 2, false}, Case{5, 1, true},
+                          Case{16, 2, true}}) {
+      CAPTURE(k.c);
+      CAPTURE(k.groups);
+      const Tensor x = randn({3, k.c, 12, 12}).to(d), w = randn({8, k.c / k.groups, 3, 3}).to(d), b = randn({8}).to(d);
+      p.groups = k.groups;
+      const Tensor out = empty({3, 8, 10, 10}, d), pooled = empty({3, 8, 5, 5}, d), which = empty({3, 8, 5, 5}, kUInt8);
+      CHECK(cpu::onednn_conv2d_forward(out, x, w, b, p) == k.primitive);
+      CHECK(cpu::onednn_conv2d_relu_max_pool_forward(pooled, which, x, w, b, p, 10, 10) == k.primitive);
+      const Tensor gw = empty(w.shape(), d), gb = empty({8}, d), gy = randn({3, 8, 10, 10}).to(d);
+      CHECK(cpu::onednn_conv2d_backward_filter(gw, gb, gy, x, p));
     }
   }
 }
