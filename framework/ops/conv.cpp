@@ -19,6 +19,7 @@ HG_DEFINE_OPTIONAL_STUB(conv2d_backward_stub, Conv2dBackwardFn);
 HG_DEFINE_OPTIONAL_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
 HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
+HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_backward_stub, Conv2dReluMaxPoolBackwardFn);
 
 bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU || dev == kCUDA; }
 
@@ -202,20 +203,22 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
           in_shape = input.shape()](const TensorList& grads) -> TensorList {
       if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
       TensorList g;
+      Tensor pooled4;            // pool: the pooled output, 4-d
+      bool from_pooled = false;  // g[0] is the pooled output's gradient, for the stubs below
       if (pool) {
-        // The convolution's output gradient, through the pool and the ReLU's mask in one pass.
         const Tensor pooled = sy.get();
-        const Tensor pooled4 = unbatched ? pooled.unsqueeze(0) : pooled;
+        pooled4 = unbatched ? pooled.unsqueeze(0) : pooled;
         if (GradMode::is_enabled()) {
           const Tensor g4 = unbatched ? grads[0].unsqueeze(0) : grads[0];
           g = {relu_max_pool_grad_recorded(g4, which, pooled4.detach(), conv_shape)};
+          if (unbatched) g[0] = g[0].squeeze(0);
         } else {
-          const Tensor go = internal::dense_as(grads[0], pooled.dtype(), pooled4.shape());
-          Tensor gy = empty(conv_shape, TensorOptions(pooled.dtype()).device(pooled.device()));
-          relu_max_pool_2x2_backward_stub(pooled.device().type, gy, go, which, pooled4);
-          g = {gy};
+          // The convolution's output gradient is made from it below: piece by piece inside the
+          // backward passes where the device can, else whole, through the pool and the ReLU's
+          // mask in one pass.
+          g = {internal::dense_as(grads[0], pooled.dtype(), pooled4.shape())};
+          from_pooled = true;
         }
-        if (unbatched) g[0] = g[0].squeeze(0);
       } else {
         // conv2d_relu: the incoming gradient through relu's mask first, by relu's own gradient.
         g = {relu ? relu_gradient(grads[0], sy.get()) : grads[0]};
@@ -233,7 +236,7 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       const Tensor& w = sw.get();
       OpCall bcall(kConv2dBackward, {g[0], x, w});
       Tensor go = bcall.input(0).dtype() == x.dtype() ? bcall.input(0) : bcall.input(0).to(x.dtype());
-      go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
+      if (!from_pooled) go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
       const DeviceType dev = x.device().type;
       Tensor gx, gw, gb;
       if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
@@ -241,9 +244,21 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
         gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()));
         if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
       }
-      const bool both_at_once = need_x && gw.defined() && gx.numel() && conv2d_backward_stub.has(dev) &&
-                                conv2d_backward_stub(dev, gx, gw, gb, go, x, w, p);
-      if (!both_at_once) {
+      bool done = false;
+      if (from_pooled) {
+        // conv2d_relu_max_pool2d: the output gradient made inside the passes, or else whole here.
+        done = go.numel() && (!need_x || gx.numel()) && conv2d_relu_max_pool_backward_stub.has(dev) &&
+               conv2d_relu_max_pool_backward_stub(dev, need_x ? gx : Tensor(), gw, gb, go, which, pooled4, x, w, p,
+                                                  conv_shape[2], conv_shape[3]);
+        if (!done) {
+          Tensor gy = empty(conv_shape, TensorOptions(go.dtype()).device(go.device()));
+          relu_max_pool_2x2_backward_stub(dev, gy, go, which, pooled4);
+          go = gy;
+        }
+      }
+      done = done || (need_x && gw.defined() && gx.numel() && conv2d_backward_stub.has(dev) &&
+                      conv2d_backward_stub(dev, gx, gw, gb, go, x, w, p));
+      if (!done) {
         if (need_x && gx.numel()) conv2d_backward_data_stub(dev, gx, go, w, p);
         if (gw.defined()) conv2d_backward_filter_stub(dev, gw, gb, go, x, p);
       }

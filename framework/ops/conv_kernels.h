@@ -71,5 +71,17 @@ HG_DECLARE_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 using ReluMaxPool2x2BackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,
                                           const Tensor& out);
 HG_DECLARE_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
+// conv2d_relu_max_pool2d's backward in one call, from the pooled output's gradient (optional):
+// the convolution's output gradient (relu_max_pool_2x2_backward_stub's values) is made a few
+// samples at a time, right before those samples' input- and weight-gradient passes, and never
+// kept whole. grad_input, grad_weight and grad_bias (may be undefined) are overwritten as the two
+// backward stubs write them; grad_pooled, which and pooled are [N,O,oh/2,ow/2], contiguous.
+// Returns false, having written nothing, where it does not apply: the op then makes the whole
+// output gradient and runs the backward stubs on it.
+using Conv2dReluMaxPoolBackwardFn = bool (*)(const Tensor& grad_input, const Tensor& grad_weight,
+                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& which,
+                                             const Tensor& pooled, const Tensor& input, const Tensor& weight,
+                                             const Conv2dParams& p, int64_t oh, int64_t ow);
+HG_DECLARE_STUB(conv2d_relu_max_pool_backward_stub, Conv2dReluMaxPoolBackwardFn);
 
 }  // namespace hg

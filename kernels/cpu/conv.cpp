@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "framework/ops/conv_kernels.h"
@@ -269,42 +270,144 @@ void forward_typed(T* y, int64_t oh, int64_t ow, const Tensor& input, const Tens
   });
 }
 
+// A thread's column matrix [ckk, oh*ow] for the backward passes below, which take turns with it.
+template <class Acc>
+Workspace<Acc> backward_columns(const Geometry& g) {
+  return Workspace<Acc>(g.ckk * g.p);
+}
+
+// One thread's input-gradient pass, a sample at a time: the column gradient W^T gy (into `col`,
+// a backward_columns buffer) scattered back to the pixels it was packed from (col2im), or for
+// unpadded 1x1 kernels the gemm's result itself.
+template <class T>
+class DataPass {
+  using Acc = acc_t<T>;
+  static constexpr bool kSame = std::is_same_v<T, Acc>;
+
+ public:
+  DataPass(const Geometry& g, const Acc* weight, Acc* col)
+      : g_(g), w_(weight), direct_(g.pointwise() && kSame), chw_(g.c * g.h * g.w), col_(col), gxw_(kSame ? 0 : chw_) {}
+  // gys: one sample's output gradient [o, oh*ow]; gx: its input gradient [c, h, w], overwritten.
+  void run(const Acc* gys, T* gx) {
+    Acc* dx = kSame ? reinterpret_cast<Acc*>(gx) : gxw_.data();
+    if (!direct_) std::fill(dx, dx + chw_, Acc(0));
+    for (int64_t gi = 0; gi < g_.groups; ++gi) {
+      const Acc* wg = w_ + gi * g_.og * g_.ckk;
+      const Acc* gyg = gys + gi * g_.og * g_.p;
+      Acc* dxg = dx + gi * g_.cg * g_.h * g_.w;
+      if (direct_) {
+        gemm(true, false, g_.ckk, g_.p, g_.og, Acc(1), wg, g_.ckk, gyg, g_.p, Acc(0), dxg, g_.p);
+      } else {
+        gemm(true, false, g_.ckk, g_.p, g_.og, Acc(1), wg, g_.ckk, gyg, g_.p, Acc(0), col_, g_.p);
+        col2im(col_, dxg, g_);
+      }
+    }
+    if constexpr (!kSame) store_run(dx, gx, chw_);
+  }
+
+ private:
+  const Geometry& g_;
+  const Acc* w_;
+  bool direct_;
+  int64_t chw_;
+  Acc* col_;
+  Workspace<Acc> gxw_;
+};
+
+// One thread's weight-gradient pass, a sample at a time (its input packed into `col`, a
+// backward_columns buffer), summed into the thread's own partials.
+template <class T>
+class FilterPass {
+  using Acc = acc_t<T>;
+  static constexpr bool kSame = std::is_same_v<T, Acc>;
+
+ public:
+  FilterPass(const Geometry& g, bool want_bias, Acc* col)
+      : g_(g),
+        pack_(!(g.pointwise() && kSame)),
+        want_bias_(want_bias),
+        col_(col),
+        dw_(static_cast<size_t>(g.o * g.ckk), Acc(0)),
+        db_(static_cast<size_t>(g.o), Acc(0)) {}
+  // gys: one sample's output gradient [o, oh*ow]; x: its input [c, h, w].
+  void run(const Acc* gys, const T* x) {
+    if (want_bias_)
+      for (int64_t r = 0; r < g_.o; ++r) db_[static_cast<size_t>(r)] += row_sum(gys + r * g_.p, g_.p);
+    for (int64_t gi = 0; gi < g_.groups; ++gi) {
+      const T* xg = x + gi * g_.cg * g_.h * g_.w;
+      const Acc* cols;
+      if (pack_) {
+        im2col(xg, col_, g_);
+        cols = col_;
+      } else {
+        cols = reinterpret_cast<const Acc*>(xg);
+      }
+      gemm(false, true, g_.og, g_.ckk, g_.p, Acc(1), gys + gi * g_.og * g_.p, g_.p, cols, g_.p, Acc(1),
+           dw_.data() + gi * g_.og * g_.ckk, g_.ckk);
+    }
+  }
+  const std::vector<Acc>& weight_sums() const { return dw_; }
+  const std::vector<Acc>& bias_sums() const { return db_; }
+
+ private:
+  const Geometry& g_;
+  bool pack_, want_bias_;
+  Acc* col_;
+  std::vector<Acc> dw_, db_;
+};
+
+// The threads' weight-gradient partials, added once each thread is done, then rounded once to T.
+template <class T>
+class FilterSums {
+  using Acc = acc_t<T>;
+
+ public:
+  explicit FilterSums(const Geometry& g)
+      : dw_(static_cast<size_t>(g.o * g.ckk), Acc(0)), db_(static_cast<size_t>(g.o), Acc(0)) {}
+  void add(const FilterPass<T>& pass) {
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < dw_.size(); ++i) dw_[i] += pass.weight_sums()[i];
+    for (size_t i = 0; i < db_.size(); ++i) db_[i] += pass.bias_sums()[i];
+  }
+  void write(const Tensor& grad_weight, const Tensor& grad_bias) const {
+    T* gw = static_cast<T*>(grad_weight.raw_data());
+    for (size_t i = 0; i < dw_.size(); ++i) gw[i] = static_cast<T>(dw_[i]);
+    if (grad_bias.defined()) {
+      T* gb = static_cast<T*>(grad_bias.raw_data());
+      for (size_t i = 0; i < db_.size(); ++i) gb[i] = static_cast<T>(db_[i]);
+    }
+  }
+
+ private:
+  std::vector<Acc> dw_, db_;
+  std::mutex mutex_;
+};
+
+// Sample s's output gradient as Acc: the tensor's own rows for float/double, else widened into buf.
+template <class T, class Acc>
+const Acc* output_grad_rows(const T* gy, Acc* buf, int64_t count) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    return gy;
+  } else {
+    widen(gy, buf, count);
+    return buf;
+  }
+}
+
 template <class T>
 void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
                          const Conv2dParams& prm) {
   using Acc = acc_t<T>;
-  constexpr bool kSame = std::is_same_v<T, Acc>;
   const Geometry g = geometry(grad_input, weight, grad_out.size(2), grad_out.size(3), prm);
   const T* gy = static_cast<const T*>(grad_out.raw_data());
   T* gx = static_cast<T*>(grad_input.raw_data());
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
-  const int64_t chw = g.c * g.h * g.w;
-  const bool direct = g.pointwise() && kSame;  // the gemm writes the input gradient itself
   for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col(direct ? 0 : g.ckk * g.p), gyw(kSame ? 0 : g.o * g.p), gxw(kSame ? 0 : chw);
-    for (int64_t s; (s = claim()) >= 0;) {
-      const Acc* gys;
-      if constexpr (kSame) {
-        gys = gy + s * g.o * g.p;
-      } else {
-        widen(gy + s * g.o * g.p, gyw.data(), g.o * g.p);
-        gys = gyw.data();
-      }
-      Acc* dx = kSame ? reinterpret_cast<Acc*>(gx + s * chw) : gxw.data();
-      if (!direct) std::fill(dx, dx + chw, Acc(0));
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        const Acc* wg = wm.ptr + gi * g.og * g.ckk;
-        const Acc* gyg = gys + gi * g.og * g.p;
-        Acc* dxg = dx + gi * g.cg * g.h * g.w;
-        if (direct) {
-          gemm(true, false, g.ckk, g.p, g.og, Acc(1), wg, g.ckk, gyg, g.p, Acc(0), dxg, g.p);
-        } else {
-          gemm(true, false, g.ckk, g.p, g.og, Acc(1), wg, g.ckk, gyg, g.p, Acc(0), col.data(), g.p);
-          col2im(col.data(), dxg, g);
-        }
-      }
-      if constexpr (!kSame) store_run(dx, gx + s * chw, chw);
-    }
+    Workspace<Acc> col = backward_columns<Acc>(g);
+    DataPass<T> pass(g, wm.ptr, col.data());
+    Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
+    for (int64_t s; (s = claim()) >= 0;)
+      pass.run(output_grad_rows(gy + s * g.o * g.p, gyw.data(), g.o * g.p), gx + s * g.c * g.h * g.w);
   });
 }
 
@@ -312,53 +415,59 @@ template <class T>
 void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                            const Tensor& input, const Conv2dParams& prm) {
   using Acc = acc_t<T>;
-  constexpr bool kSame = std::is_same_v<T, Acc>;
   const Geometry g = geometry(input, grad_weight, grad_out.size(2), grad_out.size(3), prm);
   const T* x = static_cast<const T*>(input.raw_data());
   const T* gy = static_cast<const T*>(grad_out.raw_data());
-  const bool want_bias = grad_bias.defined();
-  const bool pack = !(g.pointwise() && kSame);
-  // Each thread sums its samples into its own partial; the partials are added once at the end.
-  std::vector<Acc> dw(static_cast<size_t>(g.o * g.ckk), Acc(0)), db(static_cast<size_t>(g.o), Acc(0));
-  std::mutex partials_mutex;
+  FilterSums<T> sums(g);
   for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col(pack ? g.ckk * g.p : 0), gyw(kSame ? 0 : g.o * g.p);
-    std::vector<Acc> pdw(dw.size(), Acc(0)), pdb(db.size(), Acc(0));
-    for (int64_t s; (s = claim()) >= 0;) {
-      const Acc* gys;
-      if constexpr (kSame) {
-        gys = gy + s * g.o * g.p;
-      } else {
-        widen(gy + s * g.o * g.p, gyw.data(), g.o * g.p);
-        gys = gyw.data();
-      }
-      if (want_bias)
-        for (int64_t r = 0; r < g.o; ++r) pdb[static_cast<size_t>(r)] += row_sum(gys + r * g.p, g.p);
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        const T* xg = x + (s * g.c + gi * g.cg) * g.h * g.w;
-        const Acc* cols;
-        if (pack) {
-          im2col(xg, col.data(), g);
-          cols = col.data();
-        } else {
-          cols = reinterpret_cast<const Acc*>(xg);
-        }
-        gemm(false, true, g.og, g.ckk, g.p, Acc(1), gys + gi * g.og * g.p, g.p, cols, g.p, Acc(1),
-             pdw.data() + gi * g.og * g.ckk, g.ckk);
-      }
-    }
-    {
-      std::lock_guard lock(partials_mutex);
-      for (size_t i = 0; i < dw.size(); ++i) dw[i] += pdw[i];
-      for (size_t i = 0; i < db.size(); ++i) db[i] += pdb[i];
-    }
+    Workspace<Acc> col = backward_columns<Acc>(g);
+    FilterPass<T> pass(g, grad_bias.defined(), col.data());
+    Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
+    for (int64_t s; (s = claim()) >= 0;)
+      pass.run(output_grad_rows(gy + s * g.o * g.p, gyw.data(), g.o * g.p), x + s * g.c * g.h * g.w);
+    sums.add(pass);
   });
-  T* gw = static_cast<T*>(grad_weight.raw_data());
-  for (size_t i = 0; i < dw.size(); ++i) gw[i] = static_cast<T>(dw[i]);
-  if (want_bias) {
-    T* gb = static_cast<T*>(grad_bias.raw_data());
-    for (size_t i = 0; i < db.size(); ++i) gb[i] = static_cast<T>(db[i]);
-  }
+  sums.write(grad_weight, grad_bias);
+}
+
+// conv2d_relu_max_pool2d's backward, a sample at a time: the sample's output gradient made from
+// the pooled one (pool_2x2.h) into a per-thread block, then its input- and weight-gradient passes
+// while the block is in cache, taking turns with one column buffer. The values of backward_data_typed and
+// backward_filter_typed on the whole output gradient.
+template <class T>
+void relu_max_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                  const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
+                                  const Tensor& input, const Tensor& weight, const Conv2dParams& prm, int64_t oh,
+                                  int64_t ow) {
+  using Acc = acc_t<T>;
+  const Geometry g = geometry(input, weight, oh, ow, prm);
+  const T* x = static_cast<const T*>(input.raw_data());
+  const T* gp = static_cast<const T*>(grad_pooled.raw_data());
+  const T* pv = static_cast<const T*>(pooled.raw_data());
+  const uint8_t* codes = static_cast<const uint8_t*>(which.raw_data());
+  const bool want_x = grad_input.defined(), want_w = grad_weight.defined();
+  T* gx = want_x ? static_cast<T*>(grad_input.raw_data()) : nullptr;
+  const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), want_x ? g.o * g.ckk : 0);
+  const int64_t pooled_sample = g.o * (oh / 2) * (ow / 2);
+  FilterSums<T> sums(g);
+  for_samples(g.n, [&](auto&& claim) {
+    Workspace<Acc> col = backward_columns<Acc>(g);
+    std::optional<DataPass<T>> data;
+    std::optional<FilterPass<T>> filter;
+    if (want_x) data.emplace(g, wm.ptr, col.data());
+    if (want_w) filter.emplace(g, grad_bias.defined(), col.data());
+    Workspace<T> block(g.o * g.p);
+    Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
+    for (int64_t s; (s = claim()) >= 0;) {
+      const int64_t first = s * pooled_sample;
+      relu_max_pool_2x2_backward_planes(gp + first, codes + first, pv + first, block.data(), g.o, oh, ow);
+      const Acc* gys = output_grad_rows(block.data(), gyw.data(), g.o * g.p);
+      if (data) data->run(gys, gx + s * g.c * g.h * g.w);
+      if (filter) filter->run(gys, x + s * g.c * g.h * g.w);
+    }
+    if (filter) sums.add(*filter);
+  });
+  if (want_w) sums.write(grad_weight, grad_bias);
 }
 
 void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -392,6 +501,21 @@ void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, con
                     [&]<class T>(TypeTag<T>) { backward_filter_typed<T>(grad_weight, grad_bias, grad_out, input, p); });
 }
 
+bool relu_max_pool_backward_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
+                                const Tensor& input, const Tensor& weight, const Conv2dParams& p, int64_t oh,
+                                int64_t ow) {
+  if (!grad_input.defined() && !grad_weight.defined()) return false;
+  if (onednn_conv2d_relu_max_pool_backward(grad_input, grad_weight, grad_bias, grad_pooled, which, pooled, input,
+                                           weight, p, oh, ow))
+    return true;
+  dispatch_floating(input.dtype(), "conv2d_relu_max_pool2d", [&]<class T>(TypeTag<T>) {
+    relu_max_pool_backward_typed<T>(grad_input, grad_weight, grad_bias, grad_pooled, which, pooled, input, weight, p,
+                                    oh, ow);
+  });
+  return true;
+}
+
 bool backward_both_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                        const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
   return onednn_conv2d_backward(grad_input, grad_weight, grad_bias, grad_out, input, weight, p);
@@ -402,6 +526,7 @@ bool backward_both_cpu(const Tensor& grad_input, const Tensor& grad_weight, cons
 HG_REGISTER_KERNEL(conv2d_forward_stub, kCPU, forward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_stub, kCPU, backward_both_cpu);
 HG_REGISTER_KERNEL(conv2d_relu_max_pool_forward_stub, kCPU, relu_max_pool_forward_cpu);
+HG_REGISTER_KERNEL(conv2d_relu_max_pool_backward_stub, kCPU, relu_max_pool_backward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCPU, backward_data_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCPU, backward_filter_cpu);
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -227,7 +228,9 @@ ChunkPlans plans_for(Pass pass, Problem pr, const Chunks& c) {
 
 // Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
 struct ThreadBuffers {
-  std::vector<char> in, out, x, gy, scratch, weights, bias, block;  // in, out: activation passes; x, gy: filter
+  // in, out: activation passes; x, gy: filter; block: a pooled forward's result, gy_nchw: a pooled
+  // backward's output gradient.
+  std::vector<char> in, out, x, gy, scratch, weights, bias, block, gy_nchw;
   static char* sized(std::vector<char>& v, size_t bytes) {
     if (v.size() < bytes) v.resize(bytes);
     return v.data();
@@ -331,15 +334,27 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
 // What runs after each chunk of an activation pass, on the same thread: chunk i, and the
 // chunk's input as the primitive read it (channels-last).
 using AfterChunk = std::function<void(int64_t, const memory&)>;
+// Where an activation pass reads chunk i's input (NCHW), made on the calling thread; by default
+// the chunk's samples of the `in` tensor.
+using ChunkSource = std::function<const char*(int64_t)>;
+
+// conv2d_relu_max_pool2d: each chunk's result is at most this big, so it stays in the core's
+// cache between the primitive and the pool (forward), or between its making from the pooled
+// gradient and the primitives that read it (backward).
+constexpr int64_t kPooledChunkBytes = int64_t{1} << 19;
+Chunks pooled_chunks(const Problem& pr, Dtype dtype) {
+  const int64_t sample_bytes = pr.o * pr.oh * pr.ow * static_cast<int64_t>(element_size(dtype));
+  return chunks_for(pr.n, std::max<int64_t>(1, kPooledChunkBytes / std::max<int64_t>(sample_bytes, 1)));
+}
 
 // The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
 // reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
 // goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written). Then
-// `after`, when given.
+// `after`, when given. With `source`, the chunks' input comes from it instead of `in`.
 void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
                          int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu,
-                         const PoolInto* pool = nullptr, const AfterChunk& after = {}) {
+                         const PoolInto* pool = nullptr, const AfterChunk& after = {}, const ChunkSource& source = {}) {
   const PreparedWeights w = prepare_weights(plans, weight);
   run_parallel(chunks.count, [&](int64_t i) {
     const Plan& plan = plans.of(chunks, i);
@@ -349,7 +364,7 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     dnnl::stream& s = thread_stream();
     char* result =
         pool != nullptr ? ThreadBuffers::sized(b.block, plan.out_user.get_size()) : chunk_start(out, chunks, i);
-    memory src_user(plan.in_user, engine, chunk_start(in, chunks, i));
+    memory src_user(plan.in_user, engine, source ? const_cast<char*>(source(i)) : chunk_start(in, chunks, i));
     memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
     memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
     memory dst_user(plan.out_user, engine, result);
@@ -394,11 +409,7 @@ bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& whi
   if (!applies(input)) return false;
   const Problem pr = problem_of(input, weight, oh, ow, bias.defined(), p);
   if (forward_on_own_path(pr)) return false;
-  // Chunks whose result (channels-last from the primitive, then NCHW for the pool) stays in the
-  // core's cache between the reorder and the pool.
-  constexpr int64_t kChunkBytes = int64_t{1} << 19;
-  const int64_t sample_bytes = pr.o * oh * ow * static_cast<int64_t>(element_size(input.dtype()));
-  const Chunks chunks = chunks_for(pr.n, std::max<int64_t>(1, kChunkBytes / sample_bytes));
+  const Chunks chunks = pooled_chunks(pr, input.dtype());
   const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
   if (!plans.usable()) return false;
   const PoolInto into{static_cast<char*>(pooled.raw_data()), static_cast<uint8_t*>(which.raw_data())};
@@ -525,6 +536,78 @@ bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight,
   return true;
 }
 
+namespace {
+
+// conv2d_relu_max_pool2d's backward: chunk i's output gradient, NCHW in a per-thread buffer, from
+// the pooled gradient, the windows' codes and the pooled values (pool_2x2.h).
+struct PooledGrad {
+  const Tensor &grad_pooled, &which, &pooled;
+  int64_t o, oh, ow;
+  const char* make(const Chunks& chunks, int64_t i, int64_t samples) const {
+    const int64_t planes = samples * o, first = i * chunks.per * o * (oh / 2) * (ow / 2);
+    const size_t bytes = static_cast<size_t>(planes * oh * ow) * element_size(grad_pooled.dtype());
+    char* buf = ThreadBuffers::sized(thread_buffers().gy_nchw, bytes);
+    const uint8_t* codes = static_cast<const uint8_t*>(which.raw_data()) + first;
+    if (grad_pooled.dtype() == kBFloat16) {
+      relu_max_pool_2x2_backward_planes(static_cast<const BFloat16*>(grad_pooled.raw_data()) + first, codes,
+                                        static_cast<const BFloat16*>(pooled.raw_data()) + first,
+                                        reinterpret_cast<BFloat16*>(buf), planes, oh, ow);
+    } else {
+      relu_max_pool_2x2_backward_planes(static_cast<const float*>(grad_pooled.raw_data()) + first, codes,
+                                        static_cast<const float*>(pooled.raw_data()) + first,
+                                        reinterpret_cast<float*>(buf), planes, oh, ow);
+    }
+    return buf;
+  }
+};
+
+}  // namespace
+
+bool onednn_conv2d_relu_max_pool_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                          const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
+                                          const Tensor& input, const Tensor& weight, const Conv2dParams& p, int64_t oh,
+                                          int64_t ow) {
+  if (!applies(grad_pooled) || (!grad_input.defined() && !grad_weight.defined())) return false;
+  const Problem data_pr = problem_of(input, weight, oh, ow, false, p);
+  Problem filter_pr = data_pr;
+  filter_pr.bias = grad_bias.defined();
+  const Chunks chunks = pooled_chunks(data_pr, grad_pooled.dtype());
+  ChunkPlans data_plans, filter_plans;
+  if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, data_pr, chunks)).usable()) return false;
+  if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
+    return false;
+  const PooledGrad gy{grad_pooled, which, pooled, data_pr.o, oh, ow};
+  const ChunkSource source = [&](int64_t i) { return gy.make(chunks, i, chunks.size(i, data_pr.n)); };
+  std::optional<FilterPartials> partials;
+  if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  run_or_fail("backward", [&] {
+    if (grad_input.defined()) {
+      // The input-gradient pass over the made chunks, each chunk's (channels-last) then handed to
+      // its weight-gradient pass, as onednn_conv2d_backward does.
+      AfterChunk filter;
+      if (partials) {
+        filter = [&](int64_t i, const memory& g) {
+          filter_chunk(filter_plans.of(chunks, i), chunks, i, input, Tensor(), *partials, &g);
+        };
+      }
+      run_activation_pass(data_plans, chunks, weight, Tensor(), DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
+                          Tensor(), false, nullptr, filter, source);
+      return;
+    }
+    run_parallel(chunks.count, [&](int64_t i) {
+      const OneOpenMPThread one_thread;
+      const Plan& plan = filter_plans.of(chunks, i);
+      const dnnl::engine& engine = cpu_engine();
+      memory made(plan.out_user, engine, const_cast<char*>(source(i)));
+      memory g(plan.out_nhwc, engine, ThreadBuffers::sized(thread_buffers().gy, plan.out_nhwc.get_size()));
+      plan.out_reorder.execute(thread_stream(), made, g);
+      filter_chunk(plan, chunks, i, input, Tensor(), *partials, &g);
+    });
+  });
+  if (partials) partials->reduce_into(grad_weight, grad_bias, chunks);
+  return true;
+}
+
 #else  // built without oneDNN
 
 bool onednn_conv2d_applies(const Tensor&) { return false; }
@@ -541,6 +624,11 @@ bool onednn_conv2d_backward_filter(const Tensor&, const Tensor&, const Tensor&, 
 }
 bool onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                             const Conv2dParams&) {
+  return false;
+}
+bool onednn_conv2d_relu_max_pool_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                          const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&, int64_t,
+                                          int64_t) {
   return false;
 }
 #endif

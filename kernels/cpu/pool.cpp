@@ -484,32 +484,19 @@ void relu_max_pool_2x2_backward_row(const uint8_t* __restrict codes, const typen
   }
 }
 
-// The gradient of the convolution's output in one pass: the chosen element of each window gets
-// 0 + g when the pooled value is positive (the ReLU's mask), every other element 0 (those of
-// the rows and columns no window covers too). The same values as max_pool2d's backward followed
-// by relu's, bit for bit.
+// The gradient of the convolution's output in one pass (relu_max_pool_2x2_backward_planes, over
+// the tensor's planes in parallel).
 template <class T>
 void relu_max_pool_2x2_backward_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,
                                       const Tensor& out) {
-  using S = typename FloatBits<T>::U;
   const Planes g = planes_of(grad_input, grad_out);
-  const S* gy = static_cast<const S*>(grad_out.raw_data());
-  const S* pooled = static_cast<const S*>(out.raw_data());
+  const T* gy = static_cast<const T*>(grad_out.raw_data());
+  const T* pooled = static_cast<const T*>(out.raw_data());
   const uint8_t* codes = static_cast<const uint8_t*>(which.raw_data());
-  S* gx = static_cast<S*>(grad_input.raw_data());
+  T* gx = static_cast<T*>(grad_input.raw_data());
   parallel_for(g.planes, grain_for(g.h * g.w), [&](int64_t b, int64_t e) {
-    for (int64_t pl = b; pl < e; ++pl) {
-      S* dst = gx + pl * g.h * g.w;
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        const int64_t o = (pl * g.oh + oy) * g.ow;
-        S* r0 = dst + 2 * oy * g.w;
-        S* r1 = r0 + g.w;
-        relu_max_pool_2x2_backward_row<T>(codes + o, gy + o, pooled + o, r0, r1, g.ow);
-        std::fill(r0 + 2 * g.ow, r0 + g.w, S(0));  // the columns right of the last window
-        std::fill(r1 + 2 * g.ow, r1 + g.w, S(0));
-      }
-      std::fill(dst + 2 * g.oh * g.w, dst + g.h * g.w, S(0));  // the rows below the last window
-    }
+    const int64_t first = b * g.oh * g.ow;
+    relu_max_pool_2x2_backward_planes(gy + first, codes + first, pooled + first, gx + b * g.h * g.w, e - b, g.h, g.w);
   });
 }
 
@@ -567,6 +554,40 @@ template void max_pool_2x2_codes_planes<float>(const float*, float*, uint8_t*, i
 template void max_pool_2x2_codes_planes<double>(const double*, double*, uint8_t*, int64_t, int64_t, int64_t);
 template void max_pool_2x2_codes_planes<Half>(const Half*, Half*, uint8_t*, int64_t, int64_t, int64_t);
 template void max_pool_2x2_codes_planes<BFloat16>(const BFloat16*, BFloat16*, uint8_t*, int64_t, int64_t, int64_t);
+
+// The chosen element of each window gets 0 + g when the pooled value is positive (the ReLU's
+// mask), every other element 0 (those of the rows and columns no window covers too): the same
+// values as max_pool2d's backward followed by relu's, bit for bit.
+template <class T>
+void relu_max_pool_2x2_backward_planes(const T* grad_pooled, const uint8_t* codes, const T* pooled, T* grad,
+                                       int64_t planes, int64_t h, int64_t w) {
+  using S = typename FloatBits<T>::U;
+  const int64_t oh = h / 2, ow = w / 2;
+  const S* gy = reinterpret_cast<const S*>(grad_pooled);
+  const S* py = reinterpret_cast<const S*>(pooled);
+  S* gx = reinterpret_cast<S*>(grad);
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    S* dst = gx + pl * h * w;
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      const int64_t o = (pl * oh + oy) * ow;
+      S* r0 = dst + 2 * oy * w;
+      S* r1 = r0 + w;
+      relu_max_pool_2x2_backward_row<T>(codes + o, gy + o, py + o, r0, r1, ow);
+      std::fill(r0 + 2 * ow, r0 + w, S(0));  // the columns right of the last window
+      std::fill(r1 + 2 * ow, r1 + w, S(0));
+    }
+    std::fill(dst + 2 * oh * w, dst + h * w, S(0));  // the rows below the last window
+  }
+}
+
+template void relu_max_pool_2x2_backward_planes<float>(const float*, const uint8_t*, const float*, float*, int64_t,
+                                                       int64_t, int64_t);
+template void relu_max_pool_2x2_backward_planes<double>(const double*, const uint8_t*, const double*, double*, int64_t,
+                                                        int64_t, int64_t);
+template void relu_max_pool_2x2_backward_planes<Half>(const Half*, const uint8_t*, const Half*, Half*, int64_t, int64_t,
+                                                      int64_t);
+template void relu_max_pool_2x2_backward_planes<BFloat16>(const BFloat16*, const uint8_t*, const BFloat16*, BFloat16*,
+                                                          int64_t, int64_t, int64_t);
 
 HG_REGISTER_KERNEL(max_pool_2x2_codes_stub, kCPU, max_pool_2x2_codes_cpu);
 HG_REGISTER_KERNEL(relu_max_pool_2x2_backward_stub, kCPU, relu_max_pool_2x2_backward_cpu);

@@ -1,6 +1,7 @@
-// The 2x2, stride-2 max pool of conv2d_relu_max_pool2d as a plane-level function, so the CPU
-// convolution can pool each sample's output block while it is still in cache
-// (kernels/cpu/conv.cpp) and the pool kernel can run it over a whole tensor (pool.cpp).
+// The 2x2, stride-2 max pool of conv2d_relu_max_pool2d and its backward as plane-level functions,
+// so the CPU convolution can pool each sample's output block while it is still in cache, and make
+// each sample's output gradient right before its backward passes (kernels/cpu/conv.cpp,
+// onednn_conv.cpp); the pool kernels run them over whole tensors (pool.cpp).
 #pragma once
 
 #include <cstdint>
@@ -14,5 +15,14 @@ namespace hg::cpu {
 // float, double, Half or BFloat16.
 template <class T>
 void max_pool_2x2_codes_planes(const T* x, T* y, uint8_t* codes, int64_t planes, int64_t h, int64_t w);
+
+// The gradient of `planes` [h, w] planes of the pool's input (the ReLU'd convolution output) into
+// `grad`, from the pooled gradient, the codes above and the pooled values, [h/2, w/2] planes
+// each: a window's chosen element gets 0 + its gradient where the pooled value is positive (the
+// ReLU's mask), every other element 0, the rows and columns no window covers too. On the calling
+// thread; T as above.
+template <class T>
+void relu_max_pool_2x2_backward_planes(const T* grad_pooled, const uint8_t* codes, const T* pooled, T* grad,
+                                       int64_t planes, int64_t h, int64_t w);
 
 }  // namespace hg::cpu
