@@ -19,7 +19,7 @@ HG_DEFINE_OPTIONAL_STUB(conv2d_backward_stub, Conv2dBackwardFn);
 HG_DEFINE_OPTIONAL_STUB(max_pool_2x2_codes_stub, MaxPool2x2CodesFn);
 HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
-HG_DEFINE_OPTIONAL_STUB(conv2d_relu_max_pool_backward_stub, Conv2dReluMaxPoolBackwardFn);
+HG_DEFINE_OPTIONAL_STUB(conv2d_relu_backward_stub, Conv2dReluBackwardFn);
 
 bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU || dev == kCUDA; }
 
@@ -202,41 +202,37 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
           need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(), unbatched,
           in_shape = input.shape()](const TensorList& grads) -> TensorList {
       if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
-      TensorList g;
-      Tensor pooled4;            // pool: the pooled output, 4-d
-      bool from_pooled = false;  // g[0] is the pooled output's gradient, for the stubs below
-      if (pool) {
-        const Tensor pooled = sy.get();
-        pooled4 = unbatched ? pooled.unsqueeze(0) : pooled;
-        if (GradMode::is_enabled()) {
-          const Tensor g4 = unbatched ? grads[0].unsqueeze(0) : grads[0];
-          g = {relu_max_pool_grad_recorded(g4, which, pooled4.detach(), conv_shape)};
-          if (unbatched) g[0] = g[0].squeeze(0);
-        } else {
-          // The convolution's output gradient is made from it below: piece by piece inside the
-          // backward passes where the device can, else whole, through the pool and the ReLU's
-          // mask in one pass.
-          g = {internal::dense_as(grads[0], pooled.dtype(), pooled4.shape())};
-          from_pooled = true;
-        }
-      } else {
-        // conv2d_relu: the incoming gradient through relu's mask first, by relu's own gradient.
-        g = {relu ? relu_gradient(grads[0], sy.get()) : grads[0]};
-      }
       if (GradMode::is_enabled()) {
-        // create_graph: the gradients as differentiable ops of the saved input and weight.
+        // create_graph: the gradients as differentiable ops of the saved input and weight, the
+        // pool's and the ReLU's as public ops too.
+        Tensor go;
+        if (pool) {
+          const Tensor pooled = sy.get();
+          go = relu_max_pool_grad_recorded(unbatched ? grads[0].unsqueeze(0) : grads[0], which,
+                                           (unbatched ? pooled.unsqueeze(0) : pooled).detach(), conv_shape);
+        } else {
+          go = relu ? relu_gradient(grads[0], sy.get()) : grads[0];
+          if (unbatched) go = go.unsqueeze(0);
+        }
         const Tensor x4 = unbatched ? si.get().unsqueeze(0) : si.get();
         const Tensor w = swi.get();
-        const Tensor go = unbatched ? g[0].unsqueeze(0) : g[0];
         return {need_x ? conv2d_input_grad(go, w, x4.shape(), p).reshape(in_shape) : Tensor(),
                 need_w ? conv2d_weight_grad(go, x4, w.shape(), p) : Tensor(),
                 need_b ? go.to(w.dtype()).sum({0, 2, 3}) : Tensor()};
       }
+      // With the ReLU (and the pool), g is the op's own output gradient: the convolution's is made
+      // from it below, piece by piece inside the backward passes where the device can, else whole.
+      Tensor g = grads[0], out4;  // out4: the op's output, 4-d (the ReLU's mask; the pooled values)
+      if (relu) {
+        const Tensor y = sy.get();
+        out4 = unbatched ? y.unsqueeze(0) : y;
+        g = internal::dense_as(grads[0], y.dtype(), out4.shape());
+      }
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
-      OpCall bcall(kConv2dBackward, {g[0], x, w});
+      OpCall bcall(kConv2dBackward, {g, x, w});
       Tensor go = bcall.input(0).dtype() == x.dtype() ? bcall.input(0) : bcall.input(0).to(x.dtype());
-      if (!from_pooled) go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
+      if (!relu) go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
       const DeviceType dev = x.device().type;
       Tensor gx, gw, gb;
       if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
@@ -245,15 +241,17 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
         if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
       }
       bool done = false;
-      if (from_pooled) {
-        // conv2d_relu_max_pool2d: the output gradient made inside the passes, or else whole here.
-        done = go.numel() && (!need_x || gx.numel()) && conv2d_relu_max_pool_backward_stub.has(dev) &&
-               conv2d_relu_max_pool_backward_stub(dev, need_x ? gx : Tensor(), gw, gb, go, which, pooled4, x, w, p,
-                                                  conv_shape[2], conv_shape[3]);
-        if (!done) {
+      if (relu) {
+        const Conv2dReluGrad from{go, out4, pool ? which : Tensor()};
+        done =
+            go.numel() && (!need_x || gx.numel()) && conv2d_relu_backward_stub.has(dev) &&
+            conv2d_relu_backward_stub(dev, need_x ? gx : Tensor(), gw, gb, from, x, w, p, conv_shape[2], conv_shape[3]);
+        if (!done && pool) {
           Tensor gy = empty(conv_shape, TensorOptions(go.dtype()).device(go.device()));
-          relu_max_pool_2x2_backward_stub(dev, gy, go, which, pooled4);
+          relu_max_pool_2x2_backward_stub(dev, gy, go, which, out4);
           go = gy;
+        } else if (!done) {
+          go = relu_gradient(go, out4);
         }
       }
       done = done || (need_x && gw.defined() && gx.numel() && conv2d_backward_stub.has(dev) &&

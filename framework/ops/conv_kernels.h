@@ -71,17 +71,22 @@ HG_DECLARE_STUB(conv2d_relu_max_pool_forward_stub, Conv2dReluMaxPoolForwardFn);
 using ReluMaxPool2x2BackwardFn = void (*)(const Tensor& grad_input, const Tensor& grad_out, const Tensor& which,
                                           const Tensor& out);
 HG_DECLARE_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardFn);
-// conv2d_relu_max_pool2d's backward in one call, from the pooled output's gradient (optional):
-// the convolution's output gradient (relu_max_pool_2x2_backward_stub's values) is made a few
-// samples at a time, right before those samples' input- and weight-gradient passes, and never
-// kept whole. grad_input, grad_weight and grad_bias (may be undefined) are overwritten as the two
-// backward stubs write them; grad_pooled, which and pooled are [N,O,oh/2,ow/2], contiguous.
-// Returns false, having written nothing, where it does not apply: the op then makes the whole
-// output gradient and runs the backward stubs on it.
-using Conv2dReluMaxPoolBackwardFn = bool (*)(const Tensor& grad_input, const Tensor& grad_weight,
-                                             const Tensor& grad_bias, const Tensor& grad_pooled, const Tensor& which,
-                                             const Tensor& pooled, const Tensor& input, const Tensor& weight,
-                                             const Conv2dParams& p, int64_t oh, int64_t ow);
-HG_DECLARE_STUB(conv2d_relu_max_pool_backward_stub, Conv2dReluMaxPoolBackwardFn);
+// conv2d_relu's and conv2d_relu_max_pool2d's backward in one call, from the op's own output
+// gradient (optional): the convolution's output gradient (relu's gradient of it, or what
+// relu_max_pool_2x2_backward_stub makes of it) is made a few samples at a time, right before those
+// samples' input- and weight-gradient passes, and never kept whole.
+struct Conv2dReluGrad {
+  Tensor grad;   // the op's output gradient in its dtype: [N,O,OH,OW], or [N,O,OH/2,OW/2] after the pool
+  Tensor out;    // the op's output, the same shape: its positive elements pass the gradient on
+  Tensor which;  // after the pool: each window's choice (uint8, the same shape); else undefined
+};
+// grad_input, grad_weight and grad_bias (each may be undefined; not the first two both) are
+// overwritten as the backward stubs write them; all tensors contiguous. Returns false, having
+// written nothing, where it does not apply: the op then makes the whole output gradient and runs
+// the backward stubs on it.
+using Conv2dReluBackwardFn = bool (*)(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                      const Conv2dReluGrad& grad_out, const Tensor& input, const Tensor& weight,
+                                      const Conv2dParams& p, int64_t oh, int64_t ow);
+HG_DECLARE_STUB(conv2d_relu_backward_stub, Conv2dReluBackwardFn);
 
 }  // namespace hg

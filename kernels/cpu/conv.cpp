@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/ops/conv_kernels.h"
+#include "kernels/cpu/conv_relu_grad.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_conv.h"
@@ -430,25 +431,20 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
   sums.write(grad_weight, grad_bias);
 }
 
-// conv2d_relu_max_pool2d's backward, a sample at a time: the sample's output gradient made from
-// the pooled one (pool_2x2.h) into a per-thread block, then its input- and weight-gradient passes
-// while the block is in cache, taking turns with one column buffer. The values of backward_data_typed and
-// backward_filter_typed on the whole output gradient.
+// conv2d_relu's and conv2d_relu_max_pool2d's backward, a sample at a time: the sample's
+// convolution output gradient made from the op's (conv_relu_grad.h) into a per-thread block, then
+// its input- and weight-gradient passes while the block is in cache, taking turns with one column
+// buffer. The values of backward_data_typed and backward_filter_typed on the whole output gradient.
 template <class T>
-void relu_max_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                                  const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
-                                  const Tensor& input, const Tensor& weight, const Conv2dParams& prm, int64_t oh,
-                                  int64_t ow) {
+void relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight, const Conv2dParams& prm,
+                         int64_t oh, int64_t ow) {
   using Acc = acc_t<T>;
   const Geometry g = geometry(input, weight, oh, ow, prm);
   const T* x = static_cast<const T*>(input.raw_data());
-  const T* gp = static_cast<const T*>(grad_pooled.raw_data());
-  const T* pv = static_cast<const T*>(pooled.raw_data());
-  const uint8_t* codes = static_cast<const uint8_t*>(which.raw_data());
   const bool want_x = grad_input.defined(), want_w = grad_weight.defined();
   T* gx = want_x ? static_cast<T*>(grad_input.raw_data()) : nullptr;
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), want_x ? g.o * g.ckk : 0);
-  const int64_t pooled_sample = g.o * (oh / 2) * (ow / 2);
   FilterSums<T> sums(g);
   for_samples(g.n, [&](auto&& claim) {
     Workspace<Acc> col = backward_columns<Acc>(g);
@@ -459,8 +455,7 @@ void relu_max_pool_backward_typed(const Tensor& grad_input, const Tensor& grad_w
     Workspace<T> block(g.o * g.p);
     Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
     for (int64_t s; (s = claim()) >= 0;) {
-      const int64_t first = s * pooled_sample;
-      relu_max_pool_2x2_backward_planes(gp + first, codes + first, pv + first, block.data(), g.o, oh, ow);
+      make_conv_output_grad(from, s, 1, g.o, oh, ow, block.data());
       const Acc* gys = output_grad_rows(block.data(), gyw.data(), g.o * g.p);
       if (data) data->run(gys, gx + s * g.c * g.h * g.w);
       if (filter) filter->run(gys, x + s * g.c * g.h * g.w);
@@ -501,17 +496,13 @@ void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, con
                     [&]<class T>(TypeTag<T>) { backward_filter_typed<T>(grad_weight, grad_bias, grad_out, input, p); });
 }
 
-bool relu_max_pool_backward_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                                const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
-                                const Tensor& input, const Tensor& weight, const Conv2dParams& p, int64_t oh,
-                                int64_t ow) {
+bool relu_backward_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                       const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight, const Conv2dParams& p,
+                       int64_t oh, int64_t ow) {
   if (!grad_input.defined() && !grad_weight.defined()) return false;
-  if (onednn_conv2d_relu_max_pool_backward(grad_input, grad_weight, grad_bias, grad_pooled, which, pooled, input,
-                                           weight, p, oh, ow))
-    return true;
-  dispatch_floating(input.dtype(), "conv2d_relu_max_pool2d", [&]<class T>(TypeTag<T>) {
-    relu_max_pool_backward_typed<T>(grad_input, grad_weight, grad_bias, grad_pooled, which, pooled, input, weight, p,
-                                    oh, ow);
+  if (onednn_conv2d_relu_backward(grad_input, grad_weight, grad_bias, from, input, weight, p, oh, ow)) return true;
+  dispatch_floating(input.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+    relu_backward_typed<T>(grad_input, grad_weight, grad_bias, from, input, weight, p, oh, ow);
   });
   return true;
 }
@@ -526,7 +517,7 @@ bool backward_both_cpu(const Tensor& grad_input, const Tensor& grad_weight, cons
 HG_REGISTER_KERNEL(conv2d_forward_stub, kCPU, forward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_stub, kCPU, backward_both_cpu);
 HG_REGISTER_KERNEL(conv2d_relu_max_pool_forward_stub, kCPU, relu_max_pool_forward_cpu);
-HG_REGISTER_KERNEL(conv2d_relu_max_pool_backward_stub, kCPU, relu_max_pool_backward_cpu);
+HG_REGISTER_KERNEL(conv2d_relu_backward_stub, kCPU, relu_backward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCPU, backward_data_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCPU, backward_filter_cpu);
 

@@ -13,6 +13,7 @@
 
 #include "framework/error.h"
 #include "framework/half.h"
+#include "kernels/cpu/conv_relu_grad.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/pool_2x2.h"
@@ -538,24 +539,18 @@ bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight,
 
 namespace {
 
-// conv2d_relu_max_pool2d's backward: chunk i's output gradient, NCHW in a per-thread buffer, from
-// the pooled gradient, the windows' codes and the pooled values (pool_2x2.h).
-struct PooledGrad {
-  const Tensor &grad_pooled, &which, &pooled;
+// conv2d_relu's and conv2d_relu_max_pool2d's backward: chunk i's convolution output gradient, NCHW
+// in a per-thread buffer, made from the op's (conv_relu_grad.h).
+struct MadeOutputGrad {
+  const Conv2dReluGrad& from;
   int64_t o, oh, ow;
   const char* make(const Chunks& chunks, int64_t i, int64_t samples) const {
-    const int64_t planes = samples * o, first = i * chunks.per * o * (oh / 2) * (ow / 2);
-    const size_t bytes = static_cast<size_t>(planes * oh * ow) * element_size(grad_pooled.dtype());
+    const size_t bytes = static_cast<size_t>(samples * o * oh * ow) * element_size(from.grad.dtype());
     char* buf = ThreadBuffers::sized(thread_buffers().gy_nchw, bytes);
-    const uint8_t* codes = static_cast<const uint8_t*>(which.raw_data()) + first;
-    if (grad_pooled.dtype() == kBFloat16) {
-      relu_max_pool_2x2_backward_planes(static_cast<const BFloat16*>(grad_pooled.raw_data()) + first, codes,
-                                        static_cast<const BFloat16*>(pooled.raw_data()) + first,
-                                        reinterpret_cast<BFloat16*>(buf), planes, oh, ow);
+    if (from.grad.dtype() == kBFloat16) {
+      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<BFloat16*>(buf));
     } else {
-      relu_max_pool_2x2_backward_planes(static_cast<const float*>(grad_pooled.raw_data()) + first, codes,
-                                        static_cast<const float*>(pooled.raw_data()) + first,
-                                        reinterpret_cast<float*>(buf), planes, oh, ow);
+      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<float*>(buf));
     }
     return buf;
   }
@@ -563,20 +558,19 @@ struct PooledGrad {
 
 }  // namespace
 
-bool onednn_conv2d_relu_max_pool_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                                          const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
-                                          const Tensor& input, const Tensor& weight, const Conv2dParams& p, int64_t oh,
-                                          int64_t ow) {
-  if (!applies(grad_pooled) || (!grad_input.defined() && !grad_weight.defined())) return false;
+bool onednn_conv2d_relu_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                 const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
+                                 const Conv2dParams& p, int64_t oh, int64_t ow) {
+  if (!applies(from.grad) || (!grad_input.defined() && !grad_weight.defined())) return false;
   const Problem data_pr = problem_of(input, weight, oh, ow, false, p);
   Problem filter_pr = data_pr;
   filter_pr.bias = grad_bias.defined();
-  const Chunks chunks = pooled_chunks(data_pr, grad_pooled.dtype());
+  const Chunks chunks = pooled_chunks(data_pr, from.grad.dtype());
   ChunkPlans data_plans, filter_plans;
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, data_pr, chunks)).usable()) return false;
   if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
     return false;
-  const PooledGrad gy{grad_pooled, which, pooled, data_pr.o, oh, ow};
+  const MadeOutputGrad gy{from, data_pr.o, oh, ow};
   const ChunkSource source = [&](int64_t i) { return gy.make(chunks, i, chunks.size(i, data_pr.n)); };
   std::optional<FilterPartials> partials;
   if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
@@ -626,9 +620,8 @@ bool onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const T
                             const Conv2dParams&) {
   return false;
 }
-bool onednn_conv2d_relu_max_pool_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                          const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&, int64_t,
-                                          int64_t) {
+bool onednn_conv2d_relu_backward(const Tensor&, const Tensor&, const Tensor&, const Conv2dReluGrad&, const Tensor&,
+                                 const Tensor&, const Conv2dParams&, int64_t, int64_t) {
   return false;
 }
 #endif

@@ -29,12 +29,11 @@ bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad
 // for the two of them.
 bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                             const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p);
-// conv2d_relu_max_pool2d's backward (conv_kernels.h's conv2d_relu_max_pool_backward_stub): chunks
-// of samples whose output gradient, made from the pooled one, stays in cache for both passes.
-// grad_input or grad_weight may be undefined (not both).
-bool onednn_conv2d_relu_max_pool_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                                          const Tensor& grad_pooled, const Tensor& which, const Tensor& pooled,
-                                          const Tensor& input, const Tensor& weight, const Conv2dParams& p, int64_t oh,
-                                          int64_t ow);
+// conv2d_relu's and conv2d_relu_max_pool2d's backward (conv_kernels.h's conv2d_relu_backward_stub):
+// chunks of samples whose convolution output gradient, made from the op's, stays in cache for both
+// passes. grad_input or grad_weight may be undefined (not both).
+bool onednn_conv2d_relu_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                 const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
+                                 const Conv2dParams& p, int64_t oh, int64_t ow);
 
 }  // namespace hg::cpu

@@ -96,7 +96,7 @@ TEST_CASE("conv2d_relu gradients: gradcheck and gradgradcheck") {
   CHECK(autograd::gradgradcheck(fn, inputs));
 }
 
-TEST_CASE("conv2d_relu records itself, relu_backward and conv2d_backward, and runs in bfloat16 under autocast") {
+TEST_CASE("conv2d_relu records itself and conv2d_backward, and runs in bfloat16 under autocast") {
   Tensor x = randn({2, 3, 8, 8}), w = (randn({4, 3, 3, 3}) * 0.2).detach().requires_grad_();
   Tensor b = zeros({4}).requires_grad_();
   Tensor loss;
@@ -113,7 +113,9 @@ TEST_CASE("conv2d_relu records itself, relu_backward and conv2d_backward, and ru
   }
   OpRecorder rec;
   loss.backward();
-  CHECK(rec.count("relu_backward", true) == 1);
+  // The CPU makes the ReLU's gradient inside conv2d_backward's passes (conv2d_relu_backward_stub),
+  // a few samples at a time: no relu_backward over the whole output.
+  CHECK(rec.count("relu_backward", true) == 0);
   CHECK(rec.count("conv2d_backward", true) == 1);
   CHECK(w.grad().dtype() == kFloat32);
   CHECK(b.grad().dtype() == kFloat32);

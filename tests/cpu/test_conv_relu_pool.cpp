@@ -7,6 +7,7 @@
 #include <random>
 
 #include "framework/ops/conv_kernels.h"
+#include "framework/ops/unary_kernels.h"
 #include "helpers.h"
 #include "kernels/cpu/onednn_conv.h"
 
@@ -377,18 +378,17 @@ TEST_CASE("conv2d_backward_stub: both backward passes at once, with the bits of 
   }
 }
 
-TEST_CASE(
-    "conv2d_relu_max_pool_backward_stub: the output gradient made inside the passes, with the whole one's values") {
+TEST_CASE("conv2d_relu_backward_stub: the output gradient made inside the passes, with the whole one's values") {
   // The CPU's stub makes each sample's (or, on oneDNN's primitives, each chunk's) convolution
-  // output gradient from the pooled one right before its backward passes. It must give what
-  // relu_max_pool_2x2_backward_stub's whole output gradient gives through the two backward stubs:
-  // the input gradient bit for bit (each sample's own products), the weight and bias gradients
-  // to rounding (partial sums per thread or chunk). 13 samples of 16 x 40 x 40 outputs make
-  // several chunks and a shorter last one where the primitives run; 7 x 9 outputs leave a row and
-  // a column outside every window. Without an input gradient, or a weight gradient, it computes
-  // the other alone.
+  // output gradient from conv2d_relu's or conv2d_relu_max_pool2d's right before its backward
+  // passes. It must give what the whole output gradient (relu's gradient, or
+  // relu_max_pool_2x2_backward_stub's) gives through the two backward stubs: the input gradient
+  // bit for bit (each sample's own products), the weight and bias gradients to rounding (partial
+  // sums per thread or chunk). 13 samples of 16 x 40 x 40 outputs make several chunks and a
+  // shorter last one where the primitives run; 7 x 9 outputs leave a row and a column outside
+  // every pooling window. Without an input gradient, or a weight gradient, it computes the other.
   manual_seed(47);
-  REQUIRE(conv2d_relu_max_pool_backward_stub.has(kCPU));
+  REQUIRE(conv2d_relu_backward_stub.has(kCPU));
   struct Case {
     Shape x, w;
     int64_t padding;
@@ -401,62 +401,80 @@ TEST_CASE(
     p.padding[0] = p.padding[1] = c.padding;
     const int64_t n = c.x[0], o = c.w[0];
     const int64_t oh = c.x[2] + 2 * c.padding - c.w[2] + 1, ow = c.x[3] + 2 * c.padding - c.w[3] + 1;
-    for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
-      for (const Wanted& want : {Wanted{true, true, true}, Wanted{true, true, false}, Wanted{false, true, true},
-                                 Wanted{true, false, false}}) {
-        CAPTURE(c.x);
-        CAPTURE(dtype_name(d));
-        CAPTURE(want.x);
-        CAPTURE(want.w);
-        CAPTURE(want.bias);
-        const Tensor x = randn(c.x).to(d), w = randn(c.w).to(d), b = randn({o}).to(d);
-        const Tensor pooled = empty({n, o, oh / 2, ow / 2}, d), which = empty(pooled.shape(), kUInt8);
-        REQUIRE(conv2d_relu_max_pool_forward_stub(kCPU, pooled, which, x, w, b, p, oh, ow));
-        const Tensor gp = randn(pooled.shape()).to(d);
-        const Tensor gx = want.x ? empty(x.shape(), d) : Tensor(), gw = want.w ? empty(w.shape(), d) : Tensor(),
-                     gb = want.bias ? empty({o}, d) : Tensor();
-        REQUIRE(conv2d_relu_max_pool_backward_stub(kCPU, gx, gw, gb, gp, which, pooled, x, w, p, oh, ow));
-
-        const Tensor gy = empty({n, o, oh, ow}, d);
-        relu_max_pool_2x2_backward_stub(kCPU, gy, gp, which, pooled);
-        // The weight gradients sum up to 20800 products of size ~1 in another order: float32
-        // differs by ~1e-4 there.
-        const Tolerance tol = d == kFloat64   ? Tolerance{1e-10, 1e-12}
-                              : d == kFloat32 ? Tolerance{2e-3, 1e-4}
-                                              : Tolerance{3e-2, 3e-2};
-        if (want.x) {
-          const Tensor want_gx = empty(x.shape(), d);
-          conv2d_backward_data_stub(kCPU, want_gx, gy, w, p);
-          CHECK(bitwise_equal(gx, want_gx));
-        }
-        if (want.w) {
-          const Tensor want_gw = empty(w.shape(), d), want_gb = want.bias ? empty({o}, d) : Tensor();
-          conv2d_backward_filter_stub(kCPU, want_gw, want_gb, gy, x, p);
-          check_close(gw, want_gw, tol);
-          if (want.bias) check_close(gb, want_gb, tol);
+    for (const bool pool : {true, false}) {
+      for (Dtype d : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+        for (const Wanted& want : {Wanted{true, true, true}, Wanted{true, true, false}, Wanted{false, true, true},
+                                   Wanted{true, false, false}}) {
+          CAPTURE(c.x);
+          CAPTURE(pool);
+          CAPTURE(dtype_name(d));
+          CAPTURE(want.x);
+          CAPTURE(want.w);
+          CAPTURE(want.bias);
+          const Tensor x = randn(c.x).to(d), w = randn(c.w).to(d), b = randn({o}).to(d);
+          Conv2dReluGrad from;
+          Tensor gy;  // the whole output gradient, for the reference
+          if (pool) {
+            from.out = empty({n, o, oh / 2, ow / 2}, d);
+            from.which = empty(from.out.shape(), kUInt8);
+            REQUIRE(conv2d_relu_max_pool_forward_stub(kCPU, from.out, from.which, x, w, b, p, oh, ow));
+            from.grad = randn(from.out.shape()).to(d);
+            gy = empty({n, o, oh, ow}, d);
+            relu_max_pool_2x2_backward_stub(kCPU, gy, from.grad, from.which, from.out);
+          } else {
+            Conv2dParams relu = p;
+            relu.relu = true;
+            from.out = empty({n, o, oh, ow}, d);
+            conv2d_forward_stub(kCPU, from.out, x, w, b, relu);
+            from.grad = randn(from.out.shape()).to(d);
+            gy = relu_gradient(from.grad, from.out);
+          }
+          const Tensor gx = want.x ? empty(x.shape(), d) : Tensor(), gw = want.w ? empty(w.shape(), d) : Tensor(),
+                       gb = want.bias ? empty({o}, d) : Tensor();
+          REQUIRE(conv2d_relu_backward_stub(kCPU, gx, gw, gb, from, x, w, p, oh, ow));
+          // The weight gradients sum up to 20800 products of size ~1 in another order: float32
+          // differs by ~1e-4 there.
+          const Tolerance tol = d == kFloat64   ? Tolerance{1e-10, 1e-12}
+                                : d == kFloat32 ? Tolerance{2e-3, 1e-4}
+                                                : Tolerance{3e-2, 3e-2};
+          if (want.x) {
+            const Tensor want_gx = empty(x.shape(), d);
+            conv2d_backward_data_stub(kCPU, want_gx, gy, w, p);
+            CHECK(bitwise_equal(gx, want_gx));
+          }
+          if (want.w) {
+            const Tensor want_gw = empty(w.shape(), d), want_gb = want.bias ? empty({o}, d) : Tensor();
+            conv2d_backward_filter_stub(kCPU, want_gw, want_gb, gy, x, p);
+            check_close(gw, want_gw, tol);
+            if (want.bias) check_close(gb, want_gb, tol);
+          }
         }
       }
     }
   }
-  const Tensor x = randn({2, 3, 6, 6}), w = randn({4, 3, 3, 3}), pooled = empty({2, 4, 2, 2}),
-               which = empty({2, 4, 2, 2}, kUInt8);
-  CHECK_FALSE(conv2d_relu_max_pool_backward_stub(kCPU, Tensor(), Tensor(), Tensor(), pooled, which, pooled, x, w,
-                                                 Conv2dParams{}, 4, 4));
+  const Tensor x = randn({2, 3, 6, 6}), w = randn({4, 3, 3, 3}), out = empty({2, 4, 4, 4});
+  CHECK_FALSE(conv2d_relu_backward_stub(kCPU, Tensor(), Tensor(), Tensor(), Conv2dReluGrad{out, out, Tensor()}, x, w,
+                                        Conv2dParams{}, 4, 4));
 }
 
-TEST_CASE("conv2d_relu_max_pool2d on an input that needs no gradient: the weight gradients of the two ops") {
-  // A network's first layer: only the weight and bias gradients are wanted, made from the pooled
-  // gradient inside the weight-gradient pass.
+TEST_CASE("conv2d_relu and conv2d_relu_max_pool2d on an input that needs no gradient: the weight gradients") {
+  // A network's first layer: only the weight and bias gradients are wanted, made from the op's
+  // output gradient inside the weight-gradient pass; against conv2d, relu and max_pool2d apart.
   manual_seed(53);
   for (Dtype d : {kFloat32, kBFloat16}) {
     CAPTURE(dtype_name(d));
     const Tensor x = randn({9, 3, 14, 14}).to(d), w0 = randn({6, 3, 3, 3}).to(d), b0 = randn({6}).to(d);
-    const Tensor gy = randn({9, 6, 6, 6}).to(d);
-    Tensor w1 = leaf(w0), b1 = leaf(b0), w2 = leaf(w0), b2 = leaf(b0);
-    (max_pool2d(conv2d_relu(x, w1, b1), {2}) * gy).sum().backward();
+    const Tensor gy = randn({9, 6, 6, 6}).to(d), gr = randn({9, 6, 12, 12}).to(d);
+    Tensor w1 = leaf(w0), b1 = leaf(b0), w2 = leaf(w0), b2 = leaf(b0), w3 = leaf(w0), b3 = leaf(b0), w4 = leaf(w0),
+           b4 = leaf(b0);
+    (max_pool2d(relu(conv2d(x, w1, b1)), {2}) * gy).sum().backward();
     (conv2d_relu_max_pool2d(x, w2, b2) * gy).sum().backward();
+    (relu(conv2d(x, w3, b3)) * gr).sum().backward();
+    (conv2d_relu(x, w4, b4) * gr).sum().backward();
     const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : Tolerance{3e-2, 3e-2};
     check_close(w2.grad(), w1.grad(), tol);
     check_close(b2.grad(), b1.grad(), tol);
+    check_close(w4.grad(), w3.grad(), tol);
+    check_close(b4.grad(), b3.grad(), tol);
   }
 }
