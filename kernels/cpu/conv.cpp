@@ -436,9 +436,9 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
 // its input- and weight-gradient passes while the block is in cache, taking turns with one column
 // buffer. The values of backward_data_typed and backward_filter_typed on the whole output gradient.
 template <class T>
-void relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                         const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight, const Conv2dParams& prm,
-                         int64_t oh, int64_t ow) {
+void conv_relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                              const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
+                              const Conv2dParams& prm, int64_t oh, int64_t ow) {
   using Acc = acc_t<T>;
   const Geometry g = geometry(input, weight, oh, ow, prm);
   const T* x = static_cast<const T*>(input.raw_data());
@@ -496,13 +496,13 @@ void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, con
                     [&]<class T>(TypeTag<T>) { backward_filter_typed<T>(grad_weight, grad_bias, grad_out, input, p); });
 }
 
-bool relu_backward_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                       const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight, const Conv2dParams& p,
-                       int64_t oh, int64_t ow) {
+bool conv_relu_backward_cpu(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
+                            const Conv2dParams& p, int64_t oh, int64_t ow) {
   if (!grad_input.defined() && !grad_weight.defined()) return false;
   if (onednn_conv2d_relu_backward(grad_input, grad_weight, grad_bias, from, input, weight, p, oh, ow)) return true;
   dispatch_floating(input.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
-    relu_backward_typed<T>(grad_input, grad_weight, grad_bias, from, input, weight, p, oh, ow);
+    conv_relu_backward_typed<T>(grad_input, grad_weight, grad_bias, from, input, weight, p, oh, ow);
   });
   return true;
 }
@@ -517,7 +517,7 @@ bool backward_both_cpu(const Tensor& grad_input, const Tensor& grad_weight, cons
 HG_REGISTER_KERNEL(conv2d_forward_stub, kCPU, forward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_stub, kCPU, backward_both_cpu);
 HG_REGISTER_KERNEL(conv2d_relu_max_pool_forward_stub, kCPU, relu_max_pool_forward_cpu);
-HG_REGISTER_KERNEL(conv2d_relu_backward_stub, kCPU, relu_backward_cpu);
+HG_REGISTER_KERNEL(conv2d_relu_backward_stub, kCPU, conv_relu_backward_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_data_stub, kCPU, backward_data_cpu);
 HG_REGISTER_KERNEL(conv2d_backward_filter_stub, kCPU, backward_filter_cpu);
 
