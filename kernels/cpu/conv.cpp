@@ -271,10 +271,12 @@ void forward_typed(T* y, int64_t oh, int64_t ow, const Tensor& input, const Tens
   });
 }
 
-// A thread's column matrix [ckk, oh*ow] for the backward passes below, which take turns with it.
-template <class Acc>
-Workspace<Acc> backward_columns(const Geometry& g) {
-  return Workspace<Acc>(g.ckk * g.p);
+// A thread's column matrix [ckk, oh*ow] for the backward passes below, which take turns with it
+// (none for an unpadded 1x1 kernel on float/double: neither pass packs then).
+template <class T>
+Workspace<acc_t<T>> backward_columns(const Geometry& g) {
+  const bool packs = !(g.pointwise() && std::is_same_v<T, acc_t<T>>);
+  return Workspace<acc_t<T>>(packs ? g.ckk * g.p : 0);
 }
 
 // One thread's input-gradient pass, a sample at a time: the column gradient W^T gy (into `col`,
@@ -404,7 +406,7 @@ void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const
   T* gx = static_cast<T*>(grad_input.raw_data());
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
   for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col = backward_columns<Acc>(g);
+    Workspace<Acc> col = backward_columns<T>(g);
     DataPass<T> pass(g, wm.ptr, col.data());
     Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
     for (int64_t s; (s = claim()) >= 0;)
@@ -421,7 +423,7 @@ void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, c
   const T* gy = static_cast<const T*>(grad_out.raw_data());
   FilterSums<T> sums(g);
   for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col = backward_columns<Acc>(g);
+    Workspace<Acc> col = backward_columns<T>(g);
     FilterPass<T> pass(g, grad_bias.defined(), col.data());
     Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
     for (int64_t s; (s = claim()) >= 0;)
@@ -447,7 +449,7 @@ void conv_relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weigh
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), want_x ? g.o * g.ckk : 0);
   FilterSums<T> sums(g);
   for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col = backward_columns<Acc>(g);
+    Workspace<Acc> col = backward_columns<T>(g);
     std::optional<DataPass<T>> data;
     std::optional<FilterPass<T>> filter;
     if (want_x) data.emplace(g, wm.ptr, col.data());
