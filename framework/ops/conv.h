@@ -15,8 +15,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 // relu(conv2d(...)) as one op ("conv2d_relu", the lower precision under autocast as conv2d), with
 // exactly its values (NaN stays NaN): the CPU applies the ReLU to each output block while the
 // convolution still has it in cache, other backends as a second pass. Its gradient is conv2d's
-// of the masked gradient. nn::Sequential calls it for a Conv2d followed by a ReLU when neither
-// has hooks.
+// of the masked gradient; the CPU masks each sample's (or chunk's) right before its backward
+// passes, so the whole masked gradient is never written. nn::Sequential calls it for a Conv2d
+// followed by a ReLU when neither has hooks.
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
                    std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
                    std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
@@ -24,11 +25,12 @@ Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
 // max_pool2d(conv2d_relu(...), 2) as one op ("conv2d_relu_max_pool2d", lower precision under
 // autocast): a 2x2, stride-2 max pool in floor mode, with exactly the values and gradients of
 // the two ops. The convolution's output is not kept for backward: the pooled output and a byte
-// per window saying which element it chose are enough, and the backward writes the convolution's
+// per window saying which element it chose are enough, and the backward makes the convolution's
 // output gradient in one pass (the pool's scatter and the ReLU's mask together). On the CPU the
 // forward pools each sample's output while it is in cache (each chunk of samples where oneDNN's
-// bfloat16 convolution runs), so the whole output never exists. Devices without those kernels
-// run the two ops. nn::Sequential calls it for Conv2d, ReLU, MaxPool2d(2) without hooks.
+// bfloat16 convolution runs), and the backward makes each sample's (chunk's) output gradient
+// right before its backward passes, so neither the whole output nor its gradient ever exists.
+// Devices without those kernels run the two ops. nn::Sequential calls it for Conv2d, ReLU, MaxPool2d(2) without hooks.
 Tensor conv2d_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
                               std::vector<int64_t> stride = {1, 1}, std::vector<int64_t> padding = {0, 0},
                               std::vector<int64_t> dilation = {1, 1}, int64_t groups = 1);
