@@ -286,15 +286,17 @@ bool applies(const Tensor& t) {
   return t.dtype() == kFloat32 && float32_on && onednn_matmul_enabled(kFloat32);
 }
 
-// A forward pass with at most this many input channels per group (an image network's first
-// layer: 1 or 3) runs on conv.cpp's own path. Its products are short (9 or 27 values per output
-// with a 3x3 kernel), so its time is writing the output, which the primitive does channels-last
-// and then reorders to NCHW; conv.cpp writes NCHW directly. The MNIST CNN's first layer (1 to 32
-// channels, 128 samples, bfloat16) took 1.5-2.3 ms here against 0.6-0.9 on its own path, and 3
-// input channels 1.7-2.6 against 1.2-1.3 (Zen 4; docs/PERF-CPU.md). The weight-gradient pass
-// stays on the primitives, which were faster for these shapes.
-constexpr int64_t kForwardOwnPathChannels = 4;
-bool forward_on_own_path(const Problem& pr) { return pr.c / pr.groups <= kForwardOwnPathChannels; }
+// A forward pass whose products are at most this deep (input channels per group x kernel
+// height x width: an image network's first layer with a 3x3 kernel, 9 or 27) runs on conv.cpp's
+// own path. With so short a product its time is writing the output, which the primitive does
+// channels-last and then reorders to NCHW; conv.cpp writes NCHW directly. On the Zen 4 (bf16, 128
+// samples of 28 x 28 to 32 channels, docs/PERF-CPU.md): depth 9 took 1.5-2.3 ms on the primitive
+// against 0.6-0.9 on its own path, 27 1.7-2.3 against 1.2-1.5, 36 2.2 against 1.8; from about
+// 50 on the two were within 10-20% either way, and a 3-channel 7x7 kernel (147) was faster on
+// the primitive (3.6 against 4.7 ms), as it will be more so on AMX. The weight-gradient pass stays
+// on the primitives, which were faster for these shapes.
+constexpr int64_t kForwardOwnPathDepth = 36;
+bool forward_on_own_path(const Problem& pr) { return pr.c / pr.groups * pr.kh * pr.kw <= kForwardOwnPathDepth; }
 
 // Where chunk i's samples of t start.
 char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {

@@ -9,8 +9,8 @@ namespace hg::cpu {
 
 // Each returns false, having written nothing, when oneDNN is off or not built, this CPU has no
 // native bfloat16, the tensors are not bfloat16, or oneDNN has only a reference kernel for the
-// shape; the two forwards also for at most 4 input channels per group (faster on conv.cpp's
-// own path). Tensors are contiguous NCHW / OIHW, as the conv2d op hands them to its kernels.
+// shape; the two forwards also for products at most 36 deep (input channels per group x kernel
+// area: faster on conv.cpp's own path). Tensors are contiguous NCHW / OIHW, as the conv2d op hands them to its kernels.
 // Whether these primitives may take a convolution of `input`'s dtype at all (the first of the
 // conditions above); the others are known only when planning the call.
 bool onednn_conv2d_applies(const Tensor& input);

@@ -314,11 +314,12 @@ TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the tw
   }
 }
 
-TEST_CASE("a forward with at most 4 input channels per group runs on the im2col path, its weight gradient on oneDNN") {
+TEST_CASE("a forward with a product at most 36 deep runs on the im2col path, its weight gradient on oneDNN") {
   // Where oneDNN's convolution primitives take bfloat16 (or float32 under
-  // HG_CPU_ONEDNN_CONV=float32), a forward with few input channels per group is left to conv.cpp's
+  // HG_CPU_ONEDNN_CONV=float32), a forward whose products are short (input channels per group x
+  // kernel area <= 36: a first layer's 1 or 3 channels with a 3x3 kernel) is left to conv.cpp's
   // own path (it only writes its output, NCHW, where the primitive writes channels-last and
-  // reorders), while its weight gradient and wider forwards stay on the primitives. The op's
+  // reorders), while its weight gradient and deeper forwards stay on the primitives. The op's
   // values are those of the path that ran; the other tests compare the two paths.
   manual_seed(43);
   Conv2dParams p;
@@ -330,19 +331,23 @@ TEST_CASE("a forward with at most 4 input channels per group runs on the im2col 
       continue;
     }
     struct Case {
-      int64_t c, groups;
+      int64_t c, groups, k;
       bool primitive;
     };
-    for (const Case& k : {Case{1, 1, false}, Case{3, 1, false}, Case{4, 1, false}, Case{8, 2, false}, Case{5, 1, true},
-                          Case{16, 2, true}}) {
-      CAPTURE(k.c);
-      CAPTURE(k.groups);
-      const Tensor x = randn({3, k.c, 12, 12}).to(d), w = randn({8, k.c / k.groups, 3, 3}).to(d), b = randn({8}).to(d);
-      p.groups = k.groups;
-      const Tensor out = empty({3, 8, 10, 10}, d), pooled = empty({3, 8, 5, 5}, d), which = empty({3, 8, 5, 5}, kUInt8);
-      CHECK(cpu::onednn_conv2d_forward(out, x, w, b, p) == k.primitive);
-      CHECK(cpu::onednn_conv2d_relu_max_pool_forward(pooled, which, x, w, b, p, 10, 10) == k.primitive);
-      const Tensor gw = empty(w.shape(), d), gb = empty({8}, d), gy = randn({3, 8, 10, 10}).to(d);
+    for (const Case& t : {Case{1, 1, 3, false}, Case{3, 1, 3, false}, Case{4, 1, 3, false}, Case{8, 2, 3, false},
+                          Case{1, 1, 5, false}, Case{5, 1, 3, true}, Case{16, 2, 3, true}, Case{3, 1, 5, true}}) {
+      CAPTURE(t.c);
+      CAPTURE(t.groups);
+      CAPTURE(t.k);
+      const int64_t out = 12 - t.k + 1;
+      const Tensor x = randn({3, t.c, 12, 12}).to(d), w = randn({8, t.c / t.groups, t.k, t.k}).to(d),
+                   b = randn({8}).to(d);
+      p.groups = t.groups;
+      const Tensor y = empty({3, 8, out, out}, d), pooled = empty({3, 8, out / 2, out / 2}, d),
+                   which = empty(pooled.shape(), kUInt8);
+      CHECK(cpu::onednn_conv2d_forward(y, x, w, b, p) == t.primitive);
+      CHECK(cpu::onednn_conv2d_relu_max_pool_forward(pooled, which, x, w, b, p, out, out) == t.primitive);
+      const Tensor gw = empty(w.shape(), d), gb = empty({8}, d), gy = randn({3, 8, out, out}).to(d);
       CHECK(cpu::onednn_conv2d_backward_filter(gw, gb, gy, x, p));
     }
   }
