@@ -386,85 +386,79 @@ class FilterSums {
   std::mutex mutex_;
 };
 
-// Sample s's output gradient as Acc: the tensor's own rows for float/double, else widened into buf.
-template <class T, class Acc>
-const Acc* output_grad_rows(const T* gy, Acc* buf, int64_t count) {
-  if constexpr (std::is_same_v<T, Acc>) {
-    return gy;
-  } else {
-    widen(gy, buf, count);
-    return buf;
-  }
+// The input- and weight-gradient passes, a sample at a time on each thread (taking turns with one
+// column buffer): the input gradient into gx [N, C, H, W] when it is not null (from `weight`), the
+// weight and bias gradients when grad_weight / grad_bias are defined (from the input x).
+// sample_grad(s, block) gives sample s's output gradient [o, oh*ow] in T: rows of a tensor, or
+// made into `block`, a per-thread buffer of block_size values. 16-bit rows are widened once for
+// both passes.
+template <class T, class SampleGrad>
+void backward_by_sample(const Geometry& g, T* gx, const T* x, const T* weight, const Tensor& grad_weight,
+                        const Tensor& grad_bias, int64_t block_size, SampleGrad&& sample_grad) {
+  using Acc = acc_t<T>;
+  constexpr bool kSame = std::is_same_v<T, Acc>;
+  const bool want_w = grad_weight.defined();
+  const AccMatrix<T, Acc> wm(weight, gx != nullptr ? g.o * g.ckk : 0);
+  std::optional<FilterSums<T>> sums;
+  if (want_w) sums.emplace(g);
+  for_samples(g.n, [&](auto&& claim) {
+    Workspace<Acc> col = backward_columns<T>(g);
+    std::optional<DataPass<T>> data;
+    std::optional<FilterPass<T>> filter;
+    if (gx != nullptr) data.emplace(g, wm.ptr, col.data());
+    if (want_w) filter.emplace(g, grad_bias.defined(), col.data());
+    Workspace<T> block(block_size);
+    Workspace<Acc> gyw(kSame ? 0 : g.o * g.p);
+    for (int64_t s; (s = claim()) >= 0;) {
+      const T* rows = sample_grad(s, block.data());
+      const Acc* gys;
+      if constexpr (kSame) {
+        gys = rows;
+      } else {
+        widen(rows, gyw.data(), g.o * g.p);
+        gys = gyw.data();
+      }
+      if (data) data->run(gys, gx + s * g.c * g.h * g.w);
+      if (filter) filter->run(gys, x + s * g.c * g.h * g.w);
+    }
+    if (filter) sums->add(*filter);
+  });
+  if (sums) sums->write(grad_weight, grad_bias);
 }
 
 template <class T>
 void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
                          const Conv2dParams& prm) {
-  using Acc = acc_t<T>;
   const Geometry g = geometry(grad_input, weight, grad_out.size(2), grad_out.size(3), prm);
   const T* gy = static_cast<const T*>(grad_out.raw_data());
-  T* gx = static_cast<T*>(grad_input.raw_data());
-  const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
-  for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col = backward_columns<T>(g);
-    DataPass<T> pass(g, wm.ptr, col.data());
-    Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
-    for (int64_t s; (s = claim()) >= 0;)
-      pass.run(output_grad_rows(gy + s * g.o * g.p, gyw.data(), g.o * g.p), gx + s * g.c * g.h * g.w);
-  });
+  backward_by_sample<T>(g, static_cast<T*>(grad_input.raw_data()), nullptr, static_cast<const T*>(weight.raw_data()),
+                        Tensor(), Tensor(), 0, [&](int64_t s, T*) { return gy + s * g.o * g.p; });
 }
 
 template <class T>
 void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                            const Tensor& input, const Conv2dParams& prm) {
-  using Acc = acc_t<T>;
   const Geometry g = geometry(input, grad_weight, grad_out.size(2), grad_out.size(3), prm);
-  const T* x = static_cast<const T*>(input.raw_data());
   const T* gy = static_cast<const T*>(grad_out.raw_data());
-  FilterSums<T> sums(g);
-  for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col = backward_columns<T>(g);
-    FilterPass<T> pass(g, grad_bias.defined(), col.data());
-    Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
-    for (int64_t s; (s = claim()) >= 0;)
-      pass.run(output_grad_rows(gy + s * g.o * g.p, gyw.data(), g.o * g.p), x + s * g.c * g.h * g.w);
-    sums.add(pass);
-  });
-  sums.write(grad_weight, grad_bias);
+  backward_by_sample<T>(g, nullptr, static_cast<const T*>(input.raw_data()), nullptr, grad_weight, grad_bias, 0,
+                        [&](int64_t s, T*) { return gy + s * g.o * g.p; });
 }
 
-// conv2d_relu's and conv2d_relu_max_pool2d's backward, a sample at a time: the sample's
-// convolution output gradient made from the op's (conv_relu_grad.h) into a per-thread block, then
-// its input- and weight-gradient passes while the block is in cache, taking turns with one column
-// buffer. The values of backward_data_typed and backward_filter_typed on the whole output gradient.
+// conv2d_relu's and conv2d_relu_max_pool2d's backward: each sample's convolution output gradient
+// made from the op's (conv_relu_grad.h) into a per-thread block right before its two passes, while
+// the block is in cache. The values of backward_data_typed and backward_filter_typed on the whole
+// output gradient.
 template <class T>
 void conv_relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                               const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
                               const Conv2dParams& prm, int64_t oh, int64_t ow) {
-  using Acc = acc_t<T>;
   const Geometry g = geometry(input, weight, oh, ow, prm);
-  const T* x = static_cast<const T*>(input.raw_data());
-  const bool want_x = grad_input.defined(), want_w = grad_weight.defined();
-  T* gx = want_x ? static_cast<T*>(grad_input.raw_data()) : nullptr;
-  const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), want_x ? g.o * g.ckk : 0);
-  FilterSums<T> sums(g);
-  for_samples(g.n, [&](auto&& claim) {
-    Workspace<Acc> col = backward_columns<T>(g);
-    std::optional<DataPass<T>> data;
-    std::optional<FilterPass<T>> filter;
-    if (want_x) data.emplace(g, wm.ptr, col.data());
-    if (want_w) filter.emplace(g, grad_bias.defined(), col.data());
-    Workspace<T> block(g.o * g.p);
-    Workspace<Acc> gyw(std::is_same_v<T, Acc> ? 0 : g.o * g.p);
-    for (int64_t s; (s = claim()) >= 0;) {
-      make_conv_output_grad(from, s, 1, g.o, oh, ow, block.data());
-      const Acc* gys = output_grad_rows(block.data(), gyw.data(), g.o * g.p);
-      if (data) data->run(gys, gx + s * g.c * g.h * g.w);
-      if (filter) filter->run(gys, x + s * g.c * g.h * g.w);
-    }
-    if (filter) sums.add(*filter);
-  });
-  if (want_w) sums.write(grad_weight, grad_bias);
+  T* gx = grad_input.defined() ? static_cast<T*>(grad_input.raw_data()) : nullptr;
+  backward_by_sample<T>(g, gx, static_cast<const T*>(input.raw_data()), static_cast<const T*>(weight.raw_data()),
+                        grad_weight, grad_bias, g.o * g.p, [&](int64_t s, T* block) {
+                          make_conv_output_grad(from, s, 1, g.o, oh, ow, block);
+                          return static_cast<const T*>(block);
+                        });
 }
 
 void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,

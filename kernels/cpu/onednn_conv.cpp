@@ -422,20 +422,6 @@ bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& whi
   return true;
 }
 
-bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
-                                 const Conv2dParams& p) {
-  if (!applies(grad_out)) return false;
-  const Problem pr = problem_of(grad_input, weight, grad_out.size(2), grad_out.size(3), false, p);
-  const Chunks chunks = chunks_for(pr.n);
-  const ChunkPlans plans = plans_for(Pass::BackwardData, pr, chunks);
-  if (!plans.usable()) return false;
-  run_or_fail("backward (input gradient)", [&] {
-    run_activation_pass(plans, chunks, weight, grad_out, DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC, Tensor(),
-                        false);
-  });
-  return true;
-}
-
 namespace {
 
 // The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
@@ -466,8 +452,9 @@ struct FilterPartials {
 };
 
 // Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
-// reordered channels-last, and grad_out too unless `gy_ready` holds it so already.
-void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const Tensor& grad_out,
+// reordered channels-last, and the chunk's output gradient too (NCHW at gy_user) unless
+// `gy_ready` holds it so already.
+void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy_user,
                   FilterPartials& partials, const memory* gy_ready) {
   const dnnl::engine& engine = cpu_engine();
   ThreadBuffers& b = thread_buffers();
@@ -480,8 +467,8 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
     gy = *gy_ready;
   } else {
     gy = memory(plan.out_nhwc, engine, ThreadBuffers::sized(b.gy, plan.out_nhwc.get_size()));
-    memory gy_user(plan.out_user, engine, chunk_start(grad_out, chunks, i));
-    plan.out_reorder.execute(s, gy_user, gy);
+    memory gy_nchw(plan.out_user, engine, const_cast<char*>(gy_user));
+    plan.out_reorder.execute(s, gy_nchw, gy);
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
   memory dw_plain(plan.weights_user, engine, dw_user);
@@ -495,51 +482,45 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   s.wait();
 }
 
-}  // namespace
-
-bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
-                                   const Tensor& input, const Conv2dParams& p) {
-  if (!applies(grad_out)) return false;
-  const Problem pr = problem_of(input, grad_weight, grad_out.size(2), grad_out.size(3), grad_bias.defined(), p);
-  const Chunks chunks = chunks_for(pr.n);
-  const ChunkPlans plans = plans_for(Pass::BackwardFilter, pr, chunks);
-  if (!plans.usable()) return false;
-  FilterPartials partials(grad_weight, pr.bias, pr.o, chunks);
-  run_or_fail("backward (weight gradient)", [&] {
+// The backward passes of every entry point below: the input gradient where grad_input is defined
+// (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
+// `grad_out` gives each chunk's output gradient, NCHW. With both, each chunk's output gradient is
+// put channels-last once, by the input-gradient pass, and handed from there to the chunk's
+// weight-gradient pass. pr: the convolution's problem (without a bias); false, having written
+// nothing, where a pass has no usable plan.
+bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& input,
+                     const Tensor& weight, const Problem& pr, const Chunks& chunks, const ChunkSource& grad_out) {
+  Problem filter_pr = pr;
+  filter_pr.bias = grad_bias.defined();
+  ChunkPlans data_plans, filter_plans;
+  if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
+  if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
+    return false;
+  std::optional<FilterPartials> partials;
+  if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  const char* what = !grad_weight.defined()  ? "backward (input gradient)"
+                     : !grad_input.defined() ? "backward (weight gradient)"
+                                             : "backward";
+  run_or_fail(what, [&] {
+    if (grad_input.defined()) {
+      AfterChunk filter;
+      if (partials) {
+        filter = [&](int64_t i, const memory& gy) {
+          filter_chunk(filter_plans.of(chunks, i), chunks, i, input, nullptr, *partials, &gy);
+        };
+      }
+      run_activation_pass(data_plans, chunks, weight, Tensor(), DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
+                          Tensor(), false, nullptr, filter, grad_out);
+      return;
+    }
     run_parallel(chunks.count, [&](int64_t i) {
       const OneOpenMPThread one_thread;
-      filter_chunk(plans.of(chunks, i), chunks, i, input, grad_out, partials, nullptr);
+      filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out(i), *partials, nullptr);
     });
   });
-  partials.reduce_into(grad_weight, grad_bias, chunks);
+  if (partials) partials->reduce_into(grad_weight, grad_bias, chunks);
   return true;
 }
-
-bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                            const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
-  if (!applies(grad_out)) return false;
-  const Problem data_pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), false, p);
-  Problem filter_pr = data_pr;  // the same convolution, with the bias gradient when asked for
-  filter_pr.bias = grad_bias.defined();
-  const Chunks chunks = chunks_for(data_pr.n);
-  const ChunkPlans data_plans = plans_for(Pass::BackwardData, data_pr, chunks);
-  const ChunkPlans filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
-  if (!data_plans.usable() || !filter_plans.usable()) return false;
-  FilterPartials partials(grad_weight, filter_pr.bias, filter_pr.o, chunks);
-  // The input-gradient pass, each chunk's grad_out (its input, channels-last) then handed to the
-  // chunk's weight-gradient pass.
-  const AfterChunk filter = [&](int64_t i, const memory& gy) {
-    filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out, partials, &gy);
-  };
-  run_or_fail("backward", [&] {
-    run_activation_pass(data_plans, chunks, weight, grad_out, DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
-                        Tensor(), false, nullptr, filter);
-  });
-  partials.reduce_into(grad_weight, grad_bias, chunks);
-  return true;
-}
-
-namespace {
 
 // conv2d_relu's and conv2d_relu_max_pool2d's backward: chunk i's convolution output gradient, NCHW
 // in a per-thread buffer, made from the op's (conv_relu_grad.h).
@@ -560,48 +541,42 @@ struct MadeOutputGrad {
 
 }  // namespace
 
+bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                                 const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(grad_input, weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  return backward_chunks(grad_input, Tensor(), Tensor(), Tensor(), weight, pr, chunks,
+                         [&](int64_t i) { return chunk_start(grad_out, chunks, i); });
+}
+
+bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                                   const Tensor& input, const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(input, grad_weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  return backward_chunks(Tensor(), grad_weight, grad_bias, input, Tensor(), pr, chunks,
+                         [&](int64_t i) { return chunk_start(grad_out, chunks, i); });
+}
+
+bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  return backward_chunks(grad_input, grad_weight, grad_bias, input, weight, pr, chunks,
+                         [&](int64_t i) { return chunk_start(grad_out, chunks, i); });
+}
+
 bool onednn_conv2d_relu_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                  const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
                                  const Conv2dParams& p, int64_t oh, int64_t ow) {
   if (!applies(from.grad) || (!grad_input.defined() && !grad_weight.defined())) return false;
-  const Problem data_pr = problem_of(input, weight, oh, ow, false, p);
-  Problem filter_pr = data_pr;
-  filter_pr.bias = grad_bias.defined();
-  const Chunks chunks = pooled_chunks(data_pr, from.grad.dtype());
-  ChunkPlans data_plans, filter_plans;
-  if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, data_pr, chunks)).usable()) return false;
-  if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
-    return false;
-  const MadeOutputGrad gy{from, data_pr.o, oh, ow};
-  const ChunkSource source = [&](int64_t i) { return gy.make(chunks, i, chunks.size(i, data_pr.n)); };
-  std::optional<FilterPartials> partials;
-  if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
-  run_or_fail("backward", [&] {
-    if (grad_input.defined()) {
-      // The input-gradient pass over the made chunks, each chunk's (channels-last) then handed to
-      // its weight-gradient pass, as onednn_conv2d_backward does.
-      AfterChunk filter;
-      if (partials) {
-        filter = [&](int64_t i, const memory& g) {
-          filter_chunk(filter_plans.of(chunks, i), chunks, i, input, Tensor(), *partials, &g);
-        };
-      }
-      run_activation_pass(data_plans, chunks, weight, Tensor(), DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
-                          Tensor(), false, nullptr, filter, source);
-      return;
-    }
-    run_parallel(chunks.count, [&](int64_t i) {
-      const OneOpenMPThread one_thread;
-      const Plan& plan = filter_plans.of(chunks, i);
-      const dnnl::engine& engine = cpu_engine();
-      memory made(plan.out_user, engine, const_cast<char*>(source(i)));
-      memory g(plan.out_nhwc, engine, ThreadBuffers::sized(thread_buffers().gy, plan.out_nhwc.get_size()));
-      plan.out_reorder.execute(thread_stream(), made, g);
-      filter_chunk(plan, chunks, i, input, Tensor(), *partials, &g);
-    });
-  });
-  if (partials) partials->reduce_into(grad_weight, grad_bias, chunks);
-  return true;
+  const Problem pr = problem_of(input, weight, oh, ow, false, p);
+  const Chunks chunks = pooled_chunks(pr, from.grad.dtype());
+  const MadeOutputGrad gy{from, pr.o, oh, ow};
+  return backward_chunks(grad_input, grad_weight, grad_bias, input, weight, pr, chunks,
+                         [&](int64_t i) { return gy.make(chunks, i, chunks.size(i, pr.n)); });
 }
 
 #else  // built without oneDNN
