@@ -13,6 +13,7 @@
 #include "memory.h"
 #include "options.h"
 #include "report.h"
+#include "rounds.h"
 #include "runner.h"
 #include "torch_side.h"
 
@@ -109,37 +110,45 @@ int run(const Options& options, const std::string& command) {
     return batches[key] = options.real_data && mi.mnist_shaped ? mnist : synthetic_batches(mi, batch, options.seed);
   };
 
-  std::vector<CellResult> cells;
-  Progress progress(plan.size());
-  for (size_t i = 0; i < plan.size(); ++i) {
-    const auto& p = plan[i];
-    const std::string what = fmt::format("{} {} {}", p.model, p.precision, p.device);
-    const auto& data = batches_for(p.model, batch_for(options, p.model, p.device));
-    cells.push_back(run_cell(options, p.model, p.precision, p.device, data,
-                             [&](int64_t done, int64_t total) { progress.step(i, what, done, total); }));
-    progress.done(i, what, cells.back());
-  }
-
-  if (options.no_torch) {
-    info.torch.note = "--no-torch";
-  } else {
+  if (!options.no_torch) {
     const std::string script = options.torch_script.empty() ? AMP_BENCH_TORCH_SCRIPT : options.torch_script;
     info.torch = find_torch(options.python, script);
+    if (!info.torch.available) fmt::print(stderr, "amp_bench: PyTorch not run: {}\n", info.torch.note);
+  } else {
+    info.torch.note = "--no-torch";
+  }
+
+  // Each round: halfgrad's cells, then PyTorch's (one run of the script), then that round's ratios.
+  std::vector<std::vector<CellResult>> rounds;
+  Progress progress(plan.size() * static_cast<size_t>(options.rounds));
+  for (int64_t round = 0; round < options.rounds; ++round) {
+    std::vector<CellResult> cells;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      const auto& p = plan[i];
+      std::string what = fmt::format("{} {} {}", p.model, p.precision, p.device);
+      if (options.rounds > 1) what += fmt::format(" (round {}/{})", round + 1, options.rounds);
+      const size_t index = static_cast<size_t>(round) * plan.size() + i;
+      const auto& data = batches_for(p.model, batch_for(options, p.model, p.device));
+      cells.push_back(run_cell(options, p.model, p.precision, p.device, data,
+                               [&](int64_t done, int64_t total) { progress.step(index, what, done, total); }));
+      progress.done(index, what, cells.back());
+    }
     if (info.torch.available) {
-      fmt::print(stderr, "PyTorch {} ({}): running the same cells\n", info.torch.version, info.torch.python);
+      fmt::print(stderr, "PyTorch {} ({}): running the same cells{}\n", info.torch.version, info.torch.python,
+                 options.rounds > 1 ? fmt::format(" (round {}/{})", round + 1, options.rounds) : "");
       try {
         merge_torch(run_torch(info.torch, torch_arguments(options, info.threads, devices)), cells);
       } catch (const hg::Error& e) {
         info.torch.note = e.what();
         fmt::print(stderr, "amp_bench: {}; continuing without PyTorch\n", e.what());
       }
-    } else {
-      fmt::print(stderr, "amp_bench: PyTorch not run: {}\n", info.torch.note);
     }
+    derive_comparisons(cells);
+    rounds.push_back(std::move(cells));
   }
+  std::vector<CellResult> cells = combine_rounds(rounds);
   ::getloadavg(info.load_end, 3);
 
-  derive_comparisons(cells);
   print_table(stdout, info, options, cells);
   int status = 0;
   if (!options.json.empty()) {

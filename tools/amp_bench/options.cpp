@@ -57,6 +57,11 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   auto* warmup = app.add_option("--warmup", o.warmup, "untimed warm-up steps before them")
                      ->capture_default_str()
                      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  app.add_option("--rounds", o.rounds,
+                 "run every cell this many times, halfgrad's cells and then PyTorch's in each round, and report "
+                 "medians over the rounds (each ratio taken within a round): steadier ratios on a shared machine")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100}));
   app.add_flag("--quick", o.quick,
                "about a minute: 5 timed steps after 1 warm-up, wide_mlp batch 16 on cpu (unless given), PyTorch cells "
                "capped at 5 s");

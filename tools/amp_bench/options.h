@@ -17,6 +17,7 @@ struct Options {
   std::vector<std::string> devices;  // empty: every device present
   int64_t steps = 30;                // timed steps per cell
   int64_t warmup = 5;                // untimed steps before them
+  int64_t rounds = 1;                // passes over the plan, halfgrad's cells then PyTorch's in each
   int64_t batch = 128;               // the MNIST-shaped models
   int64_t wide_batch_cpu = 64;       // wide_mlp on cpu (4096 is minutes per step there)
   int64_t wide_batch_cuda = 4096;

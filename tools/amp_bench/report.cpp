@@ -41,6 +41,7 @@ RunInfo machine_info() {
 
 void derive_comparisons(std::vector<CellResult>& cells) {
   for (auto& c : cells) {
+    c.speedup_vs_fp32 = c.loss_diff_vs_fp32 = c.hg_over_torch = c.torch_speedup_vs_fp32 = c.loss_diff_vs_torch = kNaN;
     const CellResult* base = nullptr;
     for (const auto& b : cells)
       if (b.model == c.model && b.device == c.device && b.precision == "fp32") base = &b;
@@ -89,6 +90,12 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
   fmt::print(out, "CPU paths: {}\n", info.cpu_paths);
   fmt::print(out, "{} data, {} warm-up + {} timed steps per cell, SGD lr {} momentum {}, seed {}\n", info.data,
              o.warmup, o.steps, o.lr, o.momentum, o.seed);
+  if (o.rounds > 1)
+    fmt::print(out,
+               "{} rounds, each halfgrad's cells then PyTorch's: times are medians over the rounds of each round's "
+               "figure; x fp32 and hg/torch are medians of ratios taken within a round (all rounds below the "
+               "table)\n",
+               o.rounds);
   if (info.load_start[0] > 0.75 * info.cores)
     fmt::print(out,
                "WARNING: load average {:.1f} on {} hardware threads: other programs compete for the CPU, so absolute "
@@ -131,6 +138,18 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
       fmt::print(out, "torch {} {} {}: {}\n", c.model, c.precision, c.device, c.torch->note);
   }
   for (const auto& n : info.notes) fmt::print(out, "note: {}\n", n);
+  if (o.rounds > 1) print_rounds(out, cells);
+}
+
+void print_rounds(std::FILE* out, const std::vector<CellResult>& cells) {
+  fmt::print(out, "\nper round (median ms, halfgrad / PyTorch, and hg/torch):\n");
+  for (const auto& c : cells) {
+    std::string line = fmt::format("{:<10} {:<5} {:<4}", c.model, c.precision, c.device);
+    for (const RoundFigures& f : c.rounds)
+      line += fmt::format("  {} / {} = {}", format_ms(f.hg_median_ms), format_ms(f.torch_median_ms),
+                          fmt_or_dash(f.hg_over_torch, "{:.2f}"));
+    fmt::print(out, "{}\n", line);
+  }
 }
 
 namespace {
@@ -167,6 +186,7 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                   {"load_average_end", {info.load_end[0], info.load_end[1], info.load_end[2]}}};
   j["settings"] = {{"steps", o.steps},
                    {"warmup", o.warmup},
+                   {"rounds", o.rounds},
                    {"batch", o.batch},
                    {"wide_batch_cpu", o.wide_batch_cpu},
                    {"wide_batch_cuda", o.wide_batch_cuda},
@@ -193,6 +213,13 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                         {"torch_speedup_vs_fp32", number_or_null(c.torch_speedup_vs_fp32)},
                         {"loss_diff_vs_torch", number_or_null(c.loss_diff_vs_torch)}};
     e["torch"] = c.torch ? side_json(*c.torch) : nlohmann::json(nullptr);
+    e["rounds"] = nlohmann::json::array();
+    for (const RoundFigures& f : c.rounds)
+      e["rounds"].push_back({{"halfgrad_median_ms", number_or_null(f.hg_median_ms)},
+                             {"torch_median_ms", number_or_null(f.torch_median_ms)},
+                             {"speedup_vs_fp32", number_or_null(f.speedup_vs_fp32)},
+                             {"hg_over_torch", number_or_null(f.hg_over_torch)},
+                             {"torch_speedup_vs_fp32", number_or_null(f.torch_speedup_vs_fp32)}});
     j["results"].push_back(e);
   }
   return j;

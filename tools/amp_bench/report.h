@@ -37,6 +37,10 @@ std::string format_ms(double ms);
 
 void print_table(std::FILE* out, const RunInfo& info, const Options& options, const std::vector<CellResult>& cells);
 
+// With --rounds: each cell's per-round medians (halfgrad / PyTorch) and ratio, one line a cell
+// (print_table ends with it).
+void print_rounds(std::FILE* out, const std::vector<CellResult>& cells);
+
 nlohmann::json to_json(const RunInfo& info, const Options& options, const std::vector<CellResult>& cells);
 
 // Draws median step time per model (one cluster per model and device, one bar per precision

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "stats.h"
 
@@ -26,6 +27,12 @@ struct SideResult {
   bool ok() const { return status == "ok"; }
 };
 
+// One cell's figures in one round of --rounds (rounds.h), after that round's comparisons.
+struct RoundFigures {
+  double hg_median_ms = kNaN, torch_median_ms = kNaN;
+  double speedup_vs_fp32 = kNaN, hg_over_torch = kNaN, torch_speedup_vs_fp32 = kNaN;
+};
+
 struct CellResult {
   std::string model, precision, device;
   int64_t batch = 0;
@@ -41,6 +48,8 @@ struct CellResult {
   double hg_over_torch = kNaN;
   double torch_speedup_vs_fp32 = kNaN;
   double loss_diff_vs_torch = kNaN;
+  // Each round's figures, in order (combine_rounds); empty before the rounds are combined.
+  std::vector<RoundFigures> rounds;
 };
 
 }  // namespace amp_bench

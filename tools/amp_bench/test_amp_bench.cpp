@@ -10,6 +10,7 @@
 #include "options.h"
 #include "portable_random.h"
 #include "report.h"
+#include "rounds.h"
 #include "stats.h"
 #include "torch_side.h"
 
@@ -69,7 +70,9 @@ TEST_CASE("amp_bench: flags") {
     CHECK(p.options.warmup == 5);
     CHECK_FALSE(p.options.no_torch);
     CHECK(p.options.optim_size == 4096);
+    CHECK(p.options.rounds == 1);
     CHECK(parse({"--kernels", "--optim-size", "64"}).options.optim_size == 64);
+    CHECK(parse({"--rounds", "3"}).options.rounds == 3);
   }
   SUBCASE("lists and filters") {
     const auto p = parse({"--models", "linear,mnist_cnn", "--precisions=bf16", "--devices", "cpu", "--steps", "7",
@@ -105,6 +108,7 @@ TEST_CASE("amp_bench: flags") {
                                                            {"--models", ","},
                                                            {"--optim-size", "0"},
                                                            {"--optim-size", "20000"},
+                                                           {"--rounds", "0"},
                                                            {"--frobnicate"}}) {
       const auto p = parse(args);
       CHECK_FALSE(p.run);
@@ -216,4 +220,105 @@ TEST_CASE("amp_bench: reading the PyTorch script's results") {
   CHECK(format_ms(1.234) == "1.23");
   CHECK(format_ms(0.1234) == "0.123");
   CHECK(format_ms(kNaN) == "-");
+}
+
+TEST_CASE("amp_bench: --rounds folds the rounds, each ratio taken within its round") {
+  // Round 1 is a slow minute for halfgrad and a fast one for PyTorch, round 3 the other way: a
+  // ratio of the medians over rounds would pair them; the median of the rounds' own ratios
+  // does not.
+  const double hg_fp32[] = {12, 10, 8}, torch_fp32[] = {15, 20, 20};
+  const double hg_bf16[] = {6, 5, 5};
+  std::vector<std::vector<CellResult>> rounds;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<CellResult> cells = {cell("fp32", hg_fp32[r], 0.5), cell("bf16", hg_bf16[r], 0.52)};
+    cells[0].torch = SideResult{};
+    cells[0].torch->step_ms = summarize({torch_fp32[r] * 0.9, torch_fp32[r], torch_fp32[r] * 1.1});
+    cells[0].torch->steps = 3;
+    cells[1].torch = SideResult{};
+    cells[1].torch->status = "unsupported";
+    derive_comparisons(cells);
+    rounds.push_back(cells);
+  }
+  const auto cells = combine_rounds(rounds);
+  REQUIRE(cells.size() == 2);
+  const CellResult& f = cells[0];
+  CHECK(f.hg.step_ms.median == doctest::Approx(10));      // of 12, 10, 8
+  CHECK(f.torch->step_ms.median == doctest::Approx(20));  // of 15, 20, 20
+  CHECK(f.hg.step_ms.min == doctest::Approx(8 * 0.9));
+  CHECK(f.hg.step_ms.max == doctest::Approx(12 * 1.2));
+  CHECK(f.hg.steps == 9);
+  CHECK(f.hg.step_ms.count == 9);
+  CHECK(f.hg.samples_per_s == doctest::Approx(128 / 0.010));
+  // Per round 12/15 = 0.8, 10/20 = 0.5, 8/20 = 0.4: the median is 0.5, not 10/20 by chance only.
+  CHECK(f.hg_over_torch == doctest::Approx(0.5));
+  REQUIRE(f.rounds.size() == 3);
+  CHECK(f.rounds[0].hg_over_torch == doctest::Approx(0.8));
+  CHECK(f.rounds[2].torch_median_ms == doctest::Approx(20));
+  // bf16 against fp32 within each round: 12/6, 10/5, 8/5 -> median 2, where the medians' ratio
+  // (10 / 5) happens to agree; the loss and status come through.
+  CHECK(cells[1].speedup_vs_fp32 == doctest::Approx(2.0));
+  CHECK(cells[1].hg.final_loss == doctest::Approx(0.52));
+  CHECK(cells[1].torch->status == "unsupported");
+  CHECK(std::isnan(cells[1].hg_over_torch));
+
+  SUBCASE("the medians' ratio differs from the median of the ratios") {
+    rounds[1][0].hg.step_ms = summarize({9, 10, 11});
+    rounds[1][0].torch->step_ms = summarize({11, 12, 13});
+    derive_comparisons(rounds[1]);
+    const auto again = combine_rounds(rounds);
+    // medians 10 and 15 (ratio 0.67); per round 0.8, 0.83, 0.4 -> 0.8
+    CHECK(again[0].hg.step_ms.median == doctest::Approx(10));
+    CHECK(again[0].torch->step_ms.median == doctest::Approx(15));
+    CHECK(again[0].hg_over_torch == doctest::Approx(0.8));
+  }
+  SUBCASE("a side that failed in one round reports that failure") {
+    rounds[2][1].hg = SideResult{};
+    rounds[2][1].hg.status = "error";
+    rounds[2][1].hg.note = "[autocast] round three";
+    derive_comparisons(rounds[2]);
+    const auto again = combine_rounds(rounds);
+    CHECK(again[1].hg.status == "error");
+    CHECK(again[1].hg.note == "[autocast] round three");
+    CHECK(again[1].speedup_vs_fp32 == doctest::Approx(2.0));  // the rounds that ran: 2, 2
+  }
+  SUBCASE("PyTorch missing from a round (its script failed) leaves the others") {
+    rounds[0][0].torch.reset();
+    derive_comparisons(rounds[0]);
+    const auto again = combine_rounds(rounds);
+    CHECK(again[0].torch->step_ms.median == doctest::Approx(20));
+    CHECK(again[0].hg_over_torch == doctest::Approx(0.45));  // of 0.5 and 0.4
+    CHECK(std::isnan(again[0].rounds[0].torch_median_ms));
+  }
+  SUBCASE("one round comes back as it was") {
+    const auto one = combine_rounds({rounds[0]});
+    CHECK(one[0].hg.step_ms.median == doctest::Approx(12));
+    CHECK(one[0].hg_over_torch == doctest::Approx(0.8));
+    CHECK(one[0].rounds.size() == 1);
+  }
+  SUBCASE("rounds of different plans are refused") {
+    auto other = rounds;
+    other[1].pop_back();
+    CHECK_THROWS_AS(combine_rounds(other), std::invalid_argument);
+    CHECK_THROWS_AS(combine_rounds({}), std::invalid_argument);
+  }
+  SUBCASE("the table lists every round, the JSON carries them") {
+    Options o;
+    o.rounds = 3;
+    RunInfo info = machine_info();
+    const auto j = to_json(info, o, cells);
+    CHECK(j["settings"]["rounds"] == 3);
+    REQUIRE(j["results"][0]["rounds"].size() == 3);
+    CHECK(j["results"][0]["rounds"][1]["hg_over_torch"] == doctest::Approx(0.5));
+    CHECK(j["results"][1]["rounds"][0]["hg_over_torch"].is_null());
+    char* text = nullptr;
+    size_t size = 0;
+    std::FILE* mem = open_memstream(&text, &size);
+    REQUIRE(mem != nullptr);
+    print_table(mem, info, o, cells);
+    std::fclose(mem);
+    const std::string printed(text, size);
+    std::free(text);
+    CHECK(printed.find("3 rounds") != std::string::npos);
+    CHECK(printed.find("12.0 / 15.0 = 0.80  10.0 / 20.0 = 0.50  8.00 / 20.0 = 0.40") != std::string::npos);
+  }
 }
