@@ -32,6 +32,23 @@ assert cells[("linear", "fp32", "cpu")]["speedup_vs_fp32"] == 1.0
 assert abs(cells[("linear", "bf16", "cpu")]["loss_diff_vs_fp32"]) < 0.05
 print("amp_bench JSON ok")
 PY
+# --rounds 2: every cell twice, each round listed under the table and in the JSON.
+"$bench" --rounds 2 --steps 2 --warmup 1 --models linear --precisions fp32,bf16 --devices cpu --no-torch \
+  --json "$tmp/rounds.json" >"$tmp/rounds.txt"
+grep -q "^2 rounds, each halfgrad's cells then PyTorch's" "$tmp/rounds.txt"
+grep -q "^per round" "$tmp/rounds.txt"
+[ "$(grep -c '^linear *bf16 *cpu .* / - = - .* / - = -' "$tmp/rounds.txt")" -eq 1 ]
+python3 - "$tmp/rounds.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["settings"]["rounds"] == 2, d["settings"]
+for r in d["results"]:
+    assert len(r["rounds"]) == 2, r["rounds"]
+    assert r["halfgrad"]["steps"] == 4, r["halfgrad"]  # two rounds of two timed steps
+    meds = sorted(x["halfgrad_median_ms"] for x in r["rounds"])
+    assert meds[0] <= r["halfgrad"]["step_ms"]["median"] <= meds[1], (meds, r["halfgrad"]["step_ms"])
+print("amp_bench --rounds ok")
+PY
 # Bad input is refused with a message, not a crash.
 if "$bench" --models nope 2>"$tmp/err.txt"; then echo "accepted --models nope" >&2; exit 1; fi
 grep -q "nope" "$tmp/err.txt"
