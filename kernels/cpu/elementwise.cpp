@@ -80,14 +80,14 @@ void unary_cpu(UnaryOp op, const Tensor& out, const Tensor& in, double p0, doubl
   });
 }
 
-// The product with the 0/1 mask, written so it vectorises (a NaN y selects 0, as gt does).
+// The product with the 0/1 mask (loops.h's relu_gradient_of).
 void relu_backward_cpu(const Tensor& grad_in, const Tensor& grad_out, const Tensor& y) {
   dispatch_dtype(grad_out.dtype(), [&]<class T>(TypeTag<T>) {
     if constexpr (std::is_same_v<T, bool>) {
       fail("relu", "not supported on bool tensors");
     } else {
       using Acc = acc_t<T>;
-      const auto mask = [](Acc g, Acc v) { return g * (v > Acc(0) ? Acc(1) : Acc(0)); };
+      const auto mask = [](Acc g, Acc v) { return relu_gradient_of(g, v); };
       if constexpr (is_float_compute<T> && !std::is_same_v<T, float>) {
         binary_widened_loop<T, T>(grad_in, grad_out, y, mask);  // widened a block at a time, not per element
       } else {

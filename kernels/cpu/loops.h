@@ -145,14 +145,21 @@ void relu_in_place(T* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(relu(static_cast<acc_t<T>>(v[i])));
 }
 
-// out[i] = g[i] * (y[i] > 0 ? 1 : 0) for i < n: relu's gradient with relu_backward's values, bit
-// for bit (an infinite or NaN g where y <= 0 gives NaN), computed in acc_t<T>, 16-bit types a
-// block at a time through the vectorised conversions. For the fused conv2d_relu kernels, which
-// make a few samples' output gradient right before their backward passes.
+// relu's gradient of one element from the ReLU's output y: g times the 0/1 mask (an infinite or
+// NaN g where y <= 0 gives NaN, a NaN y selects 0), written so a loop over it vectorises. Shared
+// by relu_backward's kernel and relu_gradient_rows, so both give the same bits.
+template <class Acc>
+inline Acc relu_gradient_of(Acc g, Acc y) {
+  return g * (y > Acc(0) ? Acc(1) : Acc(0));
+}
+
+// out[i] = relu_gradient_of(g[i], y[i]) for i < n, computed in acc_t<T>, 16-bit types a block at
+// a time through the vectorised conversions. For the fused conv2d_relu kernels, which make a few
+// samples' output gradient right before their backward passes.
 template <class T>
 void relu_gradient_rows(const T* g, const T* y, T* out, int64_t n) {
   using Acc = acc_t<T>;
-  const auto mask = [](Acc gv, Acc yv) { return gv * (yv > Acc(0) ? Acc(1) : Acc(0)); };
+  const auto mask = [](Acc gv, Acc yv) { return relu_gradient_of(gv, yv); };
   if constexpr (std::is_same_v<T, Acc>) {
     for (int64_t i = 0; i < n; ++i) out[i] = mask(g[i], y[i]);
   } else {
