@@ -81,4 +81,11 @@ inline bool native_bf16_cpu() {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
+// True when oneDNN's kernels for this CPU are AVX-512 ones (any of its avx512_core levels).
+inline bool avx512_cpu() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
 }  // namespace hg::cpu

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "framework/error.h"
 #include "framework/half.h"
 #include "kernels/cpu/conv_relu_grad.h"
@@ -274,16 +276,27 @@ void run_or_fail(const char* what, const std::function<void()>& body) {
   }
 }
 
-// bfloat16 wherever this CPU has bfloat16 units; float32 when HG_CPU_ONEDNN_CONV=float32 asks
-// for it (docs/PERF-CPU.md compares it with the im2col path). HG_CPU_ONEDNN=0 turns both off.
-bool applies(const Tensor& t) {
-  static const bool float32_on = [] {
+// Whether float32 convolutions run on the primitives: by default where oneDNN's float32 kernels
+// are AVX-512 ones. On the Zen 4 (docs/PERF-CPU.md, 2026-11-27) they beat the im2col path on the
+// MNIST CNN's second layer by 10% forward and backward (14.0-14.7 against 15.6-18.3 ms forward,
+// 28.8-29.3 against 32.4-35.4 ms backward), the whole fp32 step by 7%. Elsewhere (AVX2) that was
+// never measured, and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
+bool float32_on_primitives() {
+  static const bool on = [] {
     const char* env = std::getenv("HG_CPU_ONEDNN_CONV");
-    return env != nullptr && std::string(env) == "float32";
+    if (env != nullptr && std::string(env) == "float32") return true;
+    if (env != nullptr && std::string(env) == "im2col") return false;
+    return avx512_cpu();
   }();
+  return on;
+}
+
+// bfloat16 wherever this CPU has bfloat16 units, float32 where float32_on_primitives says so;
+// HG_CPU_ONEDNN=0 turns both off.
+bool applies(const Tensor& t) {
   if (t.numel() == 0) return false;
   if (t.dtype() == kBFloat16) return onednn_matmul_enabled(kBFloat16);
-  return t.dtype() == kFloat32 && float32_on && onednn_matmul_enabled(kFloat32);
+  return t.dtype() == kFloat32 && float32_on_primitives() && onednn_matmul_enabled(kFloat32);
 }
 
 // A forward pass whose products are at most this deep (input channels per group x kernel
@@ -391,6 +404,15 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
 }  // namespace
 
 bool onednn_conv2d_applies(const Tensor& input) { return applies(input); }
+
+std::string cpu_conv_paths() {
+  if (!onednn_matmul_enabled(kFloat32)) return "conv2d on im2col + GEMM (oneDNN off)";
+  return fmt::format(
+      "conv2d: bfloat16 {}, float32 {}, float16 widened on im2col + GEMM; forwards at most {} deep (a first layer) "
+      "on im2col",
+      onednn_matmul_enabled(kBFloat16) ? "on oneDNN's primitives" : "widened on im2col + GEMM",
+      float32_on_primitives() ? "on oneDNN's primitives" : "on im2col + GEMM", kForwardOwnPathDepth);
+}
 
 bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Conv2dParams& p) {
@@ -582,6 +604,7 @@ bool onednn_conv2d_relu_backward(const Tensor& grad_input, const Tensor& grad_we
 #else  // built without oneDNN
 
 bool onednn_conv2d_applies(const Tensor&) { return false; }
+std::string cpu_conv_paths() { return "conv2d on im2col + GEMM (built without oneDNN)"; }
 bool onednn_conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   return false;
 }

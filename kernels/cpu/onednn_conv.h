@@ -1,19 +1,26 @@
-// bfloat16 conv2d through oneDNN's convolution primitives, on the CPU's bfloat16 dot-product
-// instructions (AVX-512 BF16, AMX), instead of widening to float32 for an im2col + sgemm.
-// kernels/cpu/conv.cpp tries these first for bfloat16 and keeps its own path when they decline.
+// conv2d through oneDNN's convolution primitives: bfloat16 on the CPU's bfloat16 dot-product
+// instructions (AVX-512 BF16, AMX), instead of widening to float32 for an im2col + sgemm, and
+// float32 on CPUs with AVX-512, where they beat the im2col path (onednn_conv.cpp says by how much).
+// kernels/cpu/conv.cpp tries these first and keeps its own path when they decline.
 #pragma once
+
+#include <string>
 
 #include "framework/ops/conv_kernels.h"
 
 namespace hg::cpu {
 
-// Each returns false, having written nothing, when oneDNN is off or not built, this CPU has no
-// native bfloat16, the tensors are not bfloat16, or oneDNN has only a reference kernel for the
-// shape; the two forwards also for products at most 36 deep (input channels per group x kernel
-// area: faster on conv.cpp's own path). Tensors are contiguous NCHW / OIHW, as the conv2d op hands them to its kernels.
+// Each returns false, having written nothing, when oneDNN is off or not built; when the tensors
+// are bfloat16 and this CPU has no native bfloat16, float32 and it has no AVX-512 (unless
+// HG_CPU_ONEDNN_CONV=float32; =im2col keeps float32 off them everywhere), or of another dtype;
+// when oneDNN has only a reference kernel for the shape; the two forwards also for products at
+// most 36 deep (input channels per group x kernel area: faster on conv.cpp's own path). Tensors
+// are contiguous NCHW / OIHW, as the conv2d op hands them to its kernels.
 // Whether these primitives may take a convolution of `input`'s dtype at all (the first of the
 // conditions above); the others are known only when planning the call.
 bool onednn_conv2d_applies(const Tensor& input);
+// Which path each dtype's convolutions take on this CPU, in words (amp_bench prints it).
+std::string cpu_conv_paths();
 bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const Conv2dParams& p);
 // conv2d_relu_max_pool2d's forward (conv_kernels.h's conv2d_relu_max_pool_forward_stub): each

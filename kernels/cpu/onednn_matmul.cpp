@@ -234,7 +234,7 @@ std::string cpu_product_paths() {
     }
   }();
   return fmt::format(
-      "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm; bfloat16 matmul and conv {}; float16 widened to "
+      "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm; bfloat16 matmul {}; float16 widened to "
       "float32 while packing; products with few rows or few columns (a small batch, a classifier's last layer) "
       "on halfgrad's in-register kernels{}",
       dnnl_version()->major, dnnl_version()->minor, isa,

@@ -282,7 +282,7 @@ TEST_CASE("conv2d_relu_max_pool2d's backward kernel on the bits: -0, NaN payload
 TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the two kernels' bits") {
   // The fused forward stub against conv2d_forward_stub (ReLU in the kernel) then
   // max_pool_2x2_codes_stub: the same pooled values and codes. Where oneDNN's convolution
-  // primitives run (bfloat16 on a CPU with bfloat16 units, float32 under
+  // primitives run (bfloat16 on a CPU with bfloat16 units, float32 on one with AVX-512 or under
   // HG_CPU_ONEDNN_CONV=float32) each chunk of samples is pooled from a per-thread buffer; the
   // second shape's 100 KiB float32 samples make several chunks and a shorter last one there. The
   // first shape's 3 input channels run on the im2col path everywhere (few channels, see the next
@@ -315,7 +315,7 @@ TEST_CASE("the CPU kernel pools each sample in its convolution pass, with the tw
 }
 
 TEST_CASE("a forward with a product at most 36 deep runs on the im2col path, its weight gradient on oneDNN") {
-  // Where oneDNN's convolution primitives take bfloat16 (or float32 under
+  // Where oneDNN's convolution primitives take bfloat16 (or float32: with AVX-512 or under
   // HG_CPU_ONEDNN_CONV=float32), a forward whose products are short (input channels per group x
   // kernel area <= 36: a first layer's 1 or 3 channels with a 3x3 kernel) is left to conv.cpp's
   // own path (it only writes its output, NCHW, where the primitive writes channels-last and

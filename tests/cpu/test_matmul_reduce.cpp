@@ -8,6 +8,7 @@
 
 #include "framework/dispatch.h"
 #include "helpers.h"
+#include "kernels/cpu/onednn_conv.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/short_inner_gemm.h"
 #include "kernels/cpu/thread_pool.h"
@@ -349,11 +350,10 @@ size_t process_threads() {
       std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator()));
 }
 // Where oneDNN runs cached primitives: bfloat16 products and convolutions on CPUs with bfloat16
-// units, float32 convolutions when HG_CPU_ONEDNN_CONV=float32 (the cpu_onednn_conv suite).
+// units, float32 convolutions on AVX-512 CPUs or under HG_CPU_ONEDNN_CONV=float32 (the
+// cpu_onednn_conv suite).
 bool onednn_primitives_run() {
-  const char* conv = std::getenv("HG_CPU_ONEDNN_CONV");
-  return cpu::onednn_matmul_enabled(kBFloat16) ||
-         (cpu::onednn_matmul_enabled(kFloat32) && conv != nullptr && std::string(conv) == "float32");
+  return cpu::onednn_matmul_enabled(kBFloat16) || cpu::onednn_conv2d_applies(empty({1}, kFloat32));
 }
 }  // namespace
 

@@ -15,7 +15,8 @@
 
 #include <halfgrad.h>
 
-#include "kernels/cpu/onednn_matmul.h"  // internal: which CPU paths this machine takes
+#include "kernels/cpu/onednn_conv.h"  // internal: which CPU paths this machine takes
+#include "kernels/cpu/onednn_matmul.h"
 
 namespace amp_bench {
 
@@ -34,7 +35,7 @@ RunInfo machine_info() {
     }
   }
   info.cores = static_cast<int>(std::thread::hardware_concurrency());
-  info.cpu_paths = hg::cpu::cpu_product_paths();
+  info.cpu_paths = hg::cpu::cpu_product_paths() + "; " + hg::cpu::cpu_conv_paths();
   ::getloadavg(info.load_start, 3);
   return info;
 }
