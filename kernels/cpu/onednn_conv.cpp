@@ -16,6 +16,7 @@
 #include "framework/error.h"
 #include "framework/half.h"
 #include "kernels/cpu/conv_relu_grad.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/onednn_matmul.h"
 #include "kernels/cpu/pool_2x2.h"
@@ -232,8 +233,8 @@ ChunkPlans plans_for(Pass pass, Problem pr, const Chunks& c) {
 // Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
 struct ThreadBuffers {
   // in, out: activation passes; x, gy: filter; block: a pooled forward's result, gy_nchw: a pooled
-  // backward's output gradient.
-  std::vector<char> in, out, x, gy, scratch, weights, bias, block, gy_nchw;
+  // backward's output gradient; wide_in, wide_x, wide_out: float16 chunks in float32 (widened).
+  std::vector<char> in, out, x, gy, scratch, weights, bias, block, gy_nchw, wide_in, wide_x, wide_out;
   static char* sized(std::vector<char>& v, size_t bytes) {
     if (v.size() < bytes) v.resize(bytes);
     return v.data();
@@ -242,6 +243,30 @@ struct ThreadBuffers {
 ThreadBuffers& thread_buffers() {
   thread_local ThreadBuffers b;
   return b;
+}
+
+// Float16 convolutions run on the float32 primitives (no float16 arithmetic on the CPUs these
+// serve, and oneDNN 2.6's float16 reorders are reference loops, 100x slower than convert.h's):
+// each chunk a primitive reads is widened into a per-thread buffer first, and each result it
+// writes is rounded back once, to nearest even, while still in cache.
+bool widened(Dtype dtype) { return dtype == kFloat16; }
+
+// The float32 values a plan reads through `desc` (NCHW, float32): `user` itself, or for float16
+// tensors its widened copy in `buf`.
+const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, std::vector<char>& buf) {
+  if (!widened(dtype)) return user;
+  const auto count = static_cast<int64_t>(desc.get_size() / sizeof(float));
+  float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, desc.get_size()));
+  load_run(reinterpret_cast<const Half*>(user), wide, count);
+  return reinterpret_cast<const char*>(wide);
+}
+
+// A small tensor (weights, bias) as float32: its own data, or for float16 a widened copy in `buf`.
+const void* as_float32(const Tensor& t, std::vector<float>& buf) {
+  if (!widened(t.dtype())) return t.raw_data();
+  buf.resize(static_cast<size_t>(t.numel()));
+  load_run(static_cast<const Half*>(t.raw_data()), buf.data(), t.numel());
+  return buf.data();
 }
 
 // The weights in each plan's layout: reordered once per call (per distinct layout) on the calling
@@ -255,9 +280,11 @@ struct PreparedWeights {
 PreparedWeights prepare_weights(const ChunkPlans& plans, const Tensor& weight) {
   const dnnl::engine& engine = cpu_engine();
   PreparedWeights w;
+  std::vector<float> wide;
+  const void* user = as_float32(weight, wide);
   const auto reorder_into = [&](const Plan& plan, std::vector<char>& buf) {
     buf.resize(plan.weights_prim.get_size());
-    memory src(plan.weights_user, engine, const_cast<void*>(weight.raw_data()));
+    memory src(plan.weights_user, engine, const_cast<void*>(user));
     memory dst(plan.weights_prim, engine, buf.data());
     plan.weights_reorder.execute(thread_stream(), src, dst);
   };
@@ -272,7 +299,7 @@ void run_or_fail(const char* what, const std::function<void()>& body) {
   try {
     body();
   } catch (const dnnl::error& e) {
-    fail("conv2d", "oneDNN bfloat16 {} failed: {}", what, e.what());
+    fail("conv2d", "oneDNN {} failed: {}", what, e.what());
   }
 }
 
@@ -281,6 +308,7 @@ void run_or_fail(const char* what, const std::function<void()>& body) {
 // MNIST CNN's second layer by 10% forward and backward (14.0-14.7 against 15.6-18.3 ms forward,
 // 28.8-29.3 against 32.4-35.4 ms backward), the whole fp32 step by 7%. Elsewhere (AVX2) that was
 // never measured, and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
+// float16 follows float32: the same primitives, its chunks widened (`widened`).
 bool float32_on_primitives() {
   static const bool on = [] {
     const char* env = std::getenv("HG_CPU_ONEDNN_CONV");
@@ -291,12 +319,12 @@ bool float32_on_primitives() {
   return on;
 }
 
-// bfloat16 wherever this CPU has bfloat16 units, float32 where float32_on_primitives says so;
-// HG_CPU_ONEDNN=0 turns both off.
+// bfloat16 wherever this CPU has bfloat16 units, float32 and float16 where float32_on_primitives
+// says so; HG_CPU_ONEDNN=0 turns them all off.
 bool applies(const Tensor& t) {
   if (t.numel() == 0) return false;
   if (t.dtype() == kBFloat16) return onednn_matmul_enabled(kBFloat16);
-  return t.dtype() == kFloat32 && float32_on_primitives() && onednn_matmul_enabled(kFloat32);
+  return (t.dtype() == kFloat32 || t.dtype() == kFloat16) && float32_on_primitives() && onednn_matmul_enabled(kFloat32);
 }
 
 // A forward pass whose products are at most this deep (input channels per group x kernel
@@ -341,6 +369,9 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
   if (dtype == kBFloat16) {
     max_pool_2x2_codes_planes(reinterpret_cast<const BFloat16*>(block),
                               reinterpret_cast<BFloat16*>(into.values) + offset, codes, planes, h, w);
+  } else if (dtype == kFloat16) {
+    max_pool_2x2_codes_planes(reinterpret_cast<const Half*>(block), reinterpret_cast<Half*>(into.values) + offset,
+                              codes, planes, h, w);
   } else {
     max_pool_2x2_codes_planes(reinterpret_cast<const float*>(block), reinterpret_cast<float*>(into.values) + offset,
                               codes, planes, h, w);
@@ -356,10 +387,10 @@ using ChunkSource = std::function<const char*(int64_t)>;
 
 // conv2d_relu_max_pool2d: each chunk's result is at most this big, so it stays in the core's
 // cache between the primitive and the pool (forward), or between its making from the pooled
-// gradient and the primitives that read it (backward).
+// gradient and the primitives that read it (backward), counted in the primitives' dtype.
 constexpr int64_t kPooledChunkBytes = int64_t{1} << 19;
-Chunks pooled_chunks(const Problem& pr, Dtype dtype) {
-  const int64_t sample_bytes = pr.o * pr.oh * pr.ow * static_cast<int64_t>(element_size(dtype));
+Chunks pooled_chunks(const Problem& pr) {
+  const int64_t sample_bytes = pr.o * pr.oh * pr.ow * (pr.dt == kBf16 ? 2 : 4);
   return chunks_for(pr.n, std::max<int64_t>(1, kPooledChunkBytes / std::max<int64_t>(sample_bytes, 1)));
 }
 
@@ -367,36 +398,46 @@ Chunks pooled_chunks(const Problem& pr, Dtype dtype) {
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
 // reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
 // goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written). Then
-// `after`, when given. With `source`, the chunks' input comes from it instead of `in`.
+// `after`, when given. With `source`, the chunks' input comes from it instead of `in`. Float16
+// chunks are widened before the reorder and rounded after it (`widened`).
 void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
                          int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu,
                          const PoolInto* pool = nullptr, const AfterChunk& after = {}, const ChunkSource& source = {}) {
+  const Dtype dtype = weight.dtype();
   const PreparedWeights w = prepare_weights(plans, weight);
+  std::vector<float> wide_bias;
+  const void* bias_values = bias.defined() ? as_float32(bias, wide_bias) : nullptr;
   run_parallel(chunks.count, [&](int64_t i) {
     const Plan& plan = plans.of(chunks, i);
     const dnnl::engine& engine = cpu_engine();
     const OneOpenMPThread one_thread;
     ThreadBuffers& b = thread_buffers();
     dnnl::stream& s = thread_stream();
-    char* result =
-        pool != nullptr ? ThreadBuffers::sized(b.block, plan.out_user.get_size()) : chunk_start(out, chunks, i);
-    memory src_user(plan.in_user, engine, source ? const_cast<char*>(source(i)) : chunk_start(in, chunks, i));
+    const memory::dims dims = plan.out_user.dims();  // [samples, channels, h, w]
+    const int64_t count = dims[0] * dims[1] * dims[2] * dims[3];
+    char* result = pool != nullptr ? ThreadBuffers::sized(b.block, static_cast<size_t>(count) * element_size(dtype))
+                                   : chunk_start(out, chunks, i);
+    char* written = widened(dtype) ? ThreadBuffers::sized(b.wide_out, plan.out_user.get_size()) : result;
+    const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
+    memory src_user(plan.in_user, engine, const_cast<char*>(as_float32(dtype, user_in, plan.in_user, b.wide_in)));
     memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
     memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
-    memory dst_user(plan.out_user, engine, result);
+    memory dst_user(plan.out_user, engine, written);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
     memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
     plan.in_reorder.execute(s, src_user, src);
     std::unordered_map<int, memory> args{
         {in_arg, src}, {DNNL_ARG_WEIGHTS, wm}, {out_arg, dst}, {DNNL_ARG_SCRATCHPAD, sm}};
-    if (bias.defined()) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias.raw_data())));
+    if (bias_values != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias_values)));
     plan.primitive.execute(s, args);
     plan.out_reorder.execute(s, dst, dst_user);
     s.wait();
-    const memory::dims dims = plan.out_user.dims();  // [samples, channels, h, w]
-    if (relu) relu_block(in.dtype(), result, dims[0] * dims[1] * dims[2] * dims[3]);
+    // A widened chunk is ReLU'd in float32, before its rounding (the same bits: rounding to
+    // nearest keeps the sign, and NaN stays NaN), where relu_in_place runs vectorised.
+    if (relu) relu_block(widened(dtype) ? kFloat32 : dtype, written, count);
+    if (widened(dtype)) store_run(reinterpret_cast<const float*>(written), reinterpret_cast<Half*>(result), count);
     if (pool != nullptr)
-      pool_block(in.dtype(), result, *pool, i * chunks.per * dims[1], dims[0] * dims[1], dims[2], dims[3]);
+      pool_block(dtype, result, *pool, i * chunks.per * dims[1], dims[0] * dims[1], dims[2], dims[3]);
     if (after) after(i, src);
   });
 }
@@ -408,10 +449,11 @@ bool onednn_conv2d_applies(const Tensor& input) { return applies(input); }
 std::string cpu_conv_paths() {
   if (!onednn_matmul_enabled(kFloat32)) return "conv2d on im2col + GEMM (oneDNN off)";
   return fmt::format(
-      "conv2d: bfloat16 {}, float32 {}, float16 widened on im2col + GEMM; forwards at most {} deep (a first layer) "
-      "on im2col",
+      "conv2d: bfloat16 {}, float32 {}, float16 {}; forwards at most {} deep (a first layer) on im2col",
       onednn_matmul_enabled(kBFloat16) ? "on oneDNN's primitives" : "widened on im2col + GEMM",
-      float32_on_primitives() ? "on oneDNN's primitives" : "on im2col + GEMM", kForwardOwnPathDepth);
+      float32_on_primitives() ? "on oneDNN's primitives" : "on im2col + GEMM",
+      float32_on_primitives() ? "widened per chunk onto the float32 primitives" : "widened on im2col + GEMM",
+      kForwardOwnPathDepth);
 }
 
 bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -434,7 +476,7 @@ bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& whi
   if (!applies(input)) return false;
   const Problem pr = problem_of(input, weight, oh, ow, bias.defined(), p);
   if (forward_on_own_path(pr)) return false;
-  const Chunks chunks = pooled_chunks(pr, input.dtype());
+  const Chunks chunks = pooled_chunks(pr);
   const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
   if (!plans.usable()) return false;
   const PoolInto into{static_cast<char*>(pooled.raw_data()), static_cast<uint8_t*>(which.raw_data())};
@@ -466,6 +508,9 @@ struct FilterPartials {
     if (grad_weight.dtype() == kBFloat16) {
       reduce(static_cast<BFloat16*>(grad_weight.raw_data()), 0, wn);
       if (bn) reduce(static_cast<BFloat16*>(grad_bias.raw_data()), wn, bn);
+    } else if (grad_weight.dtype() == kFloat16) {
+      reduce(static_cast<Half*>(grad_weight.raw_data()), 0, wn);
+      if (bn) reduce(static_cast<Half*>(grad_bias.raw_data()), wn, bn);
     } else {
       reduce(static_cast<float*>(grad_weight.raw_data()), 0, wn);
       if (bn) reduce(static_cast<float*>(grad_bias.raw_data()), wn, bn);
@@ -482,14 +527,16 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   ThreadBuffers& b = thread_buffers();
   dnnl::stream& s = thread_stream();
   float* dw_user = partials.of(i);
-  memory x_user(plan.in_user, engine, chunk_start(input, chunks, i));
+  const Dtype dtype = input.dtype();
+  memory x_user(plan.in_user, engine,
+                const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
   memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.x, plan.in_nhwc.get_size()));
   memory gy;
   if (gy_ready != nullptr) {
     gy = *gy_ready;
   } else {
     gy = memory(plan.out_nhwc, engine, ThreadBuffers::sized(b.gy, plan.out_nhwc.get_size()));
-    memory gy_nchw(plan.out_user, engine, const_cast<char*>(gy_user));
+    memory gy_nchw(plan.out_user, engine, const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in)));
     plan.out_reorder.execute(s, gy_nchw, gy);
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
@@ -554,6 +601,8 @@ struct MadeOutputGrad {
     char* buf = ThreadBuffers::sized(thread_buffers().gy_nchw, bytes);
     if (from.grad.dtype() == kBFloat16) {
       make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<BFloat16*>(buf));
+    } else if (from.grad.dtype() == kFloat16) {
+      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<Half*>(buf));
     } else {
       make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<float*>(buf));
     }
@@ -595,7 +644,7 @@ bool onednn_conv2d_relu_backward(const Tensor& grad_input, const Tensor& grad_we
                                  const Conv2dParams& p, int64_t oh, int64_t ow) {
   if (!applies(from.grad) || (!grad_input.defined() && !grad_weight.defined())) return false;
   const Problem pr = problem_of(input, weight, oh, ow, false, p);
-  const Chunks chunks = pooled_chunks(pr, from.grad.dtype());
+  const Chunks chunks = pooled_chunks(pr);
   const MadeOutputGrad gy{from, pr.o, oh, ow};
   return backward_chunks(grad_input, grad_weight, grad_bias, input, weight, pr, chunks,
                          [&](int64_t i) { return gy.make(chunks, i, chunks.size(i, pr.n)); });

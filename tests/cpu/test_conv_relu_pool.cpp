@@ -353,6 +353,47 @@ TEST_CASE("a forward with a product at most 36 deep runs on the im2col path, its
   }
 }
 
+TEST_CASE("float16 convolutions on oneDNN's float32 primitives: the float32 values rounded once") {
+  // Where float32 convolutions run on oneDNN's primitives (AVX-512 CPUs, or
+  // HG_CPU_ONEDNN_CONV=float32), float16 ones run on the same primitives, each chunk widened to
+  // float32 before and rounded once after: bit for bit the float32 convolution of the widened
+  // tensors, rounded to float16, in every pass. The large scale overflows float16 in the forward
+  // and the weight gradient, which must give inf (the GradScaler looks for it), not a saturated
+  // value. 13 samples make a shorter last chunk.
+  if (!cpu::onednn_conv2d_applies(empty({1}, kFloat16))) {
+    MESSAGE("skipped: float16 convolutions do not run on oneDNN's primitives on this CPU or build");
+    return;
+  }
+  manual_seed(47);
+  Conv2dParams p;
+  p.padding[0] = p.padding[1] = 1;
+  const auto half_of = [](const Tensor& t) { return t.to(kFloat32).to(kFloat16); };
+  for (const double scale : {1.0, 3000.0}) {
+    CAPTURE(scale);
+    const Tensor x = (randn({13, 8, 12, 12}) * scale).to(kFloat16), w = randn({16, 8, 3, 3}).to(kFloat16),
+                 b = randn({16}).to(kFloat16), gy = (randn({13, 16, 12, 12}) * scale).to(kFloat16);
+    const Tensor x32 = x.to(kFloat32), w32 = w.to(kFloat32), b32 = b.to(kFloat32), gy32 = gy.to(kFloat32);
+    for (const bool relu : {false, true}) {
+      CAPTURE(relu);
+      Conv2dParams q = p;
+      q.relu = relu;
+      const Tensor y = empty({13, 16, 12, 12}, kFloat16), y32 = empty({13, 16, 12, 12}, kFloat32);
+      conv2d_forward_stub(kCPU, y, x, w, b, q);
+      conv2d_forward_stub(kCPU, y32, x32, w32, b32, q);
+      CHECK(bitwise_equal(y, half_of(y32)));
+      if (scale > 1) CHECK(std::isinf(y.to(kFloat32).abs().max().item<double>()));
+    }
+    const Tensor gx = empty(x.shape(), kFloat16), gw = empty(w.shape(), kFloat16), gb = empty({16}, kFloat16);
+    const Tensor gx32 = empty(x.shape(), kFloat32), gw32 = empty(w.shape(), kFloat32), gb32 = empty({16}, kFloat32);
+    REQUIRE(conv2d_backward_stub(kCPU, gx, gw, gb, gy, x, w, p));
+    REQUIRE(conv2d_backward_stub(kCPU, gx32, gw32, gb32, gy32, x32, w32, p));
+    CHECK(bitwise_equal(gx, half_of(gx32)));
+    CHECK(bitwise_equal(gw, half_of(gw32)));
+    CHECK(bitwise_equal(gb, half_of(gb32)));
+    if (scale > 1) CHECK(std::isinf(gw.to(kFloat32).abs().max().item<double>()));
+  }
+}
+
 TEST_CASE("conv2d_backward_stub: both backward passes at once, with the bits of the two stubs") {
   // Where oneDNN's convolution primitives run, one call puts grad_out channels-last once for both
   // passes; it must give what conv2d_backward_data_stub and conv2d_backward_filter_stub give. With
