@@ -1,6 +1,7 @@
-// CPU conv2d: through oneDNN's primitives where they take the dtype (onednn_conv.h: bfloat16 where
-// the CPU has bfloat16 units, float32 where it has AVX-512), else im2col + gemm (workspace.h: oneDNN or OpenBLAS), one
-// sample at a time per thread so each sample's column buffer stays in cache between its packing and its gemm.
+// CPU conv2d: through oneDNN's primitives where they take the dtype (onednn_conv.h: bfloat16
+// where the CPU has bfloat16 units, float32 and float16 where it has AVX-512), else im2col + gemm
+// (workspace.h: oneDNN or OpenBLAS), one sample at a time per thread so each sample's column
+// buffer stays in cache between its packing and its gemm.
 // float16/bfloat16 are widened to float32 while packing, accumulated in float32 and rounded
 // once when written back.
 #include <algorithm>

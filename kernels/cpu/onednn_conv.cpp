@@ -305,9 +305,9 @@ void run_or_fail(const char* what, const std::function<void()>& body) {
 
 // Whether float32 convolutions run on the primitives: by default where oneDNN's float32 kernels
 // are AVX-512 ones. On the Zen 4 (docs/PERF-CPU.md, 2026-11-27) they beat the im2col path on the
-// MNIST CNN's second layer by 10% forward and backward (14.0-14.7 against 15.6-18.3 ms forward,
-// 28.8-29.3 against 32.4-35.4 ms backward), the whole fp32 step by 7%. Elsewhere (AVX2) that was
-// never measured, and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
+// MNIST CNN's second layer, fused forward 14.1-14.8 against 15.2-16.7 ms, backward 28.8-29.1
+// against 31.9-33.4, the whole fp32 step by about 5%. Elsewhere (AVX2) that was never measured,
+// and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
 // float16 follows float32: the same primitives, its chunks widened (`widened`).
 bool float32_on_primitives() {
   static const bool on = [] {

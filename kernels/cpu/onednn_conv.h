@@ -1,6 +1,7 @@
 // conv2d through oneDNN's convolution primitives: bfloat16 on the CPU's bfloat16 dot-product
 // instructions (AVX-512 BF16, AMX), instead of widening to float32 for an im2col + sgemm, and
-// float32 on CPUs with AVX-512, where they beat the im2col path (onednn_conv.cpp says by how much).
+// float32 on CPUs with AVX-512, where they beat the im2col path (onednn_conv.cpp says by how much),
+// float16 there too, widened a chunk at a time onto the float32 primitives.
 // kernels/cpu/conv.cpp tries these first and keeps its own path when they decline.
 #pragma once
 
@@ -11,8 +12,9 @@
 namespace hg::cpu {
 
 // Each returns false, having written nothing, when oneDNN is off or not built; when the tensors
-// are bfloat16 and this CPU has no native bfloat16, float32 and it has no AVX-512 (unless
-// HG_CPU_ONEDNN_CONV=float32; =im2col keeps float32 off them everywhere), or of another dtype;
+// are bfloat16 and this CPU has no native bfloat16, float32 or float16 and it has no AVX-512
+// (unless HG_CPU_ONEDNN_CONV=float32; =im2col keeps both off them everywhere), or of another
+// dtype;
 // when oneDNN has only a reference kernel for the shape; the two forwards also for products at
 // most 36 deep (input channels per group x kernel area: faster on conv.cpp's own path). Tensors
 // are contiguous NCHW / OIHW, as the conv2d op hands them to its kernels.
