@@ -27,11 +27,12 @@ namespace {
 // small-matrix kernels take, and each new shape would cost a plan (about a millisecond).
 constexpr int64_t kMinWork = int64_t{1} << 16;
 
-// A bfloat16 problem: sizes, operand strides, the output's row stride and whether a bias is added.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+// A problem: sizes, operand strides, the output's row stride, whether a bias is added, and the
+// dtype (bfloat16, or float32 for the products sgemm packs slowly: float32_on_matmul).
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int>;
 
-// A bfloat16 matmul primitive made for one problem. `usable` is false when oneDNN only had a
-// reference kernel (or none): the caller then takes the OpenBLAS path.
+// A matmul primitive made for one problem. `usable` is false when oneDNN only had a reference
+// kernel (or none): the caller then takes another path.
 struct Plan {
   bool usable = false;
   bool brgemm = false;  // oneDNN's brgemm kernels (AMX tiles, AVX-512 BF16), not its gemm:jit fallback
@@ -39,8 +40,8 @@ struct Plan {
   dnnl::memory::desc a, b, out, bias, scratch;
 };
 
-std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
-  constexpr auto dt = dnnl::memory::data_type::bf16;
+std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias,
+                                      dnnl::memory::data_type dt) {
   auto plan = std::make_shared<Plan>();
   plan->a = dnnl::memory::desc({av.rows, av.cols}, dt, {av.row_stride, av.col_stride});
   plan->b = dnnl::memory::desc({bv.rows, bv.cols}, dt, {bv.row_stride, bv.col_stride});
@@ -66,10 +67,12 @@ std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv
 }
 
 // The plan for a problem, made the first time it is asked for (onednn_common.h's cache).
-std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias) {
+std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias,
+                                     dnnl::memory::data_type dt = dnnl::memory::data_type::bf16) {
   static PrimitiveCache<Key, Plan> plans;
-  const Key key{av.rows, av.cols, bv.cols, av.row_stride, av.col_stride, bv.row_stride, bv.col_stride, out_ld, bias};
-  return plans.get(key, [&] { return make_plan(av, bv, out_ld, bias); });
+  const Key key{av.rows,       av.cols,       bv.cols, av.row_stride, av.col_stride,
+                bv.row_stride, bv.col_stride, out_ld,  bias,          static_cast<int>(dt)};
+  return plans.get(key, [&] { return make_plan(av, bv, out_ld, bias, dt); });
 }
 
 // Runs a plan on the calling thread.
@@ -107,6 +110,23 @@ void run_sgemm(float* out, int64_t out_ld, bool accumulate, const float* a, cons
       dnnl_sgemm(ta, tb, av.rows, bv.cols, av.cols, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, out, out_ld);
   HG_CHECK(status == dnnl_success, "mm", "oneDNN sgemm of [{}, {}] @ [{}, {}] failed with status {}", av.rows, av.cols,
            bv.rows, bv.cols, static_cast<int>(status));
+}
+
+// Whether a float32 product runs on oneDNN's matmul primitive (its brgemm kernels) instead of its
+// sgemm: when b is stored by columns (x @ W^T, a weight read transposed), which sgemm packs
+// slowly, and a is row-major, with an inner dimension of at least 256 (shorter ones, as the
+// transformer example's 64-wide layers, were not measured and keep sgemm). On the Zen 4, one
+// thread, half the rows of each product (docs/PERF-CPU.md, 2026-11-27): the MNIST CNN's fc1
+// forward [64, 9216] @ [9216, 128] took 2.05 ms on sgemm against 1.57 on brgemm, the MLP's fc2
+// [64, 512] @ [512, 512] 0.377 against 0.310, its fc1 [64, 784] @ [784, 512] 0.486 against 0.476;
+// every other layout was even (within 3% either way), and stays on sgemm. Parts of fewer than 4M
+// multiply-adds keep sgemm too, whose calls cost less (no plan to look up, no memory objects).
+constexpr int64_t kMatmulMinPartWork = int64_t{1} << 22;
+bool float32_on_matmul(const MatrixView& av, const MatrixView& bv, bool accumulate) {
+  const bool b_by_columns = bv.row_stride == 1 && bv.col_stride > 1 && bv.rows > 1;
+  // (oneDNN 2.6's float32 brgemm needs AVX-512; elsewhere every part would find none.)
+  static const bool brgemm_isa = avx512_cpu();
+  return brgemm_isa && !accumulate && b_by_columns && av.col_stride == 1 && av.cols >= 256;
 }
 
 // How one multiply is cut into parts for the pool: along the rows of a (and out) or the
@@ -234,10 +254,11 @@ std::string cpu_product_paths() {
     }
   }();
   return fmt::format(
-      "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm; bfloat16 matmul {}; float16 widened to "
+      "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm{}; bfloat16 matmul {}; float16 widened to "
       "float32 while packing; products with few rows or few columns (a small batch, a classifier's last layer) "
       "on halfgrad's in-register kernels{}",
       dnnl_version()->major, dnnl_version()->minor, isa,
+      avx512_cpu() ? " (x @ W^T on its matmul primitive's brgemm kernels)" : "",
       onednn_matmul_enabled(kBFloat16) ? "on native bfloat16 instructions"
                                        : "widened to float32 (no native bfloat16 here)",
       narrow_gemm_bf16_dots() ? " (bfloat16 ones on the bfloat16 dot-product instruction)" : "");
@@ -251,15 +272,42 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
   const auto elem = static_cast<int64_t>(element_size(dtype));
   const auto at = [](const void* base, int64_t offset) { return static_cast<const char*>(base) + offset; };
   if (dtype == kFloat32) {
+    // The split sgemm would take, so each thread reads the same part of b either way (a split by
+    // rows where b is a weight had both cores read all of it, and the optimizer's writes to it
+    // then cost more than the product saved). A column part on the matmul primitive writes a
+    // dense buffer that is copied into its columns (brgemm takes no result with a row stride
+    // other than its width).
+    const bool on_matmul = float32_on_matmul(av, bv, accumulate);
     const Split split = split_for(av, bv);
-    parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end; ++c) {
-        const Part p = part_of(split, av, bv, out_ld, elem, c);
-        run_sgemm(reinterpret_cast<float*>(static_cast<char*>(out) + p.out_offset), out_ld, accumulate,
-                  reinterpret_cast<const float*>(at(a, p.a_offset)), p.a,
-                  reinterpret_cast<const float*>(at(b, p.b_offset)), p.b);
-      }
-    });
+    try {
+      parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin; c < end; ++c) {
+          const Part p = part_of(split, av, bv, out_ld, elem, c);
+          float* part_out = reinterpret_cast<float*>(static_cast<char*>(out) + p.out_offset);
+          if (on_matmul && p.a.rows * p.a.cols * p.b.cols >= kMatmulMinPartWork) {
+            const bool staged = !split.by_rows && p.b.cols != out_ld;
+            const auto plan = plan_for(p.a, p.b, staged ? p.b.cols : out_ld, false, dnnl::memory::data_type::f32);
+            if (plan->brgemm) {
+              if (!staged) {
+                run_plan(*plan, part_out, at(a, p.a_offset), at(b, p.b_offset), nullptr);
+                continue;
+              }
+              Workspace<float> dense_out(p.a.rows * p.b.cols);
+              run_plan(*plan, dense_out.data(), at(a, p.a_offset), at(b, p.b_offset), nullptr);
+              for (int64_t r = 0; r < p.a.rows; ++r)
+                std::memcpy(part_out + r * out_ld, dense_out.data() + r * p.b.cols,
+                            static_cast<size_t>(p.b.cols) * sizeof(float));
+              continue;
+            }
+          }
+          run_sgemm(part_out, out_ld, accumulate, reinterpret_cast<const float*>(at(a, p.a_offset)), p.a,
+                    reinterpret_cast<const float*>(at(b, p.b_offset)), p.b);
+        }
+      });
+    } catch (const dnnl::error& e) {
+      fail("mm", "oneDNN float32 matmul of [{}, {}] @ [{}, {}] failed: {}", av.rows, av.cols, bv.rows, bv.cols,
+           e.what());
+    }
     return true;
   }
   if (accumulate) return false;

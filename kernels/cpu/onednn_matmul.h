@@ -1,5 +1,6 @@
-// Matrix multiply through oneDNN's matmul primitive: float32 on its brgemm kernels, and bfloat16
-// on the CPU's native bfloat16 instructions (AVX-512 BF16 dot products, AMX tiles). OpenBLAS
+// Matrix multiply through oneDNN: float32 on its sgemm (x @ W^T on its matmul primitive's brgemm
+// kernels, which pack a weight read transposed faster), and bfloat16 on the matmul primitive and
+// the CPU's native bfloat16 instructions (AVX-512 BF16 dot products, AMX tiles). OpenBLAS
 // has no bfloat16 GEMM, and oneDNN's float32 kernels beat sgemm on these shapes without
 // OpenBLAS's spinning worker threads (docs/PERF-CPU-HISTORY.md). kernels/cpu/gemm.cpp falls back to
 // OpenBLAS when this path declines.

@@ -109,6 +109,24 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
   }
 }
 
+TEST_CASE("float32 x @ W^T on oneDNN's matmul primitive: parts by rows and by columns, staged") {
+  // A float32 product whose b is stored by columns (a weight read as W^T) with an inner
+  // dimension of at least 256 runs each part of 4M multiply-adds or more on oneDNN's matmul
+  // primitive (brgemm) where it has one, split as sgemm would split it: by rows when a has more
+  // rows than b has columns (300 x 129), else by columns (61 x 700), each column part written to
+  // a dense buffer and copied into its columns (with two threads or more). Sizes off the
+  // kernels' tiles; linear (its bias added after the product) too.
+  manual_seed(53);
+  for (const auto& mn : {std::pair<int64_t, int64_t>{300, 129}, {61, 700}, {128, 128}}) {
+    const int64_t m = mn.first, n = mn.second;
+    CAPTURE(m);
+    const Tensor x = randn({m, 1000}), w = randn({n, 1000}), bias = randn({n});
+    const Tensor ref = mm_reference(x.to(kFloat64), w.to(kFloat64).t().contiguous());
+    check_close(mm(x, w.t()), ref, {1e-3, 1e-4});
+    check_close(linear(x, w, bias), ref + bias.to(kFloat64), {1e-3, 1e-4});
+  }
+}
+
 TEST_CASE("16-bit products with a short inner dimension (weight gradients at small batch) match float64") {
   // Row counts off the 8-row blocks, column counts off the 16-lane vectors, k from 1 to the
   // limit, and a transposed first operand (g^T in g^T x) as a weight gradient has.
