@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include "framework/dispatch.h"
 #include "framework/error.h"
 #include "framework/half.h"
 #include "kernels/cpu/conv_relu_grad.h"
@@ -153,11 +154,7 @@ char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
 // cache), by relu_in_place (loops.h). (oneDNN's ReLU post-op was tried: it turns NaN into 0,
 // which would hide an overflow from the GradScaler.)
 void relu_block(Dtype dtype, char* start, int64_t count) {
-  if (dtype == kBFloat16) {
-    relu_in_place(reinterpret_cast<BFloat16*>(start), count);
-  } else {
-    relu_in_place(reinterpret_cast<float*>(start), count);
-  }
+  dispatch_floating(dtype, "conv2d", [&]<class T>(TypeTag<T>) { relu_in_place(reinterpret_cast<T*>(start), count); });
 }
 
 // conv2d_relu_max_pool2d's outputs: each chunk's result goes to a per-thread buffer and is pooled
@@ -170,16 +167,10 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
                 int64_t w) {
   const int64_t offset = first_plane * (h / 2) * (w / 2);
   uint8_t* codes = into.which + offset;
-  if (dtype == kBFloat16) {
-    max_pool_2x2_codes_planes(reinterpret_cast<const BFloat16*>(block),
-                              reinterpret_cast<BFloat16*>(into.values) + offset, codes, planes, h, w);
-  } else if (dtype == kFloat16) {
-    max_pool_2x2_codes_planes(reinterpret_cast<const Half*>(block), reinterpret_cast<Half*>(into.values) + offset,
-                              codes, planes, h, w);
-  } else {
-    max_pool_2x2_codes_planes(reinterpret_cast<const float*>(block), reinterpret_cast<float*>(into.values) + offset,
-                              codes, planes, h, w);
-  }
+  dispatch_floating(dtype, "conv2d", [&]<class T>(TypeTag<T>) {
+    max_pool_2x2_codes_planes(reinterpret_cast<const T*>(block), reinterpret_cast<T*>(into.values) + offset, codes,
+                              planes, h, w);
+  });
 }
 
 // What runs after each chunk of an activation pass, on the same thread: chunk i, and the
@@ -309,16 +300,10 @@ struct FilterPartials {
         out[j] = T(sum);
       }
     };
-    if (grad_weight.dtype() == kBFloat16) {
-      reduce(static_cast<BFloat16*>(grad_weight.raw_data()), 0, wn);
-      if (bn) reduce(static_cast<BFloat16*>(grad_bias.raw_data()), wn, bn);
-    } else if (grad_weight.dtype() == kFloat16) {
-      reduce(static_cast<Half*>(grad_weight.raw_data()), 0, wn);
-      if (bn) reduce(static_cast<Half*>(grad_bias.raw_data()), wn, bn);
-    } else {
-      reduce(static_cast<float*>(grad_weight.raw_data()), 0, wn);
-      if (bn) reduce(static_cast<float*>(grad_bias.raw_data()), wn, bn);
-    }
+    dispatch_floating(grad_weight.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+      reduce(static_cast<T*>(grad_weight.raw_data()), 0, wn);
+      if (bn) reduce(static_cast<T*>(grad_bias.raw_data()), wn, bn);
+    });
   }
 };
 
@@ -403,13 +388,9 @@ struct MadeOutputGrad {
   const char* make(const Chunks& chunks, int64_t i, int64_t samples) const {
     const size_t bytes = static_cast<size_t>(samples * o * oh * ow) * element_size(from.grad.dtype());
     char* buf = ThreadBuffers::sized(thread_buffers().gy_nchw, bytes);
-    if (from.grad.dtype() == kBFloat16) {
-      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<BFloat16*>(buf));
-    } else if (from.grad.dtype() == kFloat16) {
-      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<Half*>(buf));
-    } else {
-      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<float*>(buf));
-    }
+    dispatch_floating(from.grad.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<T*>(buf));
+    });
     return buf;
   }
 };

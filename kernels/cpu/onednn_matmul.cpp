@@ -94,6 +94,22 @@ void run_plan(const Plan& plan, void* out, const void* a, const void* b, const v
   stream.wait();
 }
 
+// Runs a part's plan into its place in the result (row stride out_ld, elements of elem bytes):
+// directly, or, `staged` (a column part, whose row stride brgemm does not take), into a dense
+// buffer whose rows are then copied into the part's columns.
+void run_part(const Plan& plan, char* part_out, int64_t out_ld, int64_t elem, bool staged, const MatrixView& pa,
+              const MatrixView& pb, const void* a, const void* b, const void* bias) {
+  if (!staged) {
+    run_plan(plan, part_out, a, b, bias);
+    return;
+  }
+  const auto row_bytes = static_cast<size_t>(pb.cols * elem);
+  Workspace<char> dense_out(pa.rows * pb.cols * elem);
+  run_plan(plan, dense_out.data(), a, b, bias);
+  for (int64_t r = 0; r < pa.rows; ++r)
+    std::memcpy(part_out + r * out_ld * elem, dense_out.data() + r * static_cast<int64_t>(row_bytes), row_bytes);
+}
+
 // out (row stride out_ld) = a @ b, or out += a @ b, in float32 on the calling thread, through
 // oneDNN's BLAS-like sgemm: no plan to look up and no memory objects to make per call, which
 // conv's many small per-sample products notice (about 6% of a CNN step against plans).
@@ -283,24 +299,17 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
       parallel_for(split.parts, 1, [&](int64_t begin, int64_t end) {
         for (int64_t c = begin; c < end; ++c) {
           const Part p = part_of(split, av, bv, out_ld, elem, c);
-          float* part_out = reinterpret_cast<float*>(static_cast<char*>(out) + p.out_offset);
+          char* part_out = static_cast<char*>(out) + p.out_offset;
           if (on_matmul && p.a.rows * p.a.cols * p.b.cols >= kMatmulMinPartWork) {
             const bool staged = !split.by_rows && p.b.cols != out_ld;
             const auto plan = plan_for(p.a, p.b, staged ? p.b.cols : out_ld, false, dnnl::memory::data_type::f32);
             if (plan->brgemm) {
-              if (!staged) {
-                run_plan(*plan, part_out, at(a, p.a_offset), at(b, p.b_offset), nullptr);
-                continue;
-              }
-              Workspace<float> dense_out(p.a.rows * p.b.cols);
-              run_plan(*plan, dense_out.data(), at(a, p.a_offset), at(b, p.b_offset), nullptr);
-              for (int64_t r = 0; r < p.a.rows; ++r)
-                std::memcpy(part_out + r * out_ld, dense_out.data() + r * p.b.cols,
-                            static_cast<size_t>(p.b.cols) * sizeof(float));
+              run_part(*plan, part_out, out_ld, elem, staged, p.a, p.b, at(a, p.a_offset), at(b, p.b_offset), nullptr);
               continue;
             }
           }
-          run_sgemm(part_out, out_ld, accumulate, reinterpret_cast<const float*>(at(a, p.a_offset)), p.a,
+          run_sgemm(reinterpret_cast<float*>(part_out), out_ld, accumulate,
+                    reinterpret_cast<const float*>(at(a, p.a_offset)), p.a,
                     reinterpret_cast<const float*>(at(b, p.b_offset)), p.b);
         }
       });
@@ -331,16 +340,8 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
                  av.cols, bv.rows, bv.cols, p.a.rows, p.a.cols, p.b.rows, p.b.cols);
         // A column part adds its own columns' bias.
         const void* part_bias = bias == nullptr || route.split.by_rows ? bias : at(bias, p.out_offset);
-        char* part_out = static_cast<char*>(out) + p.out_offset;
-        if (!staged) {
-          run_plan(*plan, part_out, at(a, p.a_offset), at(b, p.b_offset), part_bias);
-          continue;
-        }
-        Workspace<uint16_t> dense_out(p.a.rows * p.b.cols);
-        run_plan(*plan, dense_out.data(), at(a, p.a_offset), at(b, p.b_offset), part_bias);
-        for (int64_t r = 0; r < p.a.rows; ++r)
-          std::memcpy(part_out + r * out_ld * elem, dense_out.data() + r * p.b.cols,
-                      static_cast<size_t>(p.b.cols * elem));
+        run_part(*plan, static_cast<char*>(out) + p.out_offset, out_ld, elem, staged, p.a, p.b, at(a, p.a_offset),
+                 at(b, p.b_offset), part_bias);
       }
     });
   } catch (const dnnl::error& e) {
