@@ -12,7 +12,7 @@
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
-#include "framework/serialize/state_value.h"
+#include "serialize/state_value.h"
 
 namespace hg::amp {
 

@@ -14,8 +14,8 @@
 #include <optional>
 
 #include "distributed/process_group.h"
-#include "framework/optim/optimizer.h"
 #include "framework/tensor.h"
+#include "optim/optimizer.h"
 
 namespace hg::amp {
 

@@ -24,7 +24,7 @@ namespace examples {
 using hg::Tensor;
 
 struct Args {
-  std::string data = "data/mnist";
+  std::string data = "datasets/mnist";
   int64_t epochs = 1;
   int64_t batch_size = 128;
   double lr = 0.05;

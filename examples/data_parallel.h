@@ -8,9 +8,9 @@
 
 #include <halfgrad.h>
 
+#include "data/distributed_sampler.h"
 #include "distributed/process_group.h"
-#include "framework/data/distributed_sampler.h"
-#include "framework/nn/distributed.h"
+#include "nn/distributed.h"
 
 namespace examples {
 

@@ -1,6 +1,6 @@
 // MNIST with a small CNN: conv(1->32, 3x3) -> ReLU -> conv(32->64, 3x3) -> ReLU -> maxpool 2 ->
 // flatten -> linear(9216->128) -> ReLU -> linear(128->10).
-// Run: build/examples/mnist_cnn --data data/mnist --epochs 1
+// Run: build/examples/mnist_cnn --data datasets/mnist --epochs 1
 // Data-parallel: mpirun -np 2 build/examples/mnist_cnn --distributed ... (docs/DISTRIBUTED.md)
 #include "common.h"
 #include "data_parallel.h"

@@ -1,4 +1,4 @@
-// MNIST with a 784-512-512-10 MLP. Run: build/examples/mnist_mlp --data data/mnist --epochs 1
+// MNIST with a 784-512-512-10 MLP. Run: build/examples/mnist_mlp --data datasets/mnist --epochs 1
 // Data-parallel: mpirun -np 2 build/examples/mnist_mlp --distributed ... or torchrun-style
 // variables (docs/DISTRIBUTED.md)
 #include "common.h"

@@ -6,7 +6,7 @@
 #
 #   bash tools/accuracy-sweep.sh mlp 1 10      # model, epochs, seeds (0..N-1)
 #   AMP=bf16 bash tools/accuracy-sweep.sh mlp 1 5
-# Needs a build (build/examples, or $BUILD/examples) and data/mnist (tools/fetch-mnist.sh, or
+# Needs a build (build/examples, or $BUILD/examples) and datasets/mnist (tools/fetch-mnist.sh, or
 # $DATA). PyTorch runs only when /usr/bin/python3 (or $PYTHON) can import torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ epochs=${2:-1}
 seeds=${3:-10}
 amp=${AMP:-off}
 build=${BUILD:-build}
-data=${DATA:-data/mnist}
+data=${DATA:-datasets/mnist}
 python=${PYTHON:-/usr/bin/python3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -274,7 +274,7 @@ def main(argv=None):
     p.add_argument("--max-seconds", type=float, default=60.0,
                    help="stop timing a cell after this many seconds (at least 3 steps)")
     p.add_argument("--real-data", action="store_true")
-    p.add_argument("--data", default="data/mnist")
+    p.add_argument("--data", default="datasets/mnist")
     args = p.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:
         p.error("--steps must be >= 1 and --warmup >= 0")

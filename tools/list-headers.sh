@@ -4,4 +4,4 @@
 # stay in the tree; tools/check-installed-headers.sh checks that none of it is installed.
 cd "$(dirname "$0")/.."
 echo halfgrad.h
-find framework autograd distributed amp -name '*.h' ! -name '*_kernels.h' ! -path framework/dispatch.h ! -path framework/ops/internal.h ! -path distributed/backend.h | sort
+find framework autograd distributed nn optim data serialize amp -name '*.h' ! -name '*_kernels.h' ! -path framework/dispatch.h ! -path framework/ops/internal.h ! -path distributed/backend.h | sort

@@ -6,7 +6,7 @@ same optimiser (SGD, momentum 0.9), same batch size and learning rate, PyTorch's
 initialisation and shuffling. The last line printed is a JSON object shaped like the
 examples' last line, so tools/accuracy-sweep.sh can read both.
 
-  /usr/bin/python3 tools/mnist_torch.py --model mlp --epochs 1 --seed 0 --data data/mnist
+  /usr/bin/python3 tools/mnist_torch.py --model mlp --epochs 1 --seed 0 --data datasets/mnist
 """
 import argparse
 import gzip
@@ -61,7 +61,7 @@ def make_model(torch, name):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
-    parser.add_argument("--data", default="data/mnist")
+    parser.add_argument("--data", default="datasets/mnist")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)

@@ -8,4 +8,4 @@ bash tools/setup-debian.sh
 [ -d build ] || meson setup build
 ninja -C build examples/mnist_mlp
 bash tools/fetch-mnist.sh
-build/examples/mnist_mlp --data data/mnist --epochs 1 --device cpu "$@"
+build/examples/mnist_mlp --data datasets/mnist --epochs 1 --device cpu "$@"

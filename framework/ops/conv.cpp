@@ -1,5 +1,5 @@
 // conv2d: argument checks, output geometry and the backward formula; the arithmetic lives in
-// the three stubs (kernels/cpu/conv.cpp on the CPU).
+// the three stubs (kernels/cpu/conv/conv.cpp on the CPU).
 #include "framework/ops/conv_kernels.h"
 
 #include "framework/grad_mode.h"

@@ -13,9 +13,9 @@
 #include "framework/ops/attention_kernels.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/common/splitmix64.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/rows.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/simd/convert.h"
+#include "kernels/cpu/simd/vec_math.h"
 
 namespace hg::cpu {
 namespace {

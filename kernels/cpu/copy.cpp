@@ -3,8 +3,8 @@
 #include <type_traits>
 
 #include "framework/ops/copy_kernels.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd/convert.h"
 
 namespace hg::cpu {
 namespace {

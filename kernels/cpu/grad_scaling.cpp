@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "framework/ops/grad_scaling_kernels.h"
-#include "kernels/cpu/lanes16.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd/lanes16.h"
 
 namespace hg::cpu {
 namespace {

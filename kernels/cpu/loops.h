@@ -11,7 +11,7 @@
 
 #include "framework/tensor.h"
 #include "kernels/common/scalar_ops.h"
-#include "kernels/cpu/convert.h"
+#include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/thread_pool.h"
 

@@ -12,8 +12,8 @@
 
 #include "framework/dispatch.h"
 #include "framework/ops/optim_update_kernels.h"
-#include "kernels/cpu/lanes16.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd/lanes16.h"
 #include "kernels/cpu/stream_store.h"
 
 namespace hg::cpu {

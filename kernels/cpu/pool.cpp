@@ -16,9 +16,9 @@
 
 #include "framework/ops/conv_kernels.h"
 #include "framework/ops/pool_kernels.h"
-#include "kernels/cpu/convert.h"
+#include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/pool_2x2.h"
+#include "kernels/cpu/simd/convert.h"
 
 namespace hg::cpu {
 namespace {

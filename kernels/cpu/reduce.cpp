@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "framework/ops/reduce_kernels.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd/convert.h"
 
 namespace hg::cpu {
 namespace {

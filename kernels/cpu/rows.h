@@ -11,7 +11,7 @@
 #include "framework/dispatch.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/cpu/loops.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/simd/vec_math.h"
 
 namespace hg::cpu {
 

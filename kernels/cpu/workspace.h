@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "framework/allocator.h"
-#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/gemm/onednn.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace hg::cpu {
@@ -51,7 +51,7 @@ class BlasSingleThreadGuard {
   int prev_;
 };
 
-// OpenBLAS is set to one thread when the library loads (kernels/cpu/gemm.cpp): its own thread
+// OpenBLAS is set to one thread when the library loads (kernels/cpu/gemm/gemm.cpp): its own thread
 // team beside halfgrad's pool made products ~10x slower on busy cores. Large products are split
 // by rows of C over halfgrad's pool instead, one single-threaded BLAS call per part (inside a
 // pool task, run_parallel runs inline, so kernels that already parallelise are unaffected).

@@ -9,7 +9,7 @@
 #include "framework/ops/conv_kernels.h"
 #include "framework/ops/unary_kernels.h"
 #include "helpers.h"
-#include "kernels/cpu/onednn_conv.h"
+#include "kernels/cpu/conv/onednn.h"
 
 using namespace hg;
 using hg::test::bitwise_equal;

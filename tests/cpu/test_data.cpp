@@ -4,7 +4,7 @@
 #include <numeric>
 #include <set>
 
-#include "framework/data/distributed_sampler.h"
+#include "data/distributed_sampler.h"
 #include "helpers.h"
 
 using namespace hg;

@@ -8,11 +8,11 @@
 
 #include "framework/dispatch.h"
 #include "helpers.h"
-#include "kernels/cpu/onednn_conv.h"
-#include "kernels/cpu/onednn_matmul.h"
-#include "kernels/cpu/short_inner_gemm.h"
+#include "kernels/cpu/conv/onednn.h"
+#include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/gemm/short_inner.h"
+#include "kernels/cpu/gemm/widening.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/cpu/widening_gemm.h"
 
 using namespace hg;
 using hg::test::check_close;
@@ -200,7 +200,7 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
 }
 
 TEST_CASE("16-bit products packed from 16-bit storage: tile edges, k = 0, float32 output, any thread count") {
-  // With AVX-512 widening_gemm runs kernels/cpu/packed_gemm.cpp: rows past 1024 (a second row
+  // With AVX-512 widening_gemm runs kernels/cpu/gemm/packed.cpp: rows past 1024 (a second row
   // tile), columns past 512, k split into equal panels (600 as 3 x 200) with a 16-value
   // transpose tail, and row/column counts off the 8 x 32 register tile; every layout of a and b.
   manual_seed(13);

@@ -1,12 +1,12 @@
-// Products with few rows against a large weight (kernels/cpu/narrow_gemm.h): a linear layer's
+// Products with few rows against a large weight (kernels/cpu/gemm/narrow.h): a linear layer's
 // forward and input gradient at a small batch, in float32, bfloat16 and float16, against
 // float64; and the in-register rounding the hand-blocked kernels store with.
 #include <bit>
 #include <cmath>
 
 #include "helpers.h"
-#include "kernels/cpu/lanes16.h"
-#include "kernels/cpu/narrow_gemm.h"
+#include "kernels/cpu/gemm/narrow.h"
+#include "kernels/cpu/simd/lanes16.h"
 #include "kernels/cpu/thread_pool.h"
 
 using namespace hg;

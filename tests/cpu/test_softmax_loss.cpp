@@ -5,7 +5,7 @@
 #include <random>
 
 #include "helpers.h"
-#include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/simd/vec_math.h"
 
 using namespace hg;
 using hg::test::check_close;

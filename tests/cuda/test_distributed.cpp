@@ -4,8 +4,8 @@
 // reduce-scatter write a separate output, so a call that did nothing would fail here; sums across
 // ranks need several GPUs and are checked on the CPU backends by the distributed suite.
 #include "distributed/process_group.h"
-#include "framework/nn/distributed.h"
 #include "helpers.h"
+#include "nn/distributed.h"
 
 using namespace hg;
 using hg::test::check_error;

@@ -26,7 +26,7 @@ struct Options {
   double lr = 0.01, momentum = 0.9;
   bool quick = false;
   bool real_data = false;
-  std::string data = "data/mnist";
+  std::string data = "datasets/mnist";
   std::string json, png;
   bool no_torch = false;
   bool kernels = false;           // the kernel microbenchmarks instead of the training cells

@@ -15,8 +15,8 @@
 
 #include <halfgrad.h>
 
-#include "kernels/cpu/onednn_conv.h"  // internal: which CPU paths this machine takes
-#include "kernels/cpu/onednn_matmul.h"
+#include "kernels/cpu/conv/onednn.h"  // internal: which CPU paths this machine takes
+#include "kernels/cpu/gemm/onednn.h"
 
 namespace amp_bench {
 

@@ -1,0 +1,463 @@
+#include "kernels/cpu/conv/onednn.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "framework/dispatch.h"
+#include "framework/error.h"
+#include "framework/half.h"
+#include "kernels/cpu/conv/pool_2x2.h"
+#include "kernels/cpu/conv/relu_grad.h"
+#include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/loops.h"
+#include "kernels/cpu/simd/convert.h"
+#include "kernels/cpu/thread_pool.h"
+
+#if HG_HAVE_ONEDNN
+#include "kernels/cpu/conv/onednn_plan.h"
+#include "kernels/cpu/onednn_common.h"
+#endif
+
+namespace hg::cpu {
+
+#if HG_HAVE_ONEDNN
+namespace {
+
+using namespace onednn_conv;
+
+// Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
+struct ThreadBuffers {
+  // in, out: activation passes; x, gy: filter; block: a pooled forward's result, gy_nchw: a pooled
+  // backward's output gradient; wide_in, wide_x, wide_out: float16 chunks in float32 (widened).
+  std::vector<char> in, out, x, gy, scratch, weights, bias, block, gy_nchw, wide_in, wide_x, wide_out;
+  static char* sized(std::vector<char>& v, size_t bytes) {
+    if (v.size() < bytes) v.resize(bytes);
+    return v.data();
+  }
+};
+ThreadBuffers& thread_buffers() {
+  thread_local ThreadBuffers b;
+  return b;
+}
+
+// Float16 convolutions run on the float32 primitives (no float16 arithmetic on the CPUs these
+// serve, and oneDNN 2.6's float16 reorders are reference loops, 100x slower than convert.h's):
+// each chunk a primitive reads is widened into a per-thread buffer first, and each result it
+// writes is rounded back once, to nearest even, while still in cache.
+bool widened(Dtype dtype) { return dtype == kFloat16; }
+
+// The float32 values a plan reads through `desc` (NCHW, float32): `user` itself, or for float16
+// tensors its widened copy in `buf`.
+const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, std::vector<char>& buf) {
+  if (!widened(dtype)) return user;
+  const auto count = static_cast<int64_t>(desc.get_size() / sizeof(float));
+  float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, desc.get_size()));
+  load_run(reinterpret_cast<const Half*>(user), wide, count);
+  return reinterpret_cast<const char*>(wide);
+}
+
+// A small tensor (weights, bias) as float32: its own data, or for float16 a widened copy in `buf`.
+const void* as_float32(const Tensor& t, std::vector<float>& buf) {
+  if (!widened(t.dtype())) return t.raw_data();
+  buf.resize(static_cast<size_t>(t.numel()));
+  load_run(static_cast<const Half*>(t.raw_data()), buf.data(), t.numel());
+  return buf.data();
+}
+
+// The weights in each plan's layout: reordered once per call (per distinct layout) on the calling
+// thread, then read by every chunk.
+struct PreparedWeights {
+  std::vector<char> full, last;
+  const void* of(const ChunkPlans& plans, const Chunks& c, int64_t i) const {
+    return i == c.count - 1 && plans.last != plans.full ? last.data() : full.data();
+  }
+};
+PreparedWeights prepare_weights(const ChunkPlans& plans, const Tensor& weight) {
+  const dnnl::engine& engine = cpu_engine();
+  PreparedWeights w;
+  std::vector<float> wide;
+  const void* user = as_float32(weight, wide);
+  const auto reorder_into = [&](const Plan& plan, std::vector<char>& buf) {
+    buf.resize(plan.weights_prim.get_size());
+    memory src(plan.weights_user, engine, const_cast<void*>(user));
+    memory dst(plan.weights_prim, engine, buf.data());
+    plan.weights_reorder.execute(thread_stream(), src, dst);
+  };
+  const OneOpenMPThread one_thread;
+  reorder_into(*plans.full, w.full);
+  if (plans.last != plans.full) reorder_into(*plans.last, w.last);
+  thread_stream().wait();
+  return w;
+}
+
+void run_or_fail(const char* what, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const dnnl::error& e) {
+    fail("conv2d", "oneDNN {} failed: {}", what, e.what());
+  }
+}
+
+// Whether float32 convolutions run on the primitives: by default where oneDNN's float32 kernels
+// are AVX-512 ones. On the Zen 4 (docs/PERF-CPU.md, 2026-11-27) they beat the im2col path on the
+// MNIST CNN's second layer, fused forward 14.1-14.8 against 15.2-16.7 ms, backward 28.8-29.1
+// against 31.9-33.4, the whole fp32 step by about 5%. Elsewhere (AVX2) that was never measured,
+// and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
+// float16 follows float32: the same primitives, its chunks widened (`widened`).
+bool float32_on_primitives() {
+  static const bool on = [] {
+    const char* env = std::getenv("HG_CPU_ONEDNN_CONV");
+    if (env != nullptr && std::string(env) == "float32") return true;
+    if (env != nullptr && std::string(env) == "im2col") return false;
+    return avx512_cpu();
+  }();
+  return on;
+}
+
+// bfloat16 wherever this CPU has bfloat16 units, float32 and float16 where float32_on_primitives
+// says so; HG_CPU_ONEDNN=0 turns them all off.
+bool applies(const Tensor& t) {
+  if (t.numel() == 0) return false;
+  if (t.dtype() == kBFloat16) return onednn_matmul_enabled(kBFloat16);
+  return (t.dtype() == kFloat32 || t.dtype() == kFloat16) && float32_on_primitives() && onednn_matmul_enabled(kFloat32);
+}
+
+// A forward pass whose products are at most this deep (input channels per group x kernel
+// height x width: an image network's first layer with a 3x3 kernel, 9 or 27) runs on conv.cpp's
+// own path. With so short a product its time is writing the output, which the primitive does
+// channels-last and then reorders to NCHW; conv.cpp writes NCHW directly. On the Zen 4 (bf16, 128
+// samples of 28 x 28 to 32 channels, docs/PERF-CPU.md): depth 9 took 1.5-2.3 ms on the primitive
+// against 0.6-0.9 on its own path, 27 1.7-2.3 against 1.2-1.5, 36 2.2 against 1.8; from about
+// 50 on the two were within 10-20% either way, and a 3-channel 7x7 kernel (147) was faster on
+// the primitive (3.6 against 4.7 ms), as it will be more so on AMX. The weight-gradient pass stays
+// on the primitives, which were faster for these shapes.
+constexpr int64_t kForwardOwnPathDepth = 36;
+bool forward_on_own_path(const Problem& pr) { return pr.c / pr.groups * pr.kh * pr.kw <= kForwardOwnPathDepth; }
+
+// Where chunk i's samples of t start.
+char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
+  const int64_t sample_bytes = t.numel() / t.size(0) * static_cast<int64_t>(element_size(t.dtype()));
+  return static_cast<char*>(const_cast<void*>(t.raw_data())) + i * chunks.per * sample_bytes;
+}
+
+// conv2d_relu's ReLU over `count` values at `start`, right after they were written (still in
+// cache), by relu_in_place (loops.h). (oneDNN's ReLU post-op was tried: it turns NaN into 0,
+// which would hide an overflow from the GradScaler.)
+void relu_block(Dtype dtype, char* start, int64_t count) {
+  dispatch_floating(dtype, "conv2d", [&]<class T>(TypeTag<T>) { relu_in_place(reinterpret_cast<T*>(start), count); });
+}
+
+// conv2d_relu_max_pool2d's outputs: each chunk's result goes to a per-thread buffer and is pooled
+// from there into these (pool_2x2.h), so the convolution's whole output is never written.
+struct PoolInto {
+  char* values;    // [N, O, OH/2, OW/2], the input's dtype
+  uint8_t* which;  // the same shape: each window's choice, 0..3
+};
+void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t first_plane, int64_t planes, int64_t h,
+                int64_t w) {
+  const int64_t offset = first_plane * (h / 2) * (w / 2);
+  uint8_t* codes = into.which + offset;
+  dispatch_floating(dtype, "conv2d", [&]<class T>(TypeTag<T>) {
+    max_pool_2x2_codes_planes(reinterpret_cast<const T*>(block), reinterpret_cast<T*>(into.values) + offset, codes,
+                              planes, h, w);
+  });
+}
+
+// What runs after each chunk of an activation pass, on the same thread: chunk i, and the
+// chunk's input as the primitive read it (channels-last).
+using AfterChunk = std::function<void(int64_t, const memory&)>;
+// Where an activation pass reads chunk i's input (NCHW), made on the calling thread; by default
+// the chunk's samples of the `in` tensor.
+using ChunkSource = std::function<const char*(int64_t)>;
+
+// conv2d_relu_max_pool2d: each chunk's result is at most this big, so it stays in the core's
+// cache between the primitive and the pool (forward), or between its making from the pooled
+// gradient and the primitives that read it (backward), counted in the primitives' dtype.
+constexpr int64_t kPooledChunkBytes = int64_t{1} << 19;
+Chunks pooled_chunks(const Problem& pr) {
+  const int64_t sample_bytes = pr.o * pr.oh * pr.ow * (pr.dt == kBf16 ? 2 : 4);
+  return chunks_for(pr.n, std::max<int64_t>(1, kPooledChunkBytes / std::max<int64_t>(sample_bytes, 1)));
+}
+
+// The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
+// primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
+// reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
+// goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written). Then
+// `after`, when given. With `source`, the chunks' input comes from it instead of `in`. Float16
+// chunks are widened before the reorder and rounded after it (`widened`).
+void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Tensor& weight, const Tensor& in,
+                         int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu,
+                         const PoolInto* pool = nullptr, const AfterChunk& after = {}, const ChunkSource& source = {}) {
+  const Dtype dtype = weight.dtype();
+  const PreparedWeights w = prepare_weights(plans, weight);
+  std::vector<float> wide_bias;
+  const void* bias_values = bias.defined() ? as_float32(bias, wide_bias) : nullptr;
+  run_parallel(chunks.count, [&](int64_t i) {
+    const Plan& plan = plans.of(chunks, i);
+    const dnnl::engine& engine = cpu_engine();
+    const OneOpenMPThread one_thread;
+    ThreadBuffers& b = thread_buffers();
+    dnnl::stream& s = thread_stream();
+    const memory::dims dims = plan.out_user.dims();  // [samples, channels, h, w]
+    const int64_t count = dims[0] * dims[1] * dims[2] * dims[3];
+    char* result = pool != nullptr ? ThreadBuffers::sized(b.block, static_cast<size_t>(count) * element_size(dtype))
+                                   : chunk_start(out, chunks, i);
+    char* written = widened(dtype) ? ThreadBuffers::sized(b.wide_out, plan.out_user.get_size()) : result;
+    const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
+    memory src_user(plan.in_user, engine, const_cast<char*>(as_float32(dtype, user_in, plan.in_user, b.wide_in)));
+    memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
+    memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+    memory dst_user(plan.out_user, engine, written);
+    memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
+    memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+    plan.in_reorder.execute(s, src_user, src);
+    std::unordered_map<int, memory> args{
+        {in_arg, src}, {DNNL_ARG_WEIGHTS, wm}, {out_arg, dst}, {DNNL_ARG_SCRATCHPAD, sm}};
+    if (bias_values != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias_values)));
+    plan.primitive.execute(s, args);
+    plan.out_reorder.execute(s, dst, dst_user);
+    s.wait();
+    // A widened chunk is ReLU'd in float32, before its rounding (the same bits: rounding to
+    // nearest keeps the sign, and NaN stays NaN), where relu_in_place runs vectorised.
+    if (relu) relu_block(widened(dtype) ? kFloat32 : dtype, written, count);
+    if (widened(dtype)) store_run(reinterpret_cast<const float*>(written), reinterpret_cast<Half*>(result), count);
+    if (pool != nullptr)
+      pool_block(dtype, result, *pool, i * chunks.per * dims[1], dims[0] * dims[1], dims[2], dims[3]);
+    if (after) after(i, src);
+  });
+}
+
+}  // namespace
+
+bool onednn_conv2d_applies(const Tensor& input) { return applies(input); }
+
+std::string cpu_conv_paths() {
+  if (!onednn_matmul_enabled(kFloat32)) return "conv2d on im2col + GEMM (oneDNN off)";
+  return fmt::format(
+      "conv2d: bfloat16 {}, float32 {}, float16 {}; forwards at most {} deep (a first layer) on im2col",
+      onednn_matmul_enabled(kBFloat16) ? "on oneDNN's primitives" : "widened on im2col + GEMM",
+      float32_on_primitives() ? "on oneDNN's primitives" : "on im2col + GEMM",
+      float32_on_primitives() ? "widened per chunk onto the float32 primitives" : "widened on im2col + GEMM",
+      kForwardOwnPathDepth);
+}
+
+bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Conv2dParams& p) {
+  if (!applies(input)) return false;
+  const Problem pr = problem_of(input, weight, out.size(2), out.size(3), bias.defined(), p);
+  if (forward_on_own_path(pr)) return false;
+  const Chunks chunks = chunks_for(pr.n);
+  const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
+  if (!plans.usable()) return false;
+  run_or_fail("forward", [&] {
+    run_activation_pass(plans, chunks, weight, input, DNNL_ARG_SRC, out, DNNL_ARG_DST, bias, p.relu);
+  });
+  return true;
+}
+
+bool onednn_conv2d_relu_max_pool_forward(const Tensor& pooled, const Tensor& which, const Tensor& input,
+                                         const Tensor& weight, const Tensor& bias, const Conv2dParams& p, int64_t oh,
+                                         int64_t ow) {
+  if (!applies(input)) return false;
+  const Problem pr = problem_of(input, weight, oh, ow, bias.defined(), p);
+  if (forward_on_own_path(pr)) return false;
+  const Chunks chunks = pooled_chunks(pr);
+  const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
+  if (!plans.usable()) return false;
+  const PoolInto into{static_cast<char*>(pooled.raw_data()), static_cast<uint8_t*>(which.raw_data())};
+  run_or_fail("forward", [&] {
+    run_activation_pass(plans, chunks, weight, input, DNNL_ARG_SRC, Tensor(), DNNL_ARG_DST, bias, true, &into);
+  });
+  return true;
+}
+
+namespace {
+
+// The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
+// bias's), added in float32 and rounded once to the gradient's dtype at the end, as the float32
+// accumulation of the reference path does.
+struct FilterPartials {
+  int64_t wn, bn;
+  std::vector<float> sums;
+  FilterPartials(const Tensor& grad_weight, bool bias, int64_t o, const Chunks& chunks)
+      : wn(grad_weight.numel()), bn(bias ? o : 0), sums(static_cast<size_t>(chunks.count * (wn + bn))) {}
+  float* of(int64_t chunk) { return sums.data() + chunk * (wn + bn); }
+  void reduce_into(const Tensor& grad_weight, const Tensor& grad_bias, const Chunks& chunks) const {
+    const auto reduce = [&]<class T>(T* out, int64_t first, int64_t count) {
+      for (int64_t j = 0; j < count; ++j) {
+        float sum = 0;
+        for (int64_t i = 0; i < chunks.count; ++i) sum += sums[static_cast<size_t>(i * (wn + bn) + first + j)];
+        out[j] = T(sum);
+      }
+    };
+    dispatch_floating(grad_weight.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+      reduce(static_cast<T*>(grad_weight.raw_data()), 0, wn);
+      if (bn) reduce(static_cast<T*>(grad_bias.raw_data()), wn, bn);
+    });
+  }
+};
+
+// Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
+// reordered channels-last, and the chunk's output gradient too (NCHW at gy_user) unless
+// `gy_ready` holds it so already.
+void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy_user,
+                  FilterPartials& partials, const memory* gy_ready) {
+  const dnnl::engine& engine = cpu_engine();
+  ThreadBuffers& b = thread_buffers();
+  dnnl::stream& s = thread_stream();
+  float* dw_user = partials.of(i);
+  const Dtype dtype = input.dtype();
+  memory x_user(plan.in_user, engine,
+                const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
+  memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.x, plan.in_nhwc.get_size()));
+  memory gy;
+  if (gy_ready != nullptr) {
+    gy = *gy_ready;
+  } else {
+    gy = memory(plan.out_nhwc, engine, ThreadBuffers::sized(b.gy, plan.out_nhwc.get_size()));
+    memory gy_nchw(plan.out_user, engine, const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in)));
+    plan.out_reorder.execute(s, gy_nchw, gy);
+  }
+  memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
+  memory dw_plain(plan.weights_user, engine, dw_user);
+  memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+  plan.in_reorder.execute(s, x_user, x);
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
+  if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, dw_user + partials.wn));
+  plan.primitive.execute(s, args);
+  plan.weights_reorder.execute(s, dw, dw_plain);
+  s.wait();
+}
+
+// The backward passes of every entry point below: the input gradient where grad_input is defined
+// (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
+// `grad_out` gives each chunk's output gradient, NCHW. With both, each chunk's output gradient is
+// put channels-last once, by the input-gradient pass, and handed from there to the chunk's
+// weight-gradient pass. pr: the convolution's problem (without a bias); false, having written
+// nothing, where a pass has no usable plan.
+bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& input,
+                     const Tensor& weight, const Problem& pr, const Chunks& chunks, const ChunkSource& grad_out) {
+  Problem filter_pr = pr;
+  filter_pr.bias = grad_bias.defined();
+  ChunkPlans data_plans, filter_plans;
+  if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
+  if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
+    return false;
+  std::optional<FilterPartials> partials;
+  if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  const char* what = !grad_weight.defined()  ? "backward (input gradient)"
+                     : !grad_input.defined() ? "backward (weight gradient)"
+                                             : "backward";
+  run_or_fail(what, [&] {
+    if (grad_input.defined()) {
+      AfterChunk filter;
+      if (partials) {
+        filter = [&](int64_t i, const memory& gy) {
+          filter_chunk(filter_plans.of(chunks, i), chunks, i, input, nullptr, *partials, &gy);
+        };
+      }
+      run_activation_pass(data_plans, chunks, weight, Tensor(), DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
+                          Tensor(), false, nullptr, filter, grad_out);
+      return;
+    }
+    run_parallel(chunks.count, [&](int64_t i) {
+      const OneOpenMPThread one_thread;
+      filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out(i), *partials, nullptr);
+    });
+  });
+  if (partials) partials->reduce_into(grad_weight, grad_bias, chunks);
+  return true;
+}
+
+// conv2d_relu's and conv2d_relu_max_pool2d's backward: chunk i's convolution output gradient, NCHW
+// in a per-thread buffer, made from the op's (conv/relu_grad.h).
+struct MadeOutputGrad {
+  const Conv2dReluGrad& from;
+  int64_t o, oh, ow;
+  const char* make(const Chunks& chunks, int64_t i, int64_t samples) const {
+    const size_t bytes = static_cast<size_t>(samples * o * oh * ow) * element_size(from.grad.dtype());
+    char* buf = ThreadBuffers::sized(thread_buffers().gy_nchw, bytes);
+    dispatch_floating(from.grad.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+      make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<T*>(buf));
+    });
+    return buf;
+  }
+};
+
+}  // namespace
+
+bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
+                                 const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(grad_input, weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  return backward_chunks(grad_input, Tensor(), Tensor(), Tensor(), weight, pr, chunks,
+                         [&](int64_t i) { return chunk_start(grad_out, chunks, i); });
+}
+
+bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
+                                   const Tensor& input, const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(input, grad_weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  return backward_chunks(Tensor(), grad_weight, grad_bias, input, Tensor(), pr, chunks,
+                         [&](int64_t i) { return chunk_start(grad_out, chunks, i); });
+}
+
+bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                            const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p) {
+  if (!applies(grad_out)) return false;
+  const Problem pr = problem_of(input, weight, grad_out.size(2), grad_out.size(3), false, p);
+  const Chunks chunks = chunks_for(pr.n);
+  return backward_chunks(grad_input, grad_weight, grad_bias, input, weight, pr, chunks,
+                         [&](int64_t i) { return chunk_start(grad_out, chunks, i); });
+}
+
+bool onednn_conv2d_relu_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                 const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
+                                 const Conv2dParams& p, int64_t oh, int64_t ow) {
+  if (!applies(from.grad) || (!grad_input.defined() && !grad_weight.defined())) return false;
+  const Problem pr = problem_of(input, weight, oh, ow, false, p);
+  const Chunks chunks = pooled_chunks(pr);
+  const MadeOutputGrad gy{from, pr.o, oh, ow};
+  return backward_chunks(grad_input, grad_weight, grad_bias, input, weight, pr, chunks,
+                         [&](int64_t i) { return gy.make(chunks, i, chunks.size(i, pr.n)); });
+}
+
+#else  // built without oneDNN
+
+bool onednn_conv2d_applies(const Tensor&) { return false; }
+std::string cpu_conv_paths() { return "conv2d on im2col + GEMM (built without oneDNN)"; }
+bool onednn_conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  return false;
+}
+bool onednn_conv2d_relu_max_pool_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                         const Conv2dParams&, int64_t, int64_t) {
+  return false;
+}
+bool onednn_conv2d_backward_data(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) { return false; }
+bool onednn_conv2d_backward_filter(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  return false;
+}
+bool onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Conv2dParams&) {
+  return false;
+}
+bool onednn_conv2d_relu_backward(const Tensor&, const Tensor&, const Tensor&, const Conv2dReluGrad&, const Tensor&,
+                                 const Tensor&, const Conv2dParams&, int64_t, int64_t) {
+  return false;
+}
+#endif
+
+}  // namespace hg::cpu

@@ -1,0 +1,240 @@
+#include "nn/module.h"
+
+#include <ostream>
+#include <set>
+
+#include "framework/grad_mode.h"
+
+namespace hg::nn {
+
+Tensor Module::forward(const Tensor&) { fail(type_name_, "this module has no one-tensor forward"); }
+
+Tensor Module::operator()(const Tensor& input) {
+  if (hooks_->pre.empty() && hooks_->post.empty()) return forward(input);
+  // Copies: a hook may remove itself (or register another) while they run.
+  Tensor x = input;
+  for (const auto& [id, fn] : std::vector(hooks_->pre))
+    if (std::optional<Tensor> r = fn(*this, x)) x = std::move(*r);
+  Tensor y = forward(x);
+  for (const auto& [id, fn] : std::vector(hooks_->post))
+    if (std::optional<Tensor> r = fn(*this, x, y)) y = std::move(*r);
+  return y;
+}
+
+namespace {
+template <class List>
+RemovableHandle add_hook(const std::shared_ptr<void>& owner, List& list, uint64_t id,
+                         typename List::value_type::second_type fn, const char* what) {
+  HG_CHECK(fn != nullptr, what, "the hook is empty");
+  list.emplace_back(id, std::move(fn));
+  return RemovableHandle([weak = std::weak_ptr<void>(owner), &list, id] {
+    if (auto alive = weak.lock()) std::erase_if(list, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+}  // namespace
+
+RemovableHandle Module::register_forward_pre_hook(ForwardPreHook fn) {
+  return add_hook(hooks_, hooks_->pre, ++hooks_->next_id, std::move(fn), "register_forward_pre_hook");
+}
+
+RemovableHandle Module::register_forward_hook(ForwardHook fn) {
+  return add_hook(hooks_, hooks_->post, ++hooks_->next_id, std::move(fn), "register_forward_hook");
+}
+
+void Module::check_new_name(const std::string& name) const {
+  HG_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
+           "invalid name '{}' (must be non-empty without '.')", name);
+  auto taken = [&](const auto& list) {
+    for (const auto& [n, _] : list)
+      if (n == name) return true;
+    return false;
+  };
+  HG_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), type_name_, "name '{}' is already registered",
+           name);
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor& slot, Tensor value, bool requires_grad) {
+  check_new_name(name);
+  HG_CHECK(value.defined() && value.is_floating_point(), type_name_,
+           "parameter '{}' must be a defined floating-point tensor", name);
+  slot = value.detach();
+  if (requires_grad) slot.requires_grad_(true);
+  params_.emplace_back(name, &slot);
+  return slot;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor value) {
+  check_new_name(name);
+  slot = value.defined() ? value.detach() : value;
+  buffers_.emplace_back(name, &slot);
+  return slot;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  HG_CHECK(module != nullptr, type_name_, "submodule '{}' is null", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+template <class F>
+void Module::walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const {
+  for (const auto& [name, slot] : buffers ? buffers_ : params_)
+    if (slot->defined()) fn(prefix + name, *slot);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->walk(prefix + name + ".", true, buffers, fn);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  walk("", recurse, false, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
+  return out;
+}
+
+TensorList Module::parameters(bool recurse) const {
+  TensorList out;
+  for (auto& [_, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  walk("", recurse, true, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
+  return out;
+}
+
+TensorList Module::buffers(bool recurse) const {
+  TensorList out;
+  for (auto& [_, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::append_repr(std::string& out, int indent) const {
+  const std::string extra = extra_repr();
+  const int64_t count = num_parameters();
+  const std::string note = count ? fmt::format("  # {} parameter{}", count, count == 1 ? "" : "s") : "";
+  out += type_name_ + "(";
+  if (children_.empty()) {
+    out += extra + ")" + note;
+    return;
+  }
+  out += note + "\n";
+  const std::string pad(static_cast<size_t>(indent + 2), ' ');
+  if (!extra.empty()) out += pad + extra + "\n";  // as PyTorch: the config on a line of its own
+  for (const auto& [name, child] : children_) {
+    out += pad + "(" + name + "): ";
+    child->append_repr(out, indent + 2);
+    out += "\n";
+  }
+  out += std::string(static_cast<size_t>(indent), ' ') + ")";
+}
+
+std::string Module::to_string() const {
+  std::string out;
+  append_repr(out, 0);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) { return os << module.to_string(); }
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, child] : children_) child->train(on);
+}
+
+void Module::convert(Device device, std::optional<Dtype> dtype) {
+  NoGradGuard no_grad;
+  for (auto& [_, slot] : params_) {
+    if (!slot->defined()) continue;
+    const bool rg = slot->requires_grad();
+    *slot = slot->to(device, dtype.value_or(slot->dtype())).detach();
+    if (rg) slot->requires_grad_(true);
+  }
+  for (auto& [_, slot] : buffers_) {
+    if (!slot->defined()) continue;
+    const Dtype d = dtype && slot->is_floating_point() ? *dtype : slot->dtype();
+    *slot = slot->to(device, d).detach();
+  }
+  for (auto& [_, child] : children_) child->convert(device, dtype);
+}
+
+void Module::to(Device device) { convert(device, std::nullopt); }
+void Module::to(Dtype dtype) {
+  HG_CHECK(is_floating(dtype), "to", "a module converts to a floating-point dtype, got {}", dtype);
+  // Each tensor stays where it is: use the device of the first one, or the CPU.
+  const auto p = parameters();
+  const auto b = buffers();
+  convert(!p.empty() ? p[0].device() : (!b.empty() ? b[0].device() : Device(kCPU)), dtype);
+}
+void Module::to(Device device, Dtype dtype) {
+  HG_CHECK(is_floating(dtype), "to", "a module converts to a floating-point dtype, got {}", dtype);
+  convert(device, dtype);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      Tensor g = p.grad();
+      g.zero_();
+    }
+  }
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  walk("", true, false, [&](const std::string& n, const Tensor& t) { out[n] = t.detach(); });
+  walk("", true, true, [&](const std::string& n, const Tensor& t) { out[n] = t.detach(); });
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> mine = named_parameters();
+  for (auto& nb : named_buffers()) mine.push_back(nb);
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> known;
+  for (const auto& [name, t] : mine) {
+    known.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+    } else if (it->second.shape() != t.shape()) {
+      mismatched.push_back(
+          fmt::format("'{}' has shape {} in the state dict, {} in the module", name, it->second.shape(), t.shape()));
+    }
+  }
+  for (const auto& [name, _] : state)
+    if (!known.count(name)) unexpected.push_back(name);
+  std::vector<std::string> problems;
+  if (strict && !missing.empty()) problems.push_back(fmt::format("missing keys: {}", fmt::join(missing, ", ")));
+  if (strict && !unexpected.empty())
+    problems.push_back(fmt::format("unexpected keys: {}", fmt::join(unexpected, ", ")));
+  if (!mismatched.empty()) problems.push_back(fmt::format("shape mismatch: {}", fmt::join(mismatched, "; ")));
+  HG_CHECK(problems.empty(), "load_state_dict", "{}: {}", type_name_, fmt::join(problems, "; "));
+
+  NoGradGuard no_grad;
+  for (auto& [name, t] : mine) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    Tensor dst = t;
+    dst.copy_(it->second.to(t.device()));
+  }
+}
+
+}  // namespace hg::nn
+
+namespace hg {
+
+void save(const nn::Module& module, const std::string& path, const Metadata& metadata) {
+  save(module.state_dict(), path, metadata);
+}
+
+}  // namespace hg

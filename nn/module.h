@@ -1,0 +1,139 @@
+// hg::nn::Module: the base of every layer. A module registers its parameters, buffers and
+// submodules by name, and the base walks them for parameters(), to(), state_dict() and friends.
+//
+//   struct Net : hg::nn::Module {
+//     std::shared_ptr<hg::nn::Linear> fc = register_module("fc", std::make_shared<hg::nn::Linear>(4, 2));
+//     hg::Tensor forward(const hg::Tensor& x) override { return (*fc)(x); }
+//   };
+//
+// Call a module as module(x): that runs its forward pre-hooks, forward, then its forward hooks
+// (as PyTorch's __call__); calling forward() directly skips the hooks. fmt::print("{}", module)
+// (or std::cout << module) prints the tree as PyTorch's repr, with parameter counts.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "framework/tensor.h"
+#include "serialize/safetensors.h"
+
+namespace hg::nn {
+
+class Module;
+// fn(module, input) runs before forward and may return a replacement input.
+using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
+// fn(module, input, output) runs after forward and may return a replacement output.
+using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
+
+class Module {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  // Parameters are registered by address, so a module never moves or copies.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The computation. Modules that take one tensor override this; the default throws.
+  virtual Tensor forward(const Tensor& input);
+  // forward wrapped in the forward hooks.
+  Tensor operator()(const Tensor& input);
+  // Each returns a handle whose remove() unregisters the hook (the handle may outlive the module).
+  RemovableHandle register_forward_pre_hook(ForwardPreHook fn);
+  RemovableHandle register_forward_hook(ForwardHook fn);
+  // Whether any forward pre-hook or forward hook is registered (Sequential fuses only modules
+  // without them, so every hook sees the tensors it would see unfused).
+  bool has_forward_hooks() const { return !hooks_->pre.empty() || !hooks_->post.empty(); }
+  const std::string& type_name() const { return type_name_; }
+  // The key configuration shown inside the parentheses when printed, as PyTorch's extra_repr:
+  // "in_features=4, out_features=2, bias=true". Layers override it; the default is empty.
+  virtual std::string extra_repr() const { return ""; }
+  // The tree as PyTorch prints it: "Type(extra)" for a leaf, children indented one per line as
+  // "(name): ...", and "  # N parameters" after each module that holds any (the root's is the total).
+  std::string to_string() const;
+
+  // ---- walking the tree (names are dotted paths: "0.weight", "fc1.bias") ----
+  TensorList parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  TensorList buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  int64_t num_parameters() const;
+
+  // ---- modes and conversions ----
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves parameters and buffers; to(dtype) converts only floating-point ones (as PyTorch).
+  // Gradients are dropped. Throws "[to] ..." for a device without a backend.
+  void to(Device device);
+  void to(Dtype dtype);
+  void to(Device device, Dtype dtype);
+  void zero_grad(bool set_to_none = true);
+
+  // ---- checkpoints ----
+  // Parameters and buffers by dotted name; the tensors alias the module's (as PyTorch's do):
+  // clone them to keep a snapshot while training goes on.
+  StateDict state_dict() const;
+  // Copies values in (converting dtypes). strict: a missing or unexpected key is an error;
+  // a shape mismatch always is. Errors name every offending key.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+ protected:
+  // Registers a member tensor as a parameter (requires grad) or a buffer; returns it.
+  Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void convert(Device device, std::optional<Dtype> dtype);
+  template <class F>
+  void walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const;
+  void append_repr(std::string& out, int indent) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor*>> params_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  struct Hooks {
+    uint64_t next_id = 0;
+    std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+    std::vector<std::pair<uint64_t, ForwardHook>> post;
+  };
+  std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();  // handles hold it weakly
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+}  // namespace hg::nn
+
+// fmt::print("{}", model) for Module and every subclass.
+template <class M>
+struct fmt::formatter<M, char, std::enable_if_t<std::is_base_of_v<hg::nn::Module, M>>>
+    : fmt::formatter<std::string_view> {
+  auto format(const hg::nn::Module& m, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(m.to_string(), ctx);
+  }
+};
+
+namespace hg {
+
+// Saves module.state_dict() as a safetensors checkpoint (hg::save's atomic write).
+void save(const nn::Module& module, const std::string& path, const Metadata& metadata = {});
+
+}  // namespace hg

@@ -1,0 +1,58 @@
+#include "nn/norm.h"
+
+#include "framework/grad_mode.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/norm.h"
+
+namespace hg::nn {
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(eps) {
+  HG_CHECK(!shape_.empty(), "LayerNorm", "normalized_shape must not be empty");
+  if (elementwise_affine) {
+    register_parameter("weight", weight, ones(shape_));
+    register_parameter("bias", bias, zeros(shape_));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, shape_, weight, bias, eps_); }
+
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
+    : Module("GroupNorm"), groups_(num_groups), channels_(num_channels), eps_(eps) {
+  HG_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, "GroupNorm",
+           "num_channels {} must be a positive multiple of num_groups {}", num_channels, num_groups);
+  if (affine) {
+    register_parameter("weight", weight, ones({num_channels}));
+    register_parameter("bias", bias, zeros({num_channels}));
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, groups_, weight, bias, eps_); }
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats)
+    : Module("BatchNorm2d"), features_(num_features), eps_(eps), momentum_(momentum) {
+  HG_CHECK(num_features > 0, "BatchNorm2d", "num_features must be positive, got {}", num_features);
+  if (affine) {
+    register_parameter("weight", weight, ones({num_features}));
+    register_parameter("bias", bias, zeros({num_features}));
+  }
+  if (track_running_stats) {
+    register_buffer("running_mean", running_mean, zeros({num_features}));
+    register_buffer("running_var", running_var, ones({num_features}));
+    register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, kInt64));
+  }
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  HG_CHECK(x.dim() == 4 && x.size(1) == features_, "BatchNorm2d", "expected input [N, {}, H, W], got shape {}",
+           features_, x.shape());
+  // Without running statistics, eval mode normalises with the batch statistics too (as PyTorch).
+  const bool use_batch_stats = is_training() || !running_mean.defined();
+  if (is_training() && num_batches_tracked.defined()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
+}
+
+}  // namespace hg::nn

@@ -1,0 +1,56 @@
+// LayerNorm, GroupNorm and BatchNorm2d (running statistics in buffers; batch statistics when training).
+#pragma once
+
+#include "nn/module.h"
+
+namespace hg::nn {
+
+// Normalises over the trailing normalized_shape dims; weight = 1, bias = 0 at start.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, eps={}, elementwise_affine={}", shape_, eps_, weight.defined());
+  }
+  Tensor weight, bias;
+
+ private:
+  Shape shape_;
+  double eps_;
+};
+
+// x [N, C, ...]: hg::group_norm over num_groups groups of channels; weight = 1, bias = 0 ([C]).
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, {}, eps={}, affine={}", groups_, channels_, eps_, weight.defined());
+  }
+  Tensor weight, bias;
+
+ private:
+  int64_t groups_, channels_;
+  double eps_;
+};
+
+// x [N, C, H, W]. Buffers running_mean (0), running_var (1) and num_batches_tracked (int64),
+// as PyTorch's, so checkpoints carry the same keys.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", features_, eps_, momentum_,
+                       weight.defined(), running_mean.defined());
+  }
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t features_;
+  double eps_, momentum_;
+};
+
+}  // namespace hg::nn

@@ -1,0 +1,56 @@
+#include "optim/clip_grad.h"
+
+#include <cmath>
+
+#include "framework/grad_mode.h"
+#include "framework/ops/binary.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/minmax.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/unary.h"
+
+namespace hg::optim {
+
+Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  HG_CHECK(norm_type > 0, "clip_grad_norm_", "norm_type must be positive, got {}", norm_type);
+  NoGradGuard no_grad;
+  TensorList grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return scalar_tensor(0.0);
+
+  // Norms accumulate in float32 (float64 for float64 gradients), so bf16/fp16 grads lose nothing.
+  Tensor total;
+  for (const Tensor& g : grads) {
+    const Dtype acc = g.dtype() == kFloat64 ? kFloat64 : kFloat32;
+    const Tensor a = g.to(acc).abs();
+    Tensor part;
+    if (std::isinf(norm_type)) {
+      // The largest magnitude (a limit of high powers is unstable), reduced on the gradient's
+      // device so the host does not wait; max and maximum propagate NaN.
+      part = a.numel() ? max(a) : zeros({}, TensorOptions(acc).device(g.device()));
+      total = total.defined() ? maximum(total, part.to(total.dtype())) : part;
+    } else {
+      part = norm_type == 2.0 ? sum(a * a) : sum(pow(a, norm_type));
+      total = total.defined() ? total + part.to(total.dtype()) : part;
+    }
+  }
+  if (!std::isinf(norm_type)) total = pow(total, 1.0 / norm_type);
+  total = total.to(kFloat32);
+  if (error_if_nonfinite) {
+    // The one host wait here (on CUDA): the check has to see the norm before anything is clipped.
+    const double t = total.item<double>();
+    HG_CHECK(std::isfinite(t), "clip_grad_norm_",
+             "the total norm of order {} of the gradients is {}; set error_if_nonfinite=false to clip anyway",
+             norm_type, t);
+  }
+  const Tensor ratio = max_norm / (total + 1e-6);
+  const Tensor coef = minimum(ratio, ones_like(ratio));
+  for (const Tensor& g : grads) {
+    Tensor gm = g;
+    gm.mul_(coef.to(g.dtype()));
+  }
+  return total;
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,100 @@
+#include "optim/sgd.h"
+
+#include "framework/ops/copy.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/optim_update_kernels.h"
+
+namespace hg::optim {
+
+namespace {
+void check_sgd(double momentum, double dampening, double weight_decay, double nesterov) {
+  HG_CHECK(momentum >= 0, "SGD", "invalid momentum {}", momentum);
+  HG_CHECK(weight_decay >= 0, "SGD", "invalid weight_decay {}", weight_decay);
+  HG_CHECK(nesterov == 0 || nesterov == 1, "SGD", "invalid nesterov {} (expected 0 or 1)", nesterov);
+  HG_CHECK(nesterov == 0 || (momentum > 0 && dampening == 0), "SGD",
+           "nesterov momentum needs momentum > 0 and dampening 0");
+}
+}  // namespace
+
+SGD::SGD(TensorList params, SGDOptions options) : Optimizer(std::move(params), options.lr, "SGD"), options_{options} {
+  check_sgd(options.momentum, options.dampening, options.weight_decay, options.nesterov ? 1 : 0);
+}
+
+SGD::SGD(std::vector<SGDParamGroup> groups) : Optimizer("SGD") {
+  HG_CHECK(!groups.empty(), "SGD", "needs at least one parameter group");
+  for (SGDParamGroup& g : groups) add_param_group(std::move(g));
+}
+
+void SGD::add_param_group(SGDParamGroup group) {
+  const SGDOptions& o = group.options;
+  check_sgd(o.momentum, o.dampening, o.weight_decay, o.nesterov ? 1 : 0);
+  add_group(std::move(group.params), o.lr);
+  options_.push_back(o);
+}
+
+SGDOptions SGD::options(size_t group) const {
+  SGDOptions o = options_.at(group);
+  o.lr = lr(group);
+  return o;
+}
+
+void SGD::check_hyperparameters(const std::map<std::string, double>& v) const {
+  check_sgd(v.at("momentum"), v.at("dampening"), v.at("weight_decay"), v.at("nesterov"));
+}
+
+std::map<std::string, Optimizer::Hyperparameter> SGD::hyperparameters(size_t group) {
+  SGDOptions& o = options_.at(group);
+  return {{"momentum", &o.momentum},
+          {"dampening", &o.dampening},
+          {"weight_decay", &o.weight_decay},
+          {"nesterov", &o.nesterov}};
+}
+
+// Loaded buffers count as having taken their first gradient: forget the ready flags so the next
+// fused step sets them to 1 for every parameter that has a buffer.
+void SGD::load_state_dict(const StateDict& state) {
+  Optimizer::load_state_dict(state);
+  buffer_ready_.clear();
+}
+
+// The fused kernel is the one implementation of the update. A strided parameter (a view into a
+// larger tensor) is updated through a contiguous copy: copy in, fused update, copy back.
+void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
+  if (param.is_contiguous()) return update_fused(i, param, grad);
+  const Tensor dense = contiguous(param);
+  update_fused(i, dense, grad);
+  Tensor(param).copy_(dense);
+}
+
+// One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
+// Optimizer::step has already read it on the host (the kernel honours it all the same).
+void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
+  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
+           param.device(), param.shape(), param.strides());
+  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  const size_t group = group_of(i);
+  const SGDOptions& o = options_[group];
+  Tensor buf, ready;
+  if (o.momentum != 0) {
+    if (buffer_ready_.size() != state_.size()) buffer_ready_.resize(state_.size());
+    auto it = state_[i].find("momentum_buffer");
+    if (it == state_[i].end()) {
+      it = state_[i].emplace("momentum_buffer", zeros_like(param)).first;
+      buffer_ready_[i] = zeros({1}, TensorOptions(kInt32).device(param.device()));
+    } else if (!buffer_ready_[i].defined() || buffer_ready_[i].device() != param.device()) {
+      buffer_ready_[i] = full({1}, 1.0, TensorOptions(kInt32).device(param.device()));  // a loaded buffer
+    }
+    // A buffer loaded from another dtype, device or layout is converted once, to what the kernel reads.
+    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
+      it->second = contiguous(to(it->second, param.device(), param.dtype()));
+    buf = it->second;
+    ready = buffer_ready_[i];
+  }
+  const Tensor cast_out = warm_cast_output(param);
+  sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()), cast_out,
+                  SgdHyper{lr(group), o.momentum, o.dampening, o.weight_decay, o.nesterov, grad_unscale()});
+  param.bump_version();
+  publish_warm_cast(param, cast_out);
+}
+
+}  // namespace hg::optim
