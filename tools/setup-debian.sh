@@ -2,7 +2,7 @@
 # Installs everything halfgrad needs to build and test on Debian 12 (bookworm).
 # Used by the README quick start and by .ci/run. Safe to run again.
 set -euo pipefail
-packages=(meson ninja-build g++ pkg-config clang-format libfmt-dev doctest-dev
+packages=(meson ninja-build g++ pkg-config cmake clang-format libfmt-dev doctest-dev
           libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libsleef-dev
           wamerican  # /usr/share/dict/american-english: the char_transformer example's words
           libopenmpi-dev openmpi-bin libgloo-dev  # hg::distributed (MPI, Gloo) and its tests

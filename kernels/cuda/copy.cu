@@ -2,6 +2,7 @@
 // copies on the current stream.
 #include "framework/dispatch.h"
 #include "framework/ops/copy_kernels.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -35,8 +36,7 @@ __global__ void fill_flat_kernel(int64_t n, T* __restrict__ out, T value) {
 
 template <class T>
 __global__ void fill_strided_kernel(Geometry<1> g, char* out, T value) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.numel; i += stride) {
+  HG_KERNEL_LOOP(i, g.numel) {
     int64_t off[1];
     g.offsets(i, off);
     *reinterpret_cast<T*>(out + off[0]) = value;

@@ -3,6 +3,7 @@
 #include "framework/dispatch.h"
 #include "framework/ops/nn_misc_kernels.h"
 #include "kernels/common/splitmix64.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -10,8 +11,7 @@ namespace {
 
 template <class T>
 __global__ void dropout_mask_kernel(T* m, int64_t n, uint64_t threshold, T keep, uint64_t seed) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  HG_KERNEL_LOOP(i, n) {
     const uint64_t u = splitmix64(seed + static_cast<uint64_t>(i)) >> 11;
     m[i] = u >= threshold ? keep : from_acc<T>(acc_t<T>(0));
   }

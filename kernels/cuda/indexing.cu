@@ -9,6 +9,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing_kernels.h"
 #include "framework/ops/minmax_kernels.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -29,8 +30,7 @@ struct IndexReport {
 };
 
 __global__ void check_indices_kernel(const int64_t* idx, int64_t m, IndexReport check) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < m; k += stride) check.ok(idx[k], k);
+  HG_KERNEL_LOOP(k, m) check.ok(idx[k], k);
 }
 
 // When there is nothing to copy (an empty outer or inner extent) the indices are still checked.
@@ -98,8 +98,7 @@ constexpr bool serial() {
 template <class T>
 __global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t n, int64_t step, Walk w,
                               IndexReport check) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+  HG_KERNEL_LOOP(k, n) {
     int64_t ox, unused;
     w.offsets(k, ox, unused);
     const int64_t j = idx[k];
@@ -110,8 +109,7 @@ __global__ void gather_kernel(T* out, const T* x, const int64_t* idx, int64_t n,
 template <class T>
 __global__ void scatter_add_kernel(T* self, const T* src, const int64_t* idx, int64_t n, int64_t step, Walk w,
                                    IndexReport check) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+  HG_KERNEL_LOOP(k, n) {
     int64_t os, osrc;
     w.offsets(k, os, osrc);
     const int64_t j = idx[k];
@@ -159,8 +157,7 @@ std::optional<int64_t> scatter_add_cuda(const Tensor& self, int64_t dim, const T
 template <class U>
 __global__ void index_select_kernel(U* out, const U* x, const int64_t* idx, int64_t total, int64_t m, int64_t n,
                                     int64_t inner, IndexReport check) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
+  HG_KERNEL_LOOP(k, total) {
     const int64_t i = k % inner, j = (k / inner) % m, o = k / (inner * m);
     const int64_t at = idx[j];
     out[k] = check.ok(at, j) ? x[(o * n + at) * inner + i] : U{};
@@ -195,8 +192,7 @@ std::optional<int64_t> index_select_cuda(const Tensor& out, const Tensor& x, con
 template <class T>
 __global__ void index_add_kernel(T* self, const T* src, const int64_t* idx, int64_t total, int64_t m, int64_t n,
                                  int64_t inner, IndexReport check) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
+  HG_KERNEL_LOOP(k, total) {
     const int64_t i = k % inner, j = (k / inner) % m, o = k / (inner * m);
     const int64_t at = idx[j];
     if (check.ok(at, j)) atomic_add(self + (o * n + at) * inner + i, src[k]);
@@ -226,8 +222,7 @@ std::optional<int64_t> index_add_cuda(const Tensor& self, const Tensor& index, c
 
 template <class T>
 __global__ void where_kernel(Geometry<4> g, char* out, const char* cond, const char* a, const char* b) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.numel; i += stride) {
+  HG_KERNEL_LOOP(i, g.numel) {
     int64_t off[4];
     g.offsets(i, off);
     const bool c = *reinterpret_cast<const bool*>(cond + off[1]);

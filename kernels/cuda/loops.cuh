@@ -15,6 +15,7 @@
 
 #include "framework/tensor.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace hg::cuda {
@@ -157,8 +158,7 @@ __global__ void unary_flat_kernel(int64_t n, Out* __restrict__ out, const In* __
 
 template <class Out, class In, class F>
 __global__ void unary_strided_kernel(Geometry<2> g, char* out, const char* in, F f) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.numel; i += stride) {
+  HG_KERNEL_LOOP(i, g.numel) {
     int64_t off[2];
     g.offsets(i, off);
     *reinterpret_cast<Out*>(out + off[0]) = f(*reinterpret_cast<const In*>(in + off[1]));
@@ -218,8 +218,7 @@ __global__ void binary_flat_kernel(int64_t n, Out* __restrict__ out, const In* _
 
 template <class Out, class In, class F>
 __global__ void binary_strided_kernel(Geometry<3> g, char* out, const char* a, const char* b, F f) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.numel; i += stride) {
+  HG_KERNEL_LOOP(i, g.numel) {
     int64_t off[3];
     g.offsets(i, off);
     *reinterpret_cast<Out*>(out + off[0]) =

@@ -8,6 +8,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/loss_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -83,8 +84,7 @@ __global__ void cross_entropy_backward_kernel(T* gx, const T* x, const int64_t* 
 template <class T, class C>
 __global__ void nll_kernel(C* loss, const T* x, const int64_t* target, int64_t rows, int64_t c, int64_t s,
                            int64_t ignore, TargetReport report) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+  HG_KERNEL_LOOP(r, rows) {
     const int64_t t = target[r];
     report.note(t, c, ignore, r);
     const bool ok = t >= 0 && t < c && t != ignore;
@@ -95,8 +95,7 @@ __global__ void nll_kernel(C* loss, const T* x, const int64_t* target, int64_t r
 template <class T, class C>
 __global__ void nll_backward_kernel(T* gx, const C* w, bool per_sample, const int64_t* target, int64_t rows, int64_t c,
                                     int64_t s, int64_t ignore) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+  HG_KERNEL_LOOP(r, rows) {
     const int64_t t = target[r];
     if (t != ignore && t >= 0 && t < c)
       gx[(r / s) * c * s + t * s + r % s] = from_acc<T>(static_cast<acc_t<T>>(-w[per_sample ? r : 0]));
@@ -255,8 +254,7 @@ struct BceLogitsFn {
 
 template <class T>
 __global__ void bce_logits_weighted_kernel(Geometry<4> g, char* out, const char* a, const char* b, const char* c) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < g.numel; i += stride) {
+  HG_KERNEL_LOOP(i, g.numel) {
     int64_t off[4];
     g.offsets(i, off);
     const auto x = to_acc(*reinterpret_cast<const T*>(a + off[1]));

@@ -8,6 +8,7 @@
 #include "framework/ops/norm_kernels.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/column_sum.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -289,8 +290,7 @@ __global__ void bn_finalize_kernel(const acc_t<T>* pmean, const acc_t<T>* pm2, i
 template <class T>
 __global__ void bn_apply_kernel(T* y, const T* x, const acc_t<T>* scale, const acc_t<T>* shift, int64_t c, int64_t s,
                                 int64_t total) {
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
-       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  HG_KERNEL_LOOP(k, total) {
     const int64_t ch = (k / s) % c;
     y[k] = from_acc<T>(to_acc(x[k]) * scale[ch] + shift[ch]);
   }
@@ -340,8 +340,7 @@ __global__ void bn_grad_apply_kernel(T* gx, const T* gy, const T* x, Param<acc_t
                                      Param<acc_t<T>> save_invstd, const acc_t<T>* coef, int64_t c, int64_t s,
                                      int64_t total) {
   using A = acc_t<T>;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
-       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  HG_KERNEL_LOOP(k, total) {
     const int64_t ch = (k / s) % c;
     const A xh = (to_acc(x[k]) - save_mean.get(ch, A(0))) * save_invstd.get(ch, A(1));
     gx[k] = from_acc<T>(coef[ch] * (to_acc(gy[k]) - coef[c + ch] - xh * coef[2 * c + ch]));

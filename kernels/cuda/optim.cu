@@ -6,6 +6,7 @@
 
 #include "framework/dispatch.h"
 #include "framework/ops/optim_update_kernels.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -27,9 +28,8 @@ template <class C>
 __global__ void cast_unchanged_kernel(int64_t n, const float* __restrict__ param, C* __restrict__ cast_out,
                                       const float* skip) {
   if (!skipped(skip)) return;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    cast_out[i] = from_acc<C>(param[i]);
+  HG_KERNEL_LOOP(i, n)
+  cast_out[i] = from_acc<C>(param[i]);
 }
 
 // Calls f(C*) with cast_out's element type, or f(nullptr as void*) when it is undefined.
@@ -60,8 +60,7 @@ __global__ void sgd_kernel(int64_t n, T* __restrict__ param, const T* __restrict
   if (skipped(skip)) return;
   using A = acc_t<T>;
   const bool first = buf != nullptr && *ready == 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  HG_KERNEL_LOOP(i, n) {
     const A p = to_acc(param[i]);
     A d = to_acc(grad[i]);
     if (h.weight_decay != 0) d += p * static_cast<A>(h.weight_decay);
@@ -124,8 +123,7 @@ __global__ void adam_kernel(int64_t n, T* __restrict__ param, const T* __restric
   const A b1 = static_cast<A>(h.beta1), b2 = static_cast<A>(h.beta2);
   const A step_size = static_cast<A>(h.lr) / bias1, eps = static_cast<A>(h.eps), wd = static_cast<A>(h.weight_decay);
   const A decay = static_cast<A>(1.0 - h.lr * h.weight_decay);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  HG_KERNEL_LOOP(i, n) {
     A p = to_acc(param[i]);
     A g = to_acc(grad[i]);
     if (h.weight_decay != 0) {

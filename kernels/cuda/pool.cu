@@ -4,6 +4,7 @@
 #include "framework/dispatch.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/pool_kernels.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -31,8 +32,7 @@ using Buf = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <class T>
 __global__ void max_pool_kernel(T* y, int64_t* ix, const T* x, Planes g, Params p, int64_t total) {
   using A = acc_t<T>;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+  HG_KERNEL_LOOP(o, total) {
     const int64_t ox = o % g.ow, oy = (o / g.ow) % g.oh, pl = o / (g.ow * g.oh);
     const T* xp = x + pl * g.h * g.w;
     const int64_t hs = oy * p.sh - p.ph, ws = ox * p.sw - p.pw;
@@ -55,8 +55,7 @@ __global__ void max_pool_kernel(T* y, int64_t* ix, const T* x, Planes g, Params 
 
 template <class T>
 __global__ void max_pool_backward_kernel(Buf<T>* acc, const T* gy, const int64_t* ix, Planes g, int64_t total) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+  HG_KERNEL_LOOP(o, total) {
     const int64_t pl = o / (g.oh * g.ow);
     atomicAdd(acc + pl * g.h * g.w + ix[o], static_cast<Buf<T>>(to_acc(gy[o])));
   }
@@ -81,8 +80,7 @@ __device__ Window avg_window(int64_t oy, int64_t ox, int64_t h, int64_t w, const
 template <class T>
 __global__ void avg_pool_kernel(T* y, const T* x, Planes g, Params p, int64_t total) {
   using A = acc_t<T>;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+  HG_KERNEL_LOOP(o, total) {
     const int64_t ox = o % g.ow, oy = (o / g.ow) % g.oh, pl = o / (g.ow * g.oh);
     const T* xp = x + pl * g.h * g.w;
     const Window win = avg_window(oy, ox, g.h, g.w, p);
@@ -96,8 +94,7 @@ __global__ void avg_pool_kernel(T* y, const T* x, Planes g, Params p, int64_t to
 template <class T>
 __global__ void avg_pool_backward_kernel(Buf<T>* acc, const T* gy, Planes g, Params p, int64_t total) {
   using A = acc_t<T>;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < total; o += stride) {
+  HG_KERNEL_LOOP(o, total) {
     const int64_t ox = o % g.ow, oy = (o / g.ow) % g.oh, pl = o / (g.ow * g.oh);
     const Window win = avg_window(oy, ox, g.h, g.w, p);
     if (win.h0 >= win.h1 || win.w0 >= win.w1) continue;
@@ -110,9 +107,8 @@ __global__ void avg_pool_backward_kernel(Buf<T>* acc, const T* gy, Planes g, Par
 
 template <class T>
 __global__ void round_kernel(T* out, const Buf<T>* acc, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = from_acc<T>(static_cast<acc_t<T>>(acc[i]));
+  HG_KERNEL_LOOP(i, n)
+  out[i] = from_acc<T>(static_cast<acc_t<T>>(acc[i]));
 }
 
 void max_pool_cuda(const Tensor& out, const Tensor& indices, const Tensor& input, const Pool2dParams& p) {

@@ -5,6 +5,7 @@
 #include "framework/dispatch.h"
 #include "framework/ops/scan_kernels.h"
 #include "framework/ops/triangular_kernels.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -14,8 +15,7 @@ template <class T, class O>
 __global__ void cumsum_kernel(O* __restrict__ out, const T* __restrict__ in, int64_t rows, int64_t n, int64_t inner) {
   using Acc = std::conditional_t<std::is_floating_point_v<acc_t<O>>,
                                  std::conditional_t<std::is_same_v<O, double>, double, float>, int64_t>;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += stride) {
+  HG_KERNEL_LOOP(r, rows) {
     const int64_t base = (r / inner) * n * inner + r % inner;
     Acc acc = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -44,8 +44,7 @@ void cumsum_cuda(const Tensor& out, const Tensor& in) {
 template <class T>
 __global__ void triangle_kernel(T* __restrict__ out, const T* __restrict__ in, int64_t total, int64_t rows,
                                 int64_t cols, int64_t diagonal, bool upper) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
+  HG_KERNEL_LOOP(k, total) {
     const int64_t j = k % cols, i = (k / cols) % rows;
     const bool keep = upper ? j - i >= diagonal : j - i <= diagonal;
     out[k] = keep ? in[k] : T{};

@@ -8,6 +8,7 @@
 #include "framework/dispatch.h"
 #include "framework/ops/categorical_kernels.h"
 #include "framework/ops/sorting_kernels.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 
 namespace hg::cuda {
@@ -22,8 +23,7 @@ __device__ __forceinline__ bool key_less(K a, K b) {
 template <class T>
 __global__ void sort_rank_kernel(T* __restrict__ values, int64_t* __restrict__ indices, const T* __restrict__ in,
                                  int64_t rows, int64_t n, int64_t k, bool descending) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < rows * n; t += stride) {
+  HG_KERNEL_LOOP(t, rows * n) {
     const int64_t r = t / n, i = t % n;
     const T* row = in + r * n;
     const auto key = to_acc(row[i]);
@@ -57,8 +57,7 @@ void sort_cuda(const Tensor& values, const Tensor& indices, const Tensor& in, bo
 template <class T>
 __global__ void multinomial_replacement_kernel(int64_t* __restrict__ out, const T* __restrict__ p,
                                                const double* __restrict__ u, int64_t rows, int64_t n, int64_t s) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < rows * s; t += stride) {
+  HG_KERNEL_LOOP(t, rows * s) {
     const int64_t r = t / s;
     const T* row = p + r * n;
     double total = 0;
@@ -93,8 +92,7 @@ __device__ __forceinline__ double sample_key(const T* row, const double* u, int6
 template <class T>
 __global__ void multinomial_keys_kernel(int64_t* __restrict__ out, const T* __restrict__ p,
                                         const double* __restrict__ u, int64_t rows, int64_t n, int64_t s) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < rows * n; t += stride) {
+  HG_KERNEL_LOOP(t, rows * n) {
     const int64_t r = t / n, i = t % n;
     const T* row = p + r * n;
     const double* ur = u + r * n;

@@ -15,6 +15,7 @@
 #include "kernels/common/scalar_ops.h"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/dnn/conv_stats.h"
+#include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
 #ifdef HG_WITH_CUDNN
 #include "kernels/cuda/dnn/cudnn_conv.h"
@@ -27,8 +28,7 @@ namespace {
 // ReLU (kRelu, conv2d_relu), in the accumulation type before the one rounding to T.
 template <class T, bool kBias, bool kRelu>
 __global__ void bias_relu_kernel(T* out, const T* bias, int64_t o, int64_t p, int64_t total) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+  HG_KERNEL_LOOP(i, total) {
     auto v = to_acc(out[i]);
     if constexpr (kBias) v = v + to_acc(bias[(i / p) % o]);
     if constexpr (kRelu) v = scalar::Relu{}(v);
@@ -99,8 +99,7 @@ ConvGeom geom_of(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2d
 __global__ void direct_forward_kernel(ConvGeom g, const double* __restrict__ x, const double* __restrict__ w,
                                       double* __restrict__ y, int64_t total) {
   const int64_t cg = g.c / g.groups, og = g.o / g.groups;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  HG_KERNEL_LOOP(i, total) {
     const int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, o = (i / (g.ow * g.oh)) % g.o, n = i / (g.ow * g.oh * g.o);
     const int64_t c0 = (o / og) * cg;
     double s = 0;
@@ -121,8 +120,7 @@ __global__ void direct_forward_kernel(ConvGeom g, const double* __restrict__ x, 
 __global__ void direct_backward_data_kernel(ConvGeom g, const double* __restrict__ dy, const double* __restrict__ w,
                                             double* __restrict__ dx, int64_t total) {
   const int64_t cg = g.c / g.groups, og = g.o / g.groups;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  HG_KERNEL_LOOP(i, total) {
     const int64_t ix = i % g.w, iy = (i / g.w) % g.h, c = (i / (g.w * g.h)) % g.c, n = i / (g.w * g.h * g.c);
     const int64_t grp = c / cg, cl = c % cg;
     double s = 0;
@@ -145,8 +143,7 @@ __global__ void direct_backward_data_kernel(ConvGeom g, const double* __restrict
 __global__ void direct_backward_filter_kernel(ConvGeom g, const double* __restrict__ dy, const double* __restrict__ x,
                                               double* __restrict__ dw, int64_t total) {
   const int64_t cg = g.c / g.groups, og = g.o / g.groups;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  HG_KERNEL_LOOP(i, total) {
     const int64_t kx = i % g.kw, ky = (i / g.kw) % g.kh, c = (i / (g.kw * g.kh)) % cg, o = i / (g.kw * g.kh * cg);
     const int64_t ci = (o / og) * cg + c;
     double s = 0;
