@@ -354,6 +354,26 @@ int64_t bn_splits(int64_t c, int64_t count, int dev) {
   return std::clamp<int64_t>(std::min(sms * 4 / c, count / 4096), 1, 65535);
 }
 
+// How batch norm's forward and backward cut x [N, C, *] over the device: per channel, `used`
+// chunks of `chunk` of the channel's `count` values, each chunk a block (see bn_splits).
+struct BnSplit {
+  int64_t n, c, s, count, chunk = 0, used = 0;
+  bool split = false;  // false: one block per channel (the plain kernels)
+};
+
+BnSplit bn_split(const Tensor& x, int dev) {
+  BnSplit g{x.size(0), x.size(1), 0, 0};
+  g.s = g.n && g.c ? x.numel() / (g.n * g.c) : 0;
+  g.count = g.n * g.s;
+  const int64_t splits = g.c ? bn_splits(g.c, g.count, dev) : 1;
+  g.split = splits > 1 && g.c <= 65535;
+  if (g.split) {
+    g.chunk = (g.count + splits - 1) / splits;
+    g.used = (g.count + g.chunk - 1) / g.chunk;
+  }
+  return g;
+}
+
 unsigned blocks(int64_t n, const char* op) {
   HG_CHECK(n <= INT32_MAX, op, "{} rows/channels are too many for one launch", n);
   return static_cast<unsigned>(n);
@@ -420,14 +440,13 @@ void layer_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
 
 void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
                      const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps) {
-  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0;
-  if (c == 0) return;
+  if (x.size(1) == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  const int64_t count = n * s, splits = bn_splits(c, count, dev);
-  if (splits > 1 && c <= 65535) {
+  const BnSplit g = bn_split(x, dev);
+  const int64_t n = g.n, c = g.c, s = g.s, count = g.count, chunk = g.chunk, used = g.used;
+  if (g.split) {
     cudaStream_t stream = current_stream(dev);
-    const int64_t chunk = (count + splits - 1) / splits, used = (count + chunk - 1) / chunk;
     dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
       using A = acc_t<T>;
       const Dtype acc_dtype = std::is_same_v<A, double> ? kFloat64 : kFloat32;
@@ -465,14 +484,13 @@ void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, cons
 
 void batch_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                               const Tensor& w, const Tensor& sm, const Tensor& si, bool training) {
-  const int64_t n = x.size(0), c = x.size(1), s = n && c ? x.numel() / (n * c) : 0;
-  if (c == 0) return;
+  if (x.size(1) == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  const int64_t count = n * s, splits = bn_splits(c, count, dev);
-  if (splits > 1 && c <= 65535) {
+  const BnSplit g = bn_split(x, dev);
+  const int64_t n = g.n, c = g.c, s = g.s, count = g.count, chunk = g.chunk, used = g.used;
+  if (g.split) {
     cudaStream_t stream = current_stream(dev);
-    const int64_t chunk = (count + splits - 1) / splits, used = (count + chunk - 1) / chunk;
     dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
       using A = acc_t<T>;
       const Dtype acc_dtype = std::is_same_v<A, double> ? kFloat64 : kFloat32;
