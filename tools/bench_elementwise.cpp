@@ -1,4 +1,4 @@
-// Elementwise benchmark (docs/PERF.md, "Elementwise ops"): reads lines "op dtype n reps" on
+// Elementwise benchmark (docs/history/PERF.md, "Elementwise ops"): reads lines "op dtype n reps" on
 // stdin and answers each with the median time in ms of `reps` out-of-place calls on n elements.
 // tools/bench_elementwise_torch.py drives it next to PyTorch, op by op; the thread count comes
 // from HG_NUM_THREADS, so the driver keeps one process per thread count.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Elementwise ops, halfgrad next to PyTorch (docs/PERF.md, "Elementwise ops").
+"""Elementwise ops, halfgrad next to PyTorch (docs/history/PERF.md, "Elementwise ops").
 
 For each op, dtype and thread count it times halfgrad (tools/bench_elementwise, one process per
 thread count, fed over stdin) and then PyTorch in this process, back to back, so both see the

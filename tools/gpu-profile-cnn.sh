@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the MNIST CNN's CUDA step spends its time, fp32 against bf16 and fp16 (docs/GPU.md: the
+# Where the MNIST CNN's CUDA step spends its time, fp32 against bf16 and fp16 (docs/history/GPU-RUNS.md: the
 # 16-bit CNN was slower than the fp32 one on the H100 and H200 until convolution moved to cuDNN's
 # graph API with cached plans; HG_CUDNN_LEGACY_API=1 in the environment profiles the old calls). After tools/gpu-bundle.sh here:
 #   run(command="bash tools/gpu-profile-cnn.sh", carry=[".carry"], timeout_s=240)

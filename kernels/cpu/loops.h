@@ -127,9 +127,9 @@ inline constexpr int64_t kWidenBlock = 128;
 // element (the compiler vectorises the widening shift, the functor and the round-to-nearest-even
 // integer sequence into one loop), rather than a block at a time through float buffers. On a CPU
 // without AVX512_BF16 the rounding is that integer sequence either way, and the buffer round
-// trips were the difference: bfloat16 div on 4M elements took 1.35 ms blocked against PyTorch's
-// 1.13, mul 0.94 (docs/PERF.md). With AVX512_BF16 the blocked loops round with vcvtneps2bf16
-// and stay as measured there.
+// trips were the difference: blocked, bfloat16 div and reciprocal were slower than PyTorch's
+// (figures in docs/history/PERF-CPU.md's table of changes). With AVX512_BF16 the blocked loops
+// round with vcvtneps2bf16 and stay as measured there.
 #if defined(__AVX512BF16__)
 inline constexpr bool kBf16InRegisters = false;
 #else

@@ -24,7 +24,7 @@ int64_t last_level_cache_bytes();
 // result would be evicted before anyone reads it again anyway. When they fit, plain stores keep
 // the result in cache for the next op (measured on a Zen 4 core with a 32 MiB L3: a 16 MiB
 // float32 product is twice as fast streamed, while a bfloat16 negation of 8 MiB, whose 16 MiB
-// of operands fit, is 1.7x slower streamed; docs/PERF.md, "Elementwise ops").
+// of operands fit, is 1.7x slower streamed; docs/history/PERF.md, "Elementwise ops").
 inline bool use_stream_stores(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
   const auto bytes = [](const Tensor& t) { return t.numel() * static_cast<int64_t>(element_size(t.dtype())); };
   int64_t total = bytes(out);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A tiny end-to-end run of amp_bench (one model, 1 warm-up + 2 timed steps, no PyTorch): it must
-# exit 0 and write JSON with the fields docs/PERF.md describes. Usage: run.sh AMP_BENCH
+# exit 0 and write JSON with the fields docs/BENCHMARKS.md describes. Usage: run.sh AMP_BENCH
 set -euo pipefail
 bench="$1"
 tmp="$(mktemp -d)"

@@ -51,7 +51,7 @@ double softplus_ref(double x, double beta, double threshold) {
   return beta * x > threshold ? x : std::log1p(std::exp(beta * x)) / beta;
 }
 
-// Measured maxima (AVX-512 SLEEF build) are well inside these; see docs/PERF.md.
+// Measured maxima (AVX-512 SLEEF build) are well inside these; see docs/history/PERF.md.
 std::vector<UnaryCase> unary_cases() {
   return {
       {"neg", [](const Tensor& t) { return neg(t); }, [](double x) { return -x; }, 0},

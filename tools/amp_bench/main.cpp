@@ -1,5 +1,5 @@
 // amp_bench: the mixed-precision training benchmark (models x precisions x devices, next to
-// PyTorch). See docs/PERF.md for the method; `amp_bench --help` for the flags.
+// PyTorch). See docs/BENCHMARKS.md for the method; `amp_bench --help` for the flags.
 #include <cblas.h>
 #include <unistd.h>
 

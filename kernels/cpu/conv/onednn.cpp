@@ -109,10 +109,9 @@ void run_or_fail(const char* what, const std::function<void()>& body) {
 }
 
 // Whether float32 convolutions run on the primitives: by default where oneDNN's float32 kernels
-// are AVX-512 ones. On the Zen 4 (docs/PERF-CPU.md, 2026-11-27) they beat the im2col path on the
-// MNIST CNN's second layer, fused forward 14.1-14.8 against 15.2-16.7 ms, backward 28.8-29.1
-// against 31.9-33.4, the whole fp32 step by about 5%. Elsewhere (AVX2) that was never measured,
-// and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
+// are AVX-512 ones: on the Zen 4 they beat the im2col path on the MNIST CNN's fused second layer,
+// forward and backward (figures in docs/history/PERF-CPU.md, 2026-11-27). Elsewhere (AVX2) that
+// was never measured, and im2col stays. HG_CPU_ONEDNN_CONV=float32 or =im2col picks either way.
 // float16 follows float32: the same primitives, its chunks widened (`widened`).
 bool float32_on_primitives() {
   static const bool on = [] {
@@ -135,12 +134,11 @@ bool applies(const Tensor& t) {
 // A forward pass whose products are at most this deep (input channels per group x kernel
 // height x width: an image network's first layer with a 3x3 kernel, 9 or 27) runs on conv.cpp's
 // own path. With so short a product its time is writing the output, which the primitive does
-// channels-last and then reorders to NCHW; conv.cpp writes NCHW directly. On the Zen 4 (bf16, 128
-// samples of 28 x 28 to 32 channels, docs/PERF-CPU.md): depth 9 took 1.5-2.3 ms on the primitive
-// against 0.6-0.9 on its own path, 27 1.7-2.3 against 1.2-1.5, 36 2.2 against 1.8; from about
-// 50 on the two were within 10-20% either way, and a 3-channel 7x7 kernel (147) was faster on
-// the primitive (3.6 against 4.7 ms), as it will be more so on AMX. The weight-gradient pass stays
-// on the primitives, which were faster for these shapes.
+// channels-last and then reorders to NCHW; conv.cpp writes NCHW directly. On the Zen 4 (bf16) its
+// own path was faster up to depth 36; from about 50 on the two were even, and a 3-channel 7x7
+// kernel was faster on the primitive, as it will be more so on AMX (figures in
+// docs/history/PERF-CPU.md, 2026-11-26 22:20). The weight-gradient pass stays on the primitives,
+// which were faster for these shapes.
 constexpr int64_t kForwardOwnPathDepth = 36;
 bool forward_on_own_path(const Problem& pr) { return pr.c / pr.groups * pr.kh * pr.kw <= kForwardOwnPathDepth; }
 

@@ -41,9 +41,9 @@ inline bool use_narrow_gemm_transposed(int64_t m, int64_t k, int64_t n, int64_t 
 }
 
 // float32's x @ W^T takes the transposed dot path where W has at most kNarrowFloatCols rows and
-// kNarrowFloatMinDepth columns or more: oneDNN's sgemm (and OpenBLAS's) is slow on so few columns
-// ([128, 784] @ [784, 10]: 26.9 -> 19.1 us, [512, 784] @ [784, 10]: 98 -> 76 us on one thread of a
-// Xeon), while with 16 columns, or k = 256 and less, it was as fast or faster (docs/PERF-CPU.md).
+// kNarrowFloatMinDepth columns or more: oneDNN's sgemm (and OpenBLAS's) is slow on so few columns,
+// while with 16 columns, or k = 256 and less, it was as fast or faster (figures in
+// docs/history/PERF-CPU.md, 2026-11-26 17:25).
 inline constexpr int64_t kNarrowFloatCols = 12, kNarrowFloatMinDepth = 512;
 
 inline bool use_narrow_float_dots(int64_t m, int64_t k, int64_t n, int64_t sa_col) {

@@ -131,11 +131,9 @@ void run_sgemm(float* out, int64_t out_ld, bool accumulate, const float* a, cons
 // Whether a float32 product runs on oneDNN's matmul primitive (its brgemm kernels) instead of its
 // sgemm: when b is stored by columns (x @ W^T, a weight read transposed), which sgemm packs
 // slowly, and a is row-major, with an inner dimension of at least 256 (shorter ones, as the
-// transformer example's 64-wide layers, were not measured and keep sgemm). On the Zen 4, one
-// thread, half the rows of each product (docs/PERF-CPU.md, 2026-11-27): the MNIST CNN's fc1
-// forward [64, 9216] @ [9216, 128] took 2.05 ms on sgemm against 1.57 on brgemm, the MLP's fc2
-// [64, 512] @ [512, 512] 0.377 against 0.310, its fc1 [64, 784] @ [784, 512] 0.486 against 0.476;
-// every other layout was even (within 3% either way), and stays on sgemm. Parts of fewer than 4M
+// transformer example's 64-wide layers, were not measured and keep sgemm). On the Zen 4 brgemm
+// was faster for the MNIST CNN's fc1 forward and the MLP's fc2 and fc1 forward; every other layout
+// was even, and stays on sgemm (figures in docs/history/PERF-CPU.md, 2026-11-27). Parts of fewer than 4M
 // multiply-adds keep sgemm too, whose calls cost less (no plan to look up, no memory objects).
 constexpr int64_t kMatmulMinPartWork = int64_t{1} << 22;
 bool float32_on_matmul(const MatrixView& av, const MatrixView& bv, bool accumulate) {

@@ -2,7 +2,7 @@
 // kernels, which pack a weight read transposed faster), and bfloat16 on the matmul primitive and
 // the CPU's native bfloat16 instructions (AVX-512 BF16 dot products, AMX tiles). OpenBLAS
 // has no bfloat16 GEMM, and oneDNN's float32 kernels beat sgemm on these shapes without
-// OpenBLAS's spinning worker threads (docs/PERF-CPU-HISTORY.md). kernels/cpu/gemm/gemm.cpp falls back to
+// OpenBLAS's spinning worker threads (docs/history/PERF-CPU-HISTORY.md). kernels/cpu/gemm/gemm.cpp falls back to
 // OpenBLAS when this path declines.
 #pragma once
 
