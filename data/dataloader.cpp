@@ -81,10 +81,12 @@ class DataLoader::Epoch {
         batches_(batches),
         capacity_(static_cast<int64_t>(options.num_workers) * options.prefetch_factor) {
     try {
+      workers_.reserve(static_cast<size_t>(std::min<int64_t>(options_.num_workers, batches_)));
       for (int w = 0; w < options_.num_workers && w < batches_; ++w) workers_.emplace_back([this] { work(); });
-    } catch (...) {  // no thread to be had: stop those started, since no destructor will run
+    } catch (const std::exception& e) {  // no thread to be had: stop those started, since no destructor will run
+      const size_t started = workers_.size();
       stop_workers();
-      throw;
+      fail("DataLoader", "cannot start worker thread {} of {}: {}", started + 1, options_.num_workers, e.what());
     }
   }
 
@@ -232,14 +234,29 @@ std::shared_ptr<const Dataset> cpu_copy(const TensorDataset& dataset) {
 DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
     : DataLoader(cpu_copy(dataset), std::move(options)) {}
 
+namespace {
+// The dataset's size, checked each time: size() is the user's virtual and may return anything.
+int64_t checked_size(const Dataset& dataset) {
+  const int64_t n = dataset.size();
+  HG_CHECK(n >= 0, "DataLoader", "the dataset's size() returned {}; sizes must be non-negative", n);
+  return n;
+}
+}  // namespace
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size();
+  const int64_t n = checked_size(*dataset_);
   const int64_t full = n / options_.batch_size;  // no n + batch_size - 1: that overflows for huge batches
   return options_.drop_last || n % options_.batch_size == 0 ? full : full + 1;
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {
-  std::vector<int64_t> idx(static_cast<size_t>(dataset_->size()));
+  const int64_t n = checked_size(*dataset_);
+  std::vector<int64_t> idx;
+  try {
+    idx.resize(static_cast<size_t>(n));
+  } catch (const std::exception& e) {  // std::length_error or std::bad_alloc for a huge dataset
+    fail("DataLoader", "cannot hold the sample order of a dataset of {} samples: {}", n, e.what());
+  }
   std::iota(idx.begin(), idx.end(), int64_t{0});
   if (!options_.shuffle) return idx;
   // Fisher-Yates with our own index draws, so the order is the same with every standard library.
@@ -253,8 +270,9 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
 
 TensorList DataLoader::batch(const std::vector<int64_t>& order, int64_t index) const {
   HG_CHECK(index >= 0 && index < size(), "DataLoader", "batch index {} out of range [0, {})", index, size());
-  HG_CHECK(static_cast<int64_t>(order.size()) == dataset_->size(), "DataLoader",
-           "an order of {} samples for a dataset of {}", order.size(), dataset_->size());
+  const int64_t n = checked_size(*dataset_);
+  HG_CHECK(static_cast<int64_t>(order.size()) == n, "DataLoader", "an order of {} samples for a dataset of {}",
+           order.size(), n);
   return fetch_named(*dataset_, options_, pinning(options_.pin_memory), order, index, fmt::format("batch {}", index));
 }
 

@@ -46,7 +46,10 @@ class TensorDataset : public Dataset {
   // contiguous on the CPU.
   TensorList get_batch(const std::vector<int64_t>& indices) const override;
   const TensorList& tensors() const { return tensors_; }
-  const Tensor& operator[](size_t i) const { return tensors_.at(i); }
+  const Tensor& operator[](size_t i) const {
+    HG_CHECK(i < tensors_.size(), "TensorDataset", "no tensor {} (there are {})", i, tensors_.size());
+    return tensors_[i];
+  }
 
  private:
   TensorList tensors_;

@@ -1,6 +1,7 @@
 #include "framework/view_history.h"
 
 #include "framework/grad_mode.h"
+#include "framework/memory_overlap.h"
 
 namespace hg {
 
@@ -52,14 +53,12 @@ void refresh_view_history(const Tensor& t) {
   remake_view_history(t);
 }
 
-void check_in_place(const Tensor& self, std::string_view op) {
+void check_in_place(const Tensor& self, std::string_view op, const TensorList& reads) {
   if (!self.defined()) return;
-  for (size_t d = 0; d < self.shape().size(); ++d) {
-    HG_CHECK(self.strides()[d] != 0 || self.shape()[d] <= 1, op,
-             "more than one element of the written tensor refers to the same memory (an expanded view of shape "
-             "{}); clone() it first",
-             self.shape());
-  }
+  // As PyTorch: a write into memory that several of self's elements share, or one that reads an
+  // input overlapping self other than element for element, depends on the kernel's order.
+  assert_no_internal_overlap(self, op);
+  for (const Tensor& read : reads) assert_no_partial_overlap(self, read, op);
   if (!GradMode::is_enabled()) return;
   if (const auto& view = self.impl()->view) {
     HG_CHECK(!is_leaf_requiring_grad(*view->base), op,

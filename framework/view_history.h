@@ -23,10 +23,11 @@ bool view_of_tensor_requiring_grad(const Tensor& t);
 // through the view see the writes. Does nothing for a tensor that is not such a view.
 void refresh_view_history(const Tensor& t);
 
-// Run by every in-place op before it writes: an expanded view (elements sharing memory) is never
-// written, and with grad mode on neither is a leaf that requires grad, or a view of one
-// ("[op] a leaf tensor that requires grad ...").
-void check_in_place(const Tensor& self, std::string_view op);
+// Run by every in-place op before it writes: a tensor whose elements share memory (an expanded
+// view) is never written, nor one that overlaps an input in `reads` other than element for
+// element (framework/memory_overlap.h); and with grad mode on neither is a leaf that requires
+// grad, or a view of one ("[op] a leaf tensor that requires grad ...").
+void check_in_place(const Tensor& self, std::string_view op, const TensorList& reads = {});
 
 // Ends an in-place op on `self` (the call's input 0; the other inputs follow): records the event
 // and, when grad is needed, the node whose formula maps the gradient of self's new value to the

@@ -16,7 +16,10 @@ class Sequential : public Module {
   Sequential& push_back(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return layers_.size(); }
-  const std::shared_ptr<Module>& operator[](size_t i) const { return layers_.at(i); }
+  const std::shared_ptr<Module>& operator[](size_t i) const {
+    HG_CHECK(i < layers_.size(), "Sequential", "no module {} (there are {})", i, layers_.size());
+    return layers_[i];
+  }
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;

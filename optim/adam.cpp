@@ -44,8 +44,9 @@ void Adam::add_param_group(AdamParamGroup group) {
 }
 
 AdamOptions Adam::options(size_t group) const {
-  AdamOptions o = options_.at(group);
-  o.lr = lr(group);
+  const double group_lr = lr(group);  // checks the group index
+  AdamOptions o = options_[group];
+  o.lr = group_lr;
   return o;
 }
 

@@ -22,7 +22,10 @@ class LRScheduler {
   // Moves to the next epoch and sets its lrs.
   void step();
   int64_t last_epoch() const { return last_epoch_; }
-  double base_lr(size_t group = 0) const { return base_lrs_.at(group); }
+  double base_lr(size_t group = 0) const {
+    HG_CHECK(group < base_lrs_.size(), name_, "no parameter group {} (there are {})", group, base_lrs_.size());
+    return base_lrs_[group];
+  }
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   double get_last_lr(size_t group = 0) const { return optimizer_.lr(group); }
   // The lr this schedule gives a group with this base lr at this epoch.

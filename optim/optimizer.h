@@ -22,9 +22,16 @@ class Optimizer {
   size_t num_param_groups() const { return group_lr_.size(); }
   // The parameters of one group, and the group parameter i belongs to.
   TensorList group_params(size_t group) const;
-  size_t group_of(size_t param_index) const { return group_of_.at(param_index); }
+  // Indices are checked with hg::Error (never std::out_of_range from .at()).
+  size_t group_of(size_t param_index) const {
+    HG_CHECK(param_index < group_of_.size(), name_, "no parameter {} (there are {})", param_index, group_of_.size());
+    return group_of_[param_index];
+  }
   // A group's learning rate (group 0 by default); set_lr(lr) sets every group's.
-  double lr(size_t group = 0) const { return group_lr_.at(group); }
+  double lr(size_t group = 0) const {
+    HG_CHECK(group < group_lr_.size(), name_, "no parameter group {} (there are {})", group, group_lr_.size());
+    return group_lr_[group];
+  }
   void set_lr(double lr);
   void set_lr(size_t group, double lr);
   const char* name() const { return name_; }

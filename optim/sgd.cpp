@@ -33,8 +33,9 @@ void SGD::add_param_group(SGDParamGroup group) {
 }
 
 SGDOptions SGD::options(size_t group) const {
-  SGDOptions o = options_.at(group);
-  o.lr = lr(group);
+  const double group_lr = lr(group);  // checks the group index
+  SGDOptions o = options_[group];
+  o.lr = group_lr;
   return o;
 }
 

@@ -117,7 +117,7 @@ BackwardFn in_place_backward(BinaryOp op, const Tensor& other, const Tensor& old
 }
 
 Tensor& run_in_place(const OpDef& def, BinaryOp op, Tensor& self, const Tensor& other, double alpha) {
-  check_in_place(self, def.name);
+  check_in_place(self, def.name, {other});
   OpCall call(def, {self, other});
   HG_CHECK(self.device() == other.device(), def.name, "tensors are on different devices: {} and {}", self.device(),
            other.device());

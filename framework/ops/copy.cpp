@@ -88,7 +88,7 @@ Tensor Tensor::contiguous() const { return hg::contiguous(*this); }
 Tensor Tensor::clone() const { return hg::clone(*this); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  check_in_place(*this, "copy_");
+  check_in_place(*this, "copy_", {src});
   OpCall call(kCopyInPlace, {*this, src});
   HG_CHECK(src.defined(), "copy_", "source tensor is undefined");
   const Tensor s = internal::expanded(internal::moved_to(src, device()), shape());

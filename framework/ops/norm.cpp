@@ -4,6 +4,7 @@
 
 #include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
+#include "framework/memory_overlap.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
@@ -157,6 +158,14 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
            "expected more than 1 value per channel when training, got input shape {}", input.shape());
   HG_CHECK(!running_mean.defined() || (!running_mean.requires_grad() && !running_var.requires_grad()), "batch_norm",
            "running_mean and running_var are updated in place and must not require grad");
+  if (training && running_mean.defined()) {
+    // The stats are written in place while the input is read: none may share memory.
+    for (const Tensor* stat : {&running_mean, &running_var}) {
+      assert_no_internal_overlap(*stat, "batch_norm");
+      for (const Tensor* other : {&input, &weight, &bias}) assert_no_overlap(*stat, *other, "batch_norm");
+    }
+    assert_no_overlap(running_mean, running_var, "batch_norm");
+  }
   const Tensor x = contiguous_detached(input), w = contiguous_detached(weight), b = contiguous_detached(bias);
   // The kernel updates contiguous running stats in place; other layouts go through a copy.
   Tensor rm = running_mean, rv = running_var;

@@ -19,7 +19,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const std::vector<int64_t>
   int64_t total = 0;
   for (int64_t s : sizes) {
     HG_CHECK(s >= 0, "split", "split sizes must be non-negative, got {}", sizes);
-    total += s;
+    HG_CHECK(!__builtin_add_overflow(total, s, &total), "split", "split sizes {} overflow 64-bit integers", sizes);
   }
   HG_CHECK(total == n, "split", "split sizes {} add up to {}, but dim {} of shape {} has size {}", sizes, total, d,
            x.shape(), n);
@@ -56,7 +56,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const int64_t d = normalize_dim(dim, x.dim(), "chunk");
   const int64_t n = x.size(d);
   if (n == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), narrow(x, d, 0, 0));  // as PyTorch
-  return split(x, (n + chunks - 1) / chunks, d);
+  return split(x, n / chunks + (n % chunks != 0), d);  // not (n + chunks - 1): overflows for huge chunks
 }
 
 Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
@@ -72,8 +72,12 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
     const int64_t s = i < lead ? 1 : x.shape()[i - lead];
     split_shape.insert(split_shape.end(), {1, s});
     expanded_shape.insert(expanded_shape.end(), {repeats[i], s});
-    out_shape.push_back(repeats[i] * s);
+    int64_t total = 0;
+    HG_CHECK(!__builtin_mul_overflow(repeats[i], s, &total), "repeat", "repeats {} of shape {} overflow 64-bit sizes",
+             repeats, x.shape());
+    out_shape.push_back(total);
   }
+  checked_numel(out_shape, "repeat", element_size(x.dtype()));
   return reshape(expand(reshape(x, split_shape), expanded_shape), out_shape);
 }
 

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <limits>
 
+#include "framework/memory_overlap.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/views.h"
+#include "framework/view_history.h"
 
 namespace hg {
 
@@ -116,8 +118,10 @@ Tensor index(const Tensor& x, const std::vector<TensorIndex>& indices) {
 
 Tensor& index_put_(Tensor& x, const std::vector<TensorIndex>& indices, const Tensor& value) {
   HG_CHECK(value.defined(), "index_put_", "got an undefined value");
+  check_in_place(x, "index_put_");
   Basic b = apply_basic(x, indices, "index_put_");
   if (!b.index.defined()) {
+    check_in_place(b.view, "index_put_", {value});
     HG_CHECK(broadcast_shapes(value.shape(), b.view.shape(), "index_put_") == b.view.shape(), "index_put_",
              "value of shape {} does not broadcast to the indexed shape {}", value.shape(), b.view.shape());
     b.view.copy_(value);
@@ -136,7 +140,9 @@ Tensor& index_put_(Tensor& x, const std::vector<TensorIndex>& indices, const Ten
   HG_CHECK(flat.storage() == x.storage(), "index_put_",
            "the bool index's dims of shape {} cannot be flattened into a view; make the tensor contiguous first",
            b.index.shape());
-  // One copy per picked position (the values broadcast to the shape index() would return).
+  // One copy per picked position (the values broadcast to the shape index() would return): a value
+  // sharing x's memory would be read after earlier copies wrote it.
+  assert_no_overlap(x, value, "index_put_");
   Shape picked = flat.shape();
   picked[static_cast<size_t>(b.dim)] = idx.numel();
   HG_CHECK(broadcast_shapes(value.shape(), picked, "index_put_") == picked, "index_put_",

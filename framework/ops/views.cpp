@@ -135,8 +135,15 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::clamp<int64_t>(end, start, n);
   Shape s = x.shape();
   Strides st = x.strides();
-  s[static_cast<size_t>(d)] = (end - start + step - 1) / step;
-  st[static_cast<size_t>(d)] *= step;
+  // Rounded up without end - start + step - 1, which overflows for a huge step.
+  const int64_t count = (end - start) / step + ((end - start) % step != 0);
+  s[static_cast<size_t>(d)] = count;
+  // With two or more elements the step is below n, so the product stays inside the storage's
+  // reach; with fewer the stride is never used, and a huge step must not overflow it.
+  if (count > 1) {
+    HG_CHECK(!__builtin_mul_overflow(st[static_cast<size_t>(d)], step, &st[static_cast<size_t>(d)]), "slice",
+             "step {} overflows the stride {} of dim {}", step, x.strides()[static_cast<size_t>(d)], d);
+  }
   Tensor out = alias(x, s, st, x.offset() + start * x.strides()[static_cast<size_t>(d)]);
   BackwardFn bw;
   if (call.needs_grad()) {
@@ -156,7 +163,8 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   const int64_t d = normalize_dim(dim, t.dim(), "narrow");
   const int64_t n = t.shape()[static_cast<size_t>(d)];
   if (start < 0) start += n;
-  HG_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow",
+  // start <= n - length rather than start + length <= n, which overflows for a huge start.
+  HG_CHECK(start >= 0 && length >= 0 && length <= n && start <= n - length, "narrow",
            "start {} and length {} out of range for dim {} of size {}", start, length, d, n);
   return slice(t, d, start, start + length);
 }
@@ -204,10 +212,12 @@ Tensor expand(const Tensor& t, const Shape& shape) {
     }
     const int64_t have = x.shape()[i - lead];
     const int64_t want = shape[i] == -1 ? have : shape[i];
+    HG_CHECK(want >= 0, "expand", "cannot expand shape {} to {}: sizes must be non-negative or -1", x.shape(), shape);
     HG_CHECK(have == want || have == 1, "expand", "cannot expand shape {} to {}", x.shape(), shape);
     s[i] = want;
     st[i] = have == want ? x.strides()[i - lead] : 0;
   }
+  checked_numel(s, "expand", element_size(x.dtype()));  // zero strides do not bound the element count
   Tensor out = alias(x, s, st, x.offset());
   BackwardFn bw;  // the engine sums the gradient back to the input's shape
   if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
@@ -277,6 +287,7 @@ Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
 
 Tensor as_strided(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
   HG_CHECK(shape.size() == strides.size(), "as_strided", "shape {} and strides {} differ in length", shape, strides);
+  HG_CHECK(offset >= 0, "as_strided", "offset must be non-negative, got {}", offset);
   for (size_t i = 0; i < shape.size(); ++i)
     HG_CHECK(shape[i] >= 0 && strides[i] >= 0, "as_strided", "invalid shape {} / strides {}", shape, strides);
   checked_numel(shape, "as_strided", element_size(t.dtype()));

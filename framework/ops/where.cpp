@@ -73,7 +73,7 @@ Tensor masked_fill(const Tensor& x_in, const Tensor& mask_in, double value) {
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask_in, double value) {
-  check_in_place(*this, "masked_fill_");
+  check_in_place(*this, "masked_fill_", {mask_in});
   OpCall call(kMaskedFillInPlace, {*this, mask_in});
   const Tensor& mask = call.input(1);
   check_mask("masked_fill_", "mask", mask, *this);

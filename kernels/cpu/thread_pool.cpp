@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -50,7 +51,13 @@ bool spin_until(Ready&& ready) {
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    // A thread that cannot start (std::system_error at a process or memory limit) leaves the pool
+    // smaller instead of escaping from whichever op first ran in parallel: jobs hand out indices
+    // from a shared counter, so the caller and the workers that did start still finish them.
+    try {
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error&) {
+    }
   }
   ~ThreadPool() {
     {
