@@ -277,8 +277,6 @@ struct StoreServer::Loop {
       if (rc < 0 && errno != EINTR) break;
       if (fds[0].revents) break;  // the destructor's wake-up: stop
       now = Clock::now();
-      for (size_t i = 0; i < listen_fds.size(); ++i)
-        if (fds[1 + i].revents & POLLIN) accept_from(listen_fds[i], now);
       for (size_t i = 0; i < polled.size(); ++i) {
         Conn& c = *polled[i];
         short re = fds[1 + listen_fds.size() + i].revents;
@@ -304,6 +302,9 @@ struct StoreServer::Loop {
           ++it;
         }
       }
+      // New clients after the departed ones are reaped, so a slot freed this turn is reusable.
+      for (size_t i = 0; i < listen_fds.size(); ++i)
+        if (fds[1 + i].revents & POLLIN) accept_from(listen_fds[i], now);
       publish();
     }
     for (Conn& c : conns) ::close(c.fd);
