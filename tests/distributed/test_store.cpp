@@ -73,10 +73,8 @@ TEST_CASE("SHA-256 and HMAC-SHA-256 match FIPS 180-4 and RFC 4231 vectors") {
   CHECK(hex(dist::sha256("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(hex(dist::sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  dist::Sha256 million;
-  std::string a(1000, 'a');
-  for (int i = 0; i < 1000; ++i) million.update(a);
-  CHECK(hex(million.finish()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  CHECK(hex(dist::sha256(std::string(1000000, 'a'))) ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   // 55, 56 and 64 bytes: the padding's edge cases.
   CHECK(hex(dist::sha256(std::string(55, 'a'))) == "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
   CHECK(hex(dist::sha256(std::string(56, 'a'))) == "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
