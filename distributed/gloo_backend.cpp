@@ -139,7 +139,8 @@ class GlooBackend final : public Backend {
       store = std::make_unique<gloo::rendezvous::HashStore>();
       attr.hostname = "127.0.0.1";
     } else {
-      tcp_store_ = std::make_unique<TcpStore>(master_addr, master_port, rank == 0, timeout_s);
+      tcp_store_ = std::make_unique<TcpStore>(master_addr, master_port, rank == 0, timeout_s,
+                                              TcpStoreOptions::from_env(world_size));
       // The interface to listen on: GLOO_SOCKET_IFNAME as in PyTorch, else the one this process
       // reached MASTER_ADDR through (the other ranks reach this one the same way).
       if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)

@@ -1,215 +1,138 @@
-// TcpStore: a thread per connection on the server (world sizes are small), length-prefixed
-// messages. Request: kind ('S' set or 'G' get), u32 key length, key, and for 'S' u32 value
-// length, value. Reply: 'S' -> one byte; 'G' -> u32 value length, value (sent once the key is set).
+// TcpStore's client side: connect (retrying while rank 0 is not up or is busy), the hello and the
+// token's challenge-response, then one request at a time on a blocking socket. The wire format is
+// in store_protocol.h.
 #include "distributed/tcp_store.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <condition_variable>
-#include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <thread>
 
+#include "distributed/store_net.h"
+#include "distributed/store_server.h"
 #include "framework/error.h"
 
 namespace hg::distributed {
 
+TcpStoreOptions TcpStoreOptions::from_env(int world_size) {
+  TcpStoreOptions o;
+  if (const char* t = std::getenv("HG_DIST_TOKEN")) o.token = t;
+  if (const char* b = std::getenv("HG_DIST_BIND_ALL")) o.bind_all = std::strcmp(b, "1") == 0;
+  o.limits = store_limits_for_world(world_size);
+  return o;
+}
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Waits until fd is readable; false when the deadline passed or stop was raised.
-bool wait_readable(int fd, Clock::time_point deadline, const std::atomic<bool>* stop) {
-  for (;;) {
-    if (stop && stop->load()) return false;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, stop ? 100 : left)));
-    if (rc > 0) return true;
-    if (rc < 0 && errno != EINTR) return false;
-  }
+// Reads an 'E' reply's message (its kind byte already read).
+std::string read_refusal(int fd, StoreClock::time_point deadline) {
+  char len[4];
+  if (!recv_all(fd, len, 4, deadline)) return "(the reason was lost)";
+  std::string msg(std::min<uint32_t>(get_u32(len), 4096), '\0');
+  if (!recv_all(fd, msg.data(), msg.size(), deadline)) return "(the reason was lost)";
+  return msg;
 }
-
-// Reads exactly n bytes; false on a closed connection, an error, the deadline or stop.
-bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, const std::atomic<bool>* stop = nullptr) {
-  auto* p = static_cast<char*>(data);
-  while (n > 0) {
-    if (!wait_readable(fd, deadline, stop)) return false;
-    ssize_t got = ::recv(fd, p, n, 0);
-    if (got == 0) return false;
-    if (got < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-bool send_all(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += sent;
-    n -= static_cast<size_t>(sent);
-  }
-  return true;
-}
-
-bool send_blob(int fd, const char* data, size_t n) {
-  auto len = static_cast<uint32_t>(n);
-  return send_all(fd, &len, sizeof len) && send_all(fd, data, n);
-}
-
-bool recv_blob(int fd, std::vector<char>& out, Clock::time_point deadline, const std::atomic<bool>* stop = nullptr) {
-  uint32_t len = 0;
-  if (!recv_all(fd, &len, sizeof len, deadline, stop)) return false;
-  if (len > (64u << 20)) return false;  // a store holds addresses and ids, never megabytes
-  out.resize(len);
-  return recv_all(fd, out.data(), len, deadline, stop);
-}
-
-Clock::time_point never() { return Clock::now() + std::chrono::hours(24 * 365); }
 
 }  // namespace
 
-struct TcpStore::Server {
-  int listen_fd = -1;
-  std::atomic<bool> stop{false};
-  std::mutex m;
-  std::condition_variable cv;
-  std::map<std::string, std::vector<char> > data;
-  std::vector<int> client_fds;
-  std::vector<std::thread> handlers;
-  std::thread acceptor;
-
-  explicit Server(int port) {
-    listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    HG_CHECK(listen_fd >= 0, "distributed", "store: socket() failed: {}", std::strerror(errno));
-    int one = 1;
-    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listen_fd, 128) != 0) {
-      int err = errno;
-      ::close(listen_fd);
-      fail("distributed", "store: rank 0 cannot listen on MASTER_PORT {}: {}", port, std::strerror(err));
-    }
-    acceptor = std::thread([this] { accept_loop(); });
+TcpStore::TcpStore(const std::string& host, int port, bool is_server, double timeout_s, TcpStoreOptions options)
+    : port_(port), token_(std::move(options.token)), timeout_s_(timeout_s) {
+  HG_CHECK(port >= (is_server ? 0 : 1) && port < 65536, "distributed",
+           "store: MASTER_PORT {} is not a TCP port (1-65535)", port);
+  auto deadline = deadline_after(timeout_s);
+  if (is_server) {
+    server_ = std::make_unique<StoreServer>(host, port, options.bind_all, token_, options.limits, timeout_s);
+    port_ = server_->port();
   }
-
-  ~Server() {
-    stop = true;
-    cv.notify_all();
-    ::shutdown(listen_fd, SHUT_RDWR);
-    acceptor.join();
-    {
-      std::lock_guard lock(m);
-      for (int fd : client_fds) ::shutdown(fd, SHUT_RDWR);
-    }
-    for (auto& t : handlers) t.join();
-    for (int fd : client_fds) ::close(fd);
-    ::close(listen_fd);
-  }
-
-  void accept_loop() {
-    while (!stop) {
-      if (!wait_readable(listen_fd, never(), &stop)) continue;  // woken by stop: the loop ends
-      int fd = ::accept(listen_fd, nullptr, nullptr);
-      if (fd < 0) continue;
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      std::lock_guard lock(m);
-      client_fds.push_back(fd);
-      handlers.emplace_back([this, fd] { serve(fd); });
-    }
-  }
-
-  void serve(int fd) {
-    for (;;) {
-      char kind = 0;
-      std::vector<char> key;
-      if (!recv_all(fd, &kind, 1, never(), &stop) || !recv_blob(fd, key, never(), &stop)) return;
-      std::string k(key.begin(), key.end());
-      if (kind == 'S') {
-        std::vector<char> value;
-        if (!recv_blob(fd, value, never(), &stop)) return;
-        {
-          std::lock_guard lock(m);
-          data[k] = std::move(value);
-        }
-        cv.notify_all();
-        char ack = 'k';
-        if (!send_all(fd, &ack, 1)) return;
-      } else if (kind == 'G') {
-        std::vector<char> value;
-        {
-          std::unique_lock lock(m);
-          while (!stop && !data.count(k)) cv.wait_for(lock, std::chrono::milliseconds(100));
-          if (stop) return;
-          value = data[k];
-        }
-        if (!send_blob(fd, value.data(), value.size())) return;
-      } else {
-        return;  // not a store client: drop the connection
-      }
-    }
-  }
-};
-
-TcpStore::TcpStore(const std::string& host, int port, bool is_server, double timeout_s)
-    : where_(host + ":" + std::to_string(port)), timeout_s_(timeout_s) {
-  HG_CHECK(port > 0 && port < 65536, "distributed", "store: MASTER_PORT {} is not a TCP port (1-65535)", port);
-  if (is_server) server_ = std::make_unique<Server>(port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  where_ = host + ":" + std::to_string(port_);
   std::string last_error = "no address";
-  while (fd_ < 0) {
-    addrinfo* found = nullptr;
-    int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-    if (rc != 0) {
-      last_error = ::gai_strerror(rc);
-    } else {
-      for (addrinfo* a = found; a && fd_ < 0; a = a->ai_next) {
-        int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd < 0) continue;
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-          fd_ = fd;
-        } else {
-          last_error = std::strerror(errno);
-          ::close(fd);
-        }
+  for (;;) {
+    AddrList found = resolve(host, port_, deadline);
+    bool busy = false;
+    for (addrinfo* a = found.get(); a && fd_ < 0; a = a->ai_next) {
+      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) {
+        last_error = std::strerror(errno);
+        continue;
       }
-      ::freeaddrinfo(found);
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        last_error = std::strerror(errno);
+        ::close(fd);
+        continue;
+      }
+      try {
+        if (handshake(fd, deadline, &last_error) == Handshake::Ok) {
+          fd_ = fd;
+          break;
+        }
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      busy = true;
+      ::close(fd);
     }
     if (fd_ >= 0) break;
-    if (Clock::now() > deadline)
+    if (StoreClock::now() > deadline)
       fail("distributed", "store: could not reach MASTER_ADDR:MASTER_PORT = {} within {} s ({}); is rank 0 running?",
            where_, timeout_s, last_error);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(busy ? 200 : 50));
   }
   int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // A send into a store that stopped reading fails after the timeout instead of blocking forever.
+  timeval tv{static_cast<time_t>(timeout_s),
+             static_cast<suseconds_t>((timeout_s - static_cast<time_t>(timeout_s)) * 1e6)};
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+TcpStore::Handshake TcpStore::handshake(int fd, StoreClock::time_point deadline, std::string* why) {
+  char hello[kHelloBytes];
+  if (!recv_all(fd, hello, 1, deadline)) {
+    *why = "the connection closed before the store's hello";
+    return Handshake::Retry;
+  }
+  if (hello[0] == 'E') {  // busy: over its client limit or out of descriptors
+    *why = read_refusal(fd, deadline);
+    return Handshake::Retry;
+  }
+  if (hello[0] != 'H' || !recv_all(fd, hello + 1, kHelloBytes - 1, deadline) || hello[1] != kStoreVersion)
+    fail("distributed", "store: {} is not a halfgrad store (version {}): is MASTER_PORT right?", where_, kStoreVersion);
+  bool required = hello[2] & 1;
+  if (required && token_.empty())
+    fail("distributed", "store: rank 0's store at {} requires a token: set the same HG_DIST_TOKEN on every rank",
+         where_);
+  if (!required && !token_.empty())
+    fail("distributed",
+         "store: HG_DIST_TOKEN is set here but rank 0's store at {} does not require one: set the same "
+         "HG_DIST_TOKEN on every rank",
+         where_);
+  if (!required) return Handshake::Ok;
+  const auto* server_nonce = reinterpret_cast<const uint8_t*>(hello + 3);
+  uint8_t client_nonce[kNonceBytes];
+  random_bytes(client_nonce, kNonceBytes);
+  Digest mine = client_proof(token_, server_nonce, client_nonce);
+  std::vector<char> msg{'A'};
+  msg.insert(msg.end(), client_nonce, client_nonce + kNonceBytes);
+  msg.insert(msg.end(), mine.begin(), mine.end());
+  char answer[33];
+  if (!send_all(fd, msg.data(), msg.size()) || !recv_all(fd, answer, 1, deadline))
+    fail("distributed", "store: rank 0's store at {} closed the connection during the token check", where_);
+  if (answer[0] == 'E')
+    fail("distributed",
+         "store: rank 0's store at {} refused this rank: {}; HG_DIST_TOKEN must be the same on every rank", where_,
+         read_refusal(fd, deadline));
+  Digest theirs = server_proof(token_, server_nonce, client_nonce);
+  if (answer[0] != 'K' || !recv_all(fd, answer + 1, 32, deadline) ||
+      !digests_equal(theirs.data(), reinterpret_cast<const uint8_t*>(answer + 1), 32))
+    fail("distributed", "store: the server at {} did not prove it knows HG_DIST_TOKEN", where_);
+  return Handshake::Ok;
 }
 
 TcpStore::~TcpStore() {
@@ -217,24 +140,48 @@ TcpStore::~TcpStore() {
   server_.reset();
 }
 
+void TcpStore::refused(const std::string& what) {
+  std::string why = read_refusal(fd_, deadline_after(timeout_s_));
+  ::close(fd_);
+  fd_ = -1;  // the server closes a refused connection
+  fail("distributed", "store: rank 0's store at {} refused {}: {}", where_, what, why);
+}
+
 void TcpStore::set(const std::string& key, const std::vector<char>& value) {
-  char kind = 'S', ack = 0;
-  bool ok =
-      send_all(fd_, &kind, 1) && send_blob(fd_, key.data(), key.size()) && send_blob(fd_, value.data(), value.size());
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
-  HG_CHECK(ok && recv_all(fd_, &ack, 1, deadline), "distributed",
+  HG_CHECK(fd_ >= 0, "distributed", "store: the connection to {} was closed after a refusal", where_);
+  HG_CHECK(value.size() <= UINT32_MAX && key.size() <= UINT32_MAX, "distributed",
+           "store: '{}' ({} bytes) is too large for the store", key, value.size());
+  std::vector<char> msg = encode_set(key, value);
+  // A refused set is answered before its value is read: look for the answer even if sending failed.
+  bool sent = send_all(fd_, msg.data(), msg.size());
+  char ack = 0;
+  bool got = recv_all(fd_, &ack, 1, deadline_after(sent ? timeout_s_ : std::min(timeout_s_, 5.0)));
+  if (got && ack == 'E') refused(fmt::format("to set '{}' ({} bytes)", key, value.size()));
+  HG_CHECK(got && ack == 'k', "distributed",
            "store: setting '{}' at {} failed: the connection to rank 0 broke or timed out", key, where_);
 }
 
 std::vector<char> TcpStore::get(const std::string& key) {
-  char kind = 'G';
-  HG_CHECK(send_all(fd_, &kind, 1) && send_blob(fd_, key.data(), key.size()), "distributed",
+  HG_CHECK(fd_ >= 0, "distributed", "store: the connection to {} was closed after a refusal", where_);
+  std::vector<char> msg = encode_get(key);
+  HG_CHECK(send_all(fd_, msg.data(), msg.size()), "distributed",
            "store: asking {} for '{}' failed: the connection to rank 0 broke", where_, key);
-  std::vector<char> value;
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
-  HG_CHECK(recv_blob(fd_, value, deadline), "distributed",
+  auto deadline = deadline_after(timeout_s_);
+  char head[5];
+  bool ok = recv_all(fd_, head, 1, deadline);
+  if (ok && head[0] == 'E') refused(fmt::format("to get '{}'", key));
+  HG_CHECK(ok, "distributed",
            "store: '{}' was not set at {} within {} s: a rank did not start or failed before the rendezvous", key,
            where_, timeout_s_);
+  std::vector<char> value;
+  ok = head[0] == 'V' && recv_all(fd_, head + 1, 4, deadline);
+  if (ok) {
+    uint32_t n = get_u32(head + 1);
+    HG_CHECK(n <= (1u << 30), "distributed", "store: {} answered '{}' with a value of {} bytes", where_, key, n);
+    value.resize(n);
+    ok = recv_all(fd_, value.data(), value.size(), deadline);
+  }
+  HG_CHECK(ok, "distributed", "store: reading '{}' from {} failed: the connection to rank 0 broke", key, where_);
   return value;
 }
 
@@ -242,12 +189,7 @@ std::string TcpStore::local_address() const {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  char text[INET6_ADDRSTRLEN] = {};
-  if (addr.ss_family == AF_INET)
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
-  else
-    ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, text, sizeof text);
-  return text;
+  return address_text(reinterpret_cast<sockaddr*>(&addr));
 }
 
 }  // namespace hg::distributed

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(meson ninja-build g++ pkg-config cmake clang-format libfmt-dev doctest-dev
           libopenblas-dev libdnnl-dev libcli11-dev nlohmann-json3-dev gnuplot-nox libsleef-dev
           wamerican  # /usr/share/dict/american-english: the char_transformer example's words
-          libopenmpi-dev openmpi-bin libgloo-dev  # hg::distributed (MPI, Gloo) and its tests
+          libopenmpi-dev openmpi-bin libgloo-dev libssl-dev  # hg::distributed (MPI, Gloo, the store's HMAC) and its tests
           clang-14 libclang-rt-14-dev  # clang: the sanitizer and libFuzzer builds (tools/sanitize.sh)
           python3-torch  # PyTorch 1.13: the twins (tools/*_torch.py) the tests and amp_bench compare against
           ccache)  # Meson compiles through it when present: a second build of the same sources is quick

@@ -422,6 +422,9 @@ int peer_never_joins() {
   }
 }
 
+int hostile_client();      // hostile.cpp
+int train_under_attack();  // hostile.cpp
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strncmp(argv[1], "--probe-only", 12) == 0) {  // the launch scripts: built with it?
     dist::Backend b = std::strcmp(argv[1], "--probe-only=gloo") == 0  ? dist::Backend::Gloo
@@ -442,6 +445,9 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (argc > 1 && std::strcmp(argv[1], "--peer-never-joins") == 0) return peer_never_joins();
+  // run_torchrun.sh --hostile: the attacker, and the ranks of the job it attacks.
+  if (argc > 1 && std::strcmp(argv[1], "--hostile-client") == 0) return hostile_client();
+  if (argc > 1 && std::strcmp(argv[1], "--under-attack") == 0) return train_under_attack();
   // --init-only: joins the group with a 2 s timeout and prints what it joined (the launch
   // script's checks of bad variables and of a rank 0 that never starts).
   if (argc > 1 && std::strcmp(argv[1], "--init-only") == 0) {

@@ -4,6 +4,7 @@
 #   run_torchrun.sh NP BINARY              the suite; fails if any rank fails
 #   run_torchrun.sh NP BINARY --throw-on-rank=K | --peer-never-joins   must fail (or pass) fast
 #   run_torchrun.sh 2 BINARY --bad-environment   malformed variables and a missing rank 0
+#   run_torchrun.sh 2 BINARY --hostile   a job that must succeed while a client attacks its store
 set -u
 np=$1 bin=$2
 shift 2
@@ -68,6 +69,8 @@ case "${1:-}" in
     expect_error "bad MASTER_PORT" "MASTER_PORT='http' must be an integer" \
       RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=http || status=1
     expect_error "no RANK" "RANK is not set" WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" || status=1
+    expect_error "unknown MASTER_ADDR" "MASTER_ADDR 'bad host!' cannot be resolved" \
+      RANK=1 WORLD_SIZE=2 MASTER_ADDR='bad host!' MASTER_PORT="$port" || status=1
     expect_error "rank 0 never starts" "could not reach MASTER_ADDR:MASTER_PORT = 127.0.0.1:$port" \
       RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" || status=1
     expect_error "rank 1 never starts" "was not set at 127.0.0.1:$port within 2 s" \
@@ -75,6 +78,29 @@ case "${1:-}" in
     # A job of one over Gloo needs no store.
     out=$(env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=1 "$bin" --init-only 2>&1)
     grep -qF "rank 0 of 1 over gloo" <<<"$out" && echo "ok (world of one): $out" || { echo "FAIL (world of one): $out"; status=1; }
+    exit "$status"
+    ;;
+  --hostile)
+    # The attacker starts with the job and stops by itself (bounded counts, at most 240 s).
+    export HG_TEST_ATTACK_DIR=$logs
+    port=$(free_port)
+    MASTER_PORT=$port "$bin" --hostile-client >"$logs/hostile" 2>&1 &
+    attacker=$!
+    pids=()
+    for ((r = 0; r < np; r++)); do
+      RANK=$r LOCAL_RANK=$r WORLD_SIZE=$np MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" --under-attack \
+        >"$logs/$r" 2>&1 &
+      pids+=($!)
+    done
+    status=0
+    for ((r = 0; r < np; r++)); do
+      wait "${pids[$r]}" || status=1
+      echo "--- rank $r"
+      tail -n 20 "$logs/$r"
+    done
+    wait "$attacker" || status=1
+    echo "--- hostile client"
+    cat "$logs/hostile"
     exit "$status"
     ;;
   *)
