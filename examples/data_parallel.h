@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <halfgrad.h>
@@ -47,6 +48,12 @@ class DataParallel {
   // After backward: the gradients are averaged by then; this checks that every bucket was reduced.
   void wait_for_gradients() {
     if (ddp_) ddp_->wait_for_gradients();
+  }
+
+  // Gradient accumulation: forwards while `guard` lives do not arm DDP's reduction, so their
+  // backwards only accumulate; the micro-batch after it reduces the sum. Nothing without DDP.
+  void no_sync(std::optional<hg::nn::DistributedDataParallel::NoSyncGuard>& guard) {
+    if (ddp_) guard.emplace(*ddp_);
   }
 
   // MNIST-style: the loader for one epoch, over the whole set or (distributed) over this rank's
