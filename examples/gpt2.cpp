@@ -421,6 +421,7 @@ int main(int argc, char** argv) {
       }
       scaler.step(opt);
       scaler.update();
+      loss_sum = parallel.mean(loss_sum);  // every rank's rows, as the twin's one process sees them
       last_loss = loss_sum;
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       recent = step == start ? loss_sum : 0.98 * recent + 0.02 * loss_sum;

@@ -71,6 +71,18 @@ for amp in off bf16; do
   "$gpt2" "${tiny[@]}" --steps 20 --amp "$amp" --save-init "$tmp/init.safetensors" >"$tmp/hg_$amp.txt"
   "$python" "$twin" "${tiny[@]}" --steps 20 --amp "$amp" --init "$tmp/init.safetensors" >"$tmp/pt_$amp.txt"
 done
+# llm.c token files (train.bin shorter than 6 micro-batches, so the stream wraps), 5 steps in fp32.
+"$python" - "$tmp" <<'PY'
+import sys, numpy as np
+for name, n in (("train", 1500), ("val", 600)):
+    header = np.zeros(256, np.int32)
+    header[:3] = (20240520, 1, n)
+    tokens = (np.arange(n) * 7919 % 1000).astype(np.uint16)  # a pattern the model can learn
+    with open(f"{sys.argv[1]}/tok_{name}.bin", "wb") as f:
+        f.write(header.tobytes() + tokens.tobytes())
+PY
+"$gpt2" "${tiny[@]}" --steps 5 --data "$tmp/tok_" --save-init "$tmp/init.safetensors" >"$tmp/hg_file.txt"
+"$python" "$twin" "${tiny[@]}" --steps 5 --data "$tmp/tok_" --init "$tmp/init.safetensors" >"$tmp/pt_file.txt"
 "$python" - "$tmp" <<'PY'
 import re, sys
 tmp = sys.argv[1]
@@ -85,6 +97,11 @@ for amp, bound in (("off", 1e-4), ("bf16", 2e-3)):
     diff = max(abs(a - b) for a, b in zip(hg, pt))
     print(f"amp {amp}: 20 losses, first {hg[0]:.6f} last {hg[-1]:.6f}, max |halfgrad - pytorch| = {diff:.2e} (bound {bound})")
     assert diff < bound, (amp, hg, pt)
+hg, pt = (re.findall(r"^step (\d+/5 (?:val )?loss [0-9.]+)", open(f"{tmp}/{s}_file.txt").read(), re.M) for s in ("hg", "pt"))
+assert len(hg) == 6, hg
+for a, b in zip(hg, pt):
+    assert a.split()[0] == b.split()[0] and abs(float(a.split()[-1]) - float(b.split()[-1])) < 1e-4, (hg, pt)
+print(f"token files: the same {len(hg)} losses within 1e-4 ({hg[-1]})")
 PY
 
 # A Hugging Face GPT-2 file of a tiny config: halfgrad's logits against PyTorch's.
