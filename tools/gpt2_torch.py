@@ -318,7 +318,12 @@ def main():
         with torch.no_grad():
             x, _ = val.batch(0, a.batch_size, c.context)
             save_safetensors({"logits": model(x.to(device)).float(), "tokens": x}, a.dump_logits)
-    net = torch.compile(model) if a.compile else model
+    net = model
+    if a.compile:  # torch.compile pays off on a GPU; on the CPU (and before torch 2.0) the model runs eagerly
+        if device == "cuda" and hasattr(torch, "compile"):
+            net = torch.compile(model)
+        else:
+            print("--compile: needs torch >= 2.0 and --device cuda; running eagerly")
     decay = [q for q in model.parameters() if q.dim() >= 2]
     plain = [q for q in model.parameters() if q.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": plain, "weight_decay": 0.0}],
