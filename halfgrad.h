@@ -8,6 +8,7 @@
 #include "data/dataloader.h"
 #include "data/dataset.h"
 #include "data/distributed_sampler.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/mnist.h"
 #include "data/transforms.h"
 #include "distributed/process_group.h"
