@@ -10,6 +10,8 @@
 #include "data/distributed_sampler.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/mnist.h"
+#include "data/token_dataset.h"
+#include "data/token_file.h"
 #include "data/transforms.h"
 #include "distributed/process_group.h"
 #include "framework/allocator.h"

@@ -1,6 +1,6 @@
-// Bad GPT-2 vocabularies: every committed case in tests/data/bad-inputs/gpt2-vocab (encoder.json,
-// a NUL byte, vocab.bpe: the format fuzz_vocab reads) is a one-line hg::Error naming the file at
-// fault, as are huge files.
+// Bad GPT-2 vocabularies and token files: every committed case in tests/data/bad-inputs/gpt2-vocab
+// (encoder.json, a NUL byte, vocab.bpe: the format fuzz_vocab reads) is a one-line hg::Error
+// naming the file at fault, as are huge files and token files cut short.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -92,4 +92,26 @@ TEST_CASE("bad inputs: a huge or special GPT-2 vocabulary file is refused before
   fs::create_directory(dir.path / "encoder.json");
   hg::test::check_error([&] { data::Gpt2Tokenizer tok(dir.path.string()); },
                         {"[gpt2_tokenizer]", "encoder.json", "a directory"});
+}
+
+TEST_CASE("bad inputs: a token file cut short, padded or oversized is a one-line hg::Error") {
+  TempDir dir;
+  const std::string path = (dir.path / "train.bin").string();
+  std::vector<uint16_t> tokens(1000, 7);
+  data::write_token_file(path, tokens, 50257);
+  const std::string good = read_all(path);
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{1023}, size_t{1024}, good.size() - 1, good.size() - 2}) {
+    INFO(cut);
+    std::ofstream(path, std::ios::binary) << good.substr(0, cut);
+    hg::test::check_error([&] { data::TokenDataset ds(path, {.batch_size = 1, .seq_len = 8}); },
+                          {"[token_file] " + path + ": "});
+  }
+  std::ofstream(path, std::ios::binary) << good << "xx";
+  hg::test::check_error([&] { data::TokenFile f(path); }, {"says 1000 tokens", "extra bytes"});
+  // A header claiming 2^31 - 1 tokens over a short file.
+  std::string huge = good;
+  const int32_t big = INT32_MAX;
+  std::memcpy(huge.data() + 8, &big, 4);
+  std::ofstream(path, std::ios::binary) << huge;
+  hg::test::check_error([&] { data::TokenFile f(path); }, {"says 2147483647 tokens", "truncated"});
 }
