@@ -10,12 +10,14 @@
 // --total-batch-tokens. Batches read the token stream in order as llm.c's loader does: each
 // micro-batch is the next B*T+1 tokens, cut into B rows of T (and their targets one later).
 // tools/gpt2_torch.py is the PyTorch twin (same streams, --save-init's weights, same schedule).
+// --sample decodes its tokens with GPT-2's tokenizer when --vocab-dir holds the vocabulary
+// (tools/fetch-gpt2-vocab.sh) and --vocab is GPT-2's 50257, and prints token ids otherwise.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,9 +25,10 @@
 #include <halfgrad.h>
 
 #include "common.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/token_file.h"
 #include "data_parallel.h"
 #include "gpt2_model.h"
-#include "serialize/file.h"
 
 namespace {
 
@@ -41,29 +44,6 @@ uint64_t splitmix64(uint64_t x) {
 uint64_t stream_key(uint64_t seed, uint64_t stream) { return splitmix64(seed + splitmix64(stream)); }
 enum Stream : uint64_t { kTrainTokens = 1, kValTokens = 2, kSampling = 3 };
 
-// llm.c's token file: 256 int32 of header (magic 20240520, version 1, the token count), then the
-// tokens as uint16. Kept in this one function so hg::data::TokenFile (branch gpt2-data) can take
-// its place.
-std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab) {
-  const std::vector<char> bytes = hg::read_regular_file(path, "gpt2", uint64_t{1} << 36);
-  int32_t header[256] = {};
-  HG_CHECK(bytes.size() >= sizeof header, "gpt2", "{}: {} bytes, shorter than the 1024-byte token file header", path,
-           bytes.size());
-  std::memcpy(header, bytes.data(), sizeof header);
-  HG_CHECK(header[0] == 20240520, "gpt2", "{}: not a token file (magic {}, expected 20240520)", path, header[0]);
-  HG_CHECK(header[1] == 1, "gpt2", "{}: token file version {}, expected 1", path, header[1]);
-  const auto count = static_cast<uint64_t>(static_cast<uint32_t>(header[2]));
-  HG_CHECK(header[2] >= 0 && bytes.size() == sizeof header + 2 * count, "gpt2",
-           "{}: the header says {} tokens, the file holds {} bytes after the header", path, header[2],
-           bytes.size() - sizeof header);
-  std::vector<uint16_t> tokens(count);
-  std::memcpy(tokens.data(), bytes.data() + sizeof header, 2 * count);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    HG_CHECK(tokens[i] < vocab, "gpt2", "{}: token {} at position {} is not below the vocabulary size {}", path,
-             tokens[i], i, vocab);
-  return tokens;
-}
-
 // A token stream: random tokens, a pure function of (seed, stream, position), or a token file.
 class TokenStream {
  public:
@@ -73,15 +53,16 @@ class TokenStream {
     s.vocab_ = static_cast<uint64_t>(vocab);
     return s;
   }
+  // llm.c's token file, mapped and checked by hg::data::TokenFile (magic, version, the count
+  // against the size, every token below `vocab`); its problems throw "[token_file] <path>: ...".
   static TokenStream file(const std::string& path, int64_t vocab) {
     TokenStream s;
-    s.tokens_ = read_token_file(path, vocab);
-    s.from_file_ = true;
+    s.file_.emplace(path, static_cast<int32_t>(vocab));
     return s;
   }
-  int64_t size() const { return from_file_ ? static_cast<int64_t>(tokens_.size()) : INT64_MAX / 2; }
+  int64_t size() const { return file_ ? file_->size() : INT64_MAX / 2; }
   int64_t at(int64_t pos) const {
-    if (from_file_) return tokens_[static_cast<size_t>(pos)];
+    if (file_) return file_->data()[pos];
     return static_cast<int64_t>(splitmix64(key_ + static_cast<uint64_t>(pos)) % vocab_);
   }
   // Rows of T tokens from `pos` (row r starts at pos + r T) and their targets one later.
@@ -101,8 +82,7 @@ class TokenStream {
   }
 
  private:
-  std::vector<uint16_t> tokens_;
-  bool from_file_ = false;
+  std::optional<hg::data::TokenFile> file_;  // empty: synthetic
   uint64_t key_ = 0, vocab_ = 1;
 };
 
@@ -143,16 +123,18 @@ double evaluate(gpt2::GPT2& model, const TokenStream& s, const Train& t, int64_t
   return total / static_cast<double>(t.val_batches);
 }
 
-// Generates `count` tokens after <|endoftext|> (the last id). Temperature 0 is greedy; top_k > 0
-// keeps the k largest logits (ties with the k-th kept too). The draws are SplitMix64 uniforms
-// through the inverse CDF, in float64 on the host, so the twin makes the same choices.
-std::vector<int64_t> sample_tokens(gpt2::GPT2& model, int64_t count, double temperature, int64_t top_k,
-                                   hg::Device device, uint64_t seed) {
+// Generates `count` tokens after <|endoftext|> (the last id) and the `prompt` tokens. Temperature
+// 0 is greedy; top_k > 0 keeps the k largest logits (ties with the k-th kept too). The draws are
+// SplitMix64 uniforms through the inverse CDF, in float64 on the host, so the twin makes the same
+// choices (the twin has no prompt: without one the two agree).
+std::vector<int64_t> sample_tokens(gpt2::GPT2& model, const std::vector<int64_t>& prompt, int64_t count,
+                                   double temperature, int64_t top_k, hg::Device device, uint64_t seed) {
   hg::NoGradGuard no_grad;
   model.eval();
   const gpt2::Config& c = model.config();
   const uint64_t key = stream_key(seed, kSampling);
   std::vector<int64_t> ctx{c.vocab - 1}, out;
+  ctx.insert(ctx.end(), prompt.begin(), prompt.end());
   for (int64_t i = 0; i < count; ++i) {
     const auto n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), c.context);
     const std::vector<int64_t> tail(ctx.end() - n, ctx.end());
@@ -184,6 +166,31 @@ std::vector<int64_t> sample_tokens(gpt2::GPT2& model, int64_t count, double temp
   }
   model.train();
   return out;
+}
+
+// GPT-2's tokenizer for --sample's text, or nothing (with one line saying why) when `dir` lacks
+// the vocabulary or the model's vocabulary is not GPT-2's: the samples are then printed as ids.
+// A --prompt needs the tokenizer, so then its absence is an error.
+std::optional<hg::data::Gpt2Tokenizer> sample_tokenizer(const std::string& dir, int64_t vocab, bool prompt) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(fs::path(dir) / "encoder.json", ec) || !fs::exists(fs::path(dir) / "vocab.bpe", ec)) {
+    HG_CHECK(!prompt, "gpt2",
+             "--prompt needs GPT-2's vocabulary: no encoder.json and vocab.bpe in {} (bash "
+             "tools/fetch-gpt2-vocab.sh puts them in datasets/gpt2)",
+             dir);
+    fmt::print("sample: no encoder.json and vocab.bpe in {} (bash tools/fetch-gpt2-vocab.sh): printing token ids\n",
+               dir);
+    return std::nullopt;
+  }
+  hg::data::Gpt2Tokenizer tokenizer(dir);  // a damaged file is an error, not a reason to print ids
+  if (tokenizer.vocab_size() != vocab) {
+    HG_CHECK(!prompt, "gpt2", "--prompt needs GPT-2's vocabulary: this model's --vocab is {}, GPT-2's {}", vocab,
+             tokenizer.vocab_size());
+    fmt::print("sample: --vocab {} is not GPT-2's {}: printing token ids\n", vocab, tokenizer.vocab_size());
+    return std::nullopt;
+  }
+  return tokenizer;
 }
 
 // The training state in one safetensors file (written atomically by hg::save): the model under
@@ -229,7 +236,7 @@ int64_t load_checkpoint(const std::string& path, gpt2::GPT2& model, hg::optim::O
 
 int main(int argc, char** argv) {
   std::string model_name = "tiny", data = "synthetic", device_name, amp_name = "off", save, resume, save_init;
-  std::string init_from, reduce_dtype = "off";
+  std::string init_from, reduce_dtype = "off", vocab_dir = "datasets/gpt2", prompt;
   int64_t layers = 0, heads = 0, embd = 0, context = 0, vocab = 50257, sample = 0, top_k = 0, print_every = 0;
   int64_t save_every = 0, threads = 0, stop_after = 0;
   std::string dump_logits;
@@ -302,9 +309,13 @@ int main(int argc, char** argv) {
                  "write the float32 logits of the first validation micro-batch (safetensors 'logits', 'tokens') "
                  "before training, to check a loaded model against another implementation");
   app.add_option("--resume", resume, "continue from a checkpoint written by --save");
-  app.add_option("--sample", sample, "tokens to generate after training")
-      ->capture_default_str()
-      ->check(examples::whole_number(0, 1 << 20));
+  CLI::Option* sample_opt = app.add_option("--sample", sample, "tokens to generate after training")
+                                ->capture_default_str()
+                                ->check(examples::whole_number(0, 1 << 20));
+  app.add_option("--vocab-dir", vocab_dir,
+                 "GPT-2's encoder.json and vocab.bpe, to print --sample as text (absent: as token ids)")
+      ->capture_default_str();
+  app.add_option("--prompt", prompt, "with --sample: continue this text (after <|endoftext|>)")->needs(sample_opt);
   app.add_option("--temperature", temperature, "sampling temperature (0: greedy)")
       ->capture_default_str()
       ->check(examples::real_number(0, 100));
@@ -353,6 +364,15 @@ int main(int argc, char** argv) {
     for (const auto& [s, name] : {std::pair{&train, "train"}, std::pair{&val, "val"}})
       HG_CHECK(s->size() >= micro_tokens + 1, "gpt2", "{}{}.bin: {} tokens, fewer than one micro-batch's {} + 1", data,
                name, s->size(), micro_tokens);
+
+    // Before training, so a missing vocabulary or a bad prompt does not wait for the run's end.
+    std::optional<hg::data::Gpt2Tokenizer> tokenizer;
+    std::vector<int64_t> prompt_tokens;
+    if (sample > 0 && parallel.is_main()) {
+      tokenizer = sample_tokenizer(vocab_dir, c.vocab, !prompt.empty());
+      if (tokenizer)
+        for (const int32_t id : tokenizer->encode(prompt)) prompt_tokens.push_back(id);
+    }
 
     hg::manual_seed(seed);
     auto gpt = std::make_shared<gpt2::GPT2>(c);
@@ -437,8 +457,11 @@ int main(int argc, char** argv) {
     val_loss = evaluate(model, val, t, T, device, amp);
     fmt::print("step {}/{} val loss {:.6f}\n", t.steps, t.steps, val_loss);
     if (sample > 0) {
-      const std::vector<int64_t> tokens = sample_tokens(model, sample, temperature, top_k, device, seed);
-      fmt::print("sample: {}\n", fmt::join(tokens, " "));
+      const std::vector<int64_t> tokens = sample_tokens(model, prompt_tokens, sample, temperature, top_k, device, seed);
+      if (tokenizer)
+        fmt::print("sample: {}{}\n", prompt, tokenizer->decode(std::vector<int32_t>(tokens.begin(), tokens.end())));
+      else
+        fmt::print("sample: {}\n", fmt::join(tokens, " "));
     }
     std::vector<double> sorted = step_ms;
     std::sort(sorted.begin(), sorted.end());
