@@ -4,7 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <halfgrad.h>
 
@@ -47,6 +49,20 @@ class DataParallel {
   // After backward: the gradients are averaged by then; this checks that every bucket was reduced.
   void wait_for_gradients() {
     if (ddp_) ddp_->wait_for_gradients();
+  }
+
+  // Gradient accumulation: forwards while `guard` lives do not arm DDP's reduction, so their
+  // backwards only accumulate; the micro-batch after it reduces the sum. Nothing without DDP.
+  void no_sync(std::optional<hg::nn::DistributedDataParallel::NoSyncGuard>& guard) {
+    if (ddp_) guard.emplace(*ddp_);
+  }
+
+  // The mean of `value` over the ranks (a logged loss); `value` itself without DDP.
+  double mean(double value) {
+    if (!group_) return value;
+    const hg::Tensor t = hg::tensor(std::vector<double>{value});
+    group_->all_reduce(t, hg::distributed::ReduceOp::Avg).wait();
+    return t.item<double>();
   }
 
   // MNIST-style: the loader for one epoch, over the whole set or (distributed) over this rank's

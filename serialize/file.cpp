@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <new>
+#include <random>
 
 #include "framework/error.h"
 
@@ -59,6 +61,54 @@ std::vector<char> read_regular_file(const std::string& path, std::string_view op
   }
   HG_CHECK(r == 0, op, "{}: the file grew while being read (expected {} bytes)", path, size);
   return bytes;
+}
+
+void write_file_atomic(const std::string& path, std::string_view op, std::initializer_list<std::string_view> parts) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  HG_CHECK(target.has_filename(), op, "{}: names a directory, expected a file name", path);
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  // The temporary sits in the same directory: rename is atomic only within one file system.
+  // O_EXCL with a random name rather than mkstemp, so the file gets 0666 less the umask as any
+  // file a program creates (mkstemp makes it 0600).
+  const std::string prefix = (fs::path(dir) / ("." + target.filename().string() + ".tmp.")).string();
+  std::string tmp;
+  Fd f{-1};
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100 && f.fd < 0; ++attempt) {
+    tmp = prefix + std::to_string(rd());
+    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (f.fd < 0 && errno != EEXIST) break;
+  }
+  HG_CHECK(f.fd >= 0, op, "{}: cannot create a temporary file in {}: {}", path, dir, std::strerror(errno));
+  try {
+    for (std::string_view part : parts) {
+      const char* p = part.data();
+      size_t left = part.size();
+      while (left > 0) {
+        const ssize_t w = ::write(f.fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        HG_CHECK(w > 0, op, "{}: write failed: {}", path, std::strerror(errno));
+        p += w;
+        left -= static_cast<size_t>(w);
+      }
+    }
+    HG_CHECK(::fsync(f.fd) == 0, op, "{}: fsync failed: {}", path, std::strerror(errno));
+    const int fd = f.fd;
+    f.fd = -1;
+    HG_CHECK(::close(fd) == 0, op, "{}: close failed: {}", path, std::strerror(errno));
+    HG_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, op, "{}: rename from {} failed: {}", path, tmp,
+             std::strerror(errno));
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Makes the rename itself durable.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 }  // namespace hg
