@@ -12,6 +12,31 @@ Node::Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::
       outputs_(std::move(outputs)),
       autocast_(autocast) {}
 
+// A chain of a million ops (y = y * 1.0 in a loop) is freed from its last node: left to the
+// members' destructors, each node would free the next one inside its own destructor, a stack frame
+// or more per node, and overflow the stack. As PyTorch's deleteNode, the nodes this one points to
+// go onto a worklist instead; one the worklist holds the last reference to gives up its own edges
+// there before it is freed, so its destructor has nothing left to recurse into.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  const auto take_edges = [&pending](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.node) pending.push_back(std::move(e.node));
+  };
+  take_edges(edges_);
+  // The saved tensors may hold the same nodes (an input's grad_fn): dropped while the worklist still
+  // holds those, so they never free a node from here.
+  backward_ = nullptr;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> next = std::move(pending.back());
+    pending.pop_back();
+    if (next.use_count() == 1) {
+      take_edges(next->edges_);
+      next->backward_ = nullptr;
+    }
+  }
+}
+
 TensorList Node::apply(const TensorList& grad_outputs, bool retain_graph) {
   HG_CHECK(backward_ != nullptr, name_,
            "trying to run backward through the graph a second time (its saved tensors were freed after the "

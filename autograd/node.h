@@ -34,7 +34,10 @@ class Node {
   };
   Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::vector<OutputMeta> outputs,
        AutocastState autocast);
-  virtual ~Node() = default;
+  // Frees the graph behind this node without recursion (see node.cpp).
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
 
   const std::string& name() const { return name_; }
   const std::vector<Edge>& next_edges() const { return edges_; }
