@@ -1,6 +1,7 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -67,15 +68,24 @@ struct LeafState {
 
 // Runs once all of this backward's gradients for the leaf arrived: hooks, capture, accumulation
 // (a summed gradient the engine alone holds becomes .grad without a copy), post-accumulate hooks.
+// Backward passes on other threads may reach the same leaf: its lock is held while .grad is
+// read and written and while the post-accumulate hooks run (one uncontended lock per leaf and
+// backward); the tensor hooks run outside it, on a copy of the list (as PyTorch's pre-hooks).
 void finish_leaf(GraphTask& task, LeafState& leaf) {
   if (!leaf.sum.defined()) return;
   AutogradMeta& meta = *leaf.meta;
   Tensor g = std::move(leaf.sum);
-  if (!meta.grad_hooks.empty()) g = run_grad_hooks(std::vector(meta.grad_hooks), std::move(g), "a leaf");
+  std::unique_lock lock(meta.lock);
+  if (!meta.grad_hooks.empty()) {
+    const std::vector<std::pair<uint64_t, GradHook>> hooks = meta.grad_hooks;
+    lock.unlock();
+    g = run_grad_hooks(hooks, std::move(g), "a leaf");
+  }
   if (auto it = task.leaf_targets.find(&meta); it != task.leaf_targets.end()) {
     task.captured[it->second] = accumulate(task.captured[it->second], g);
   }
   if (!task.accumulate_into_leaves) return;
+  if (!lock.owns_lock()) lock.lock();
   // The stored grad never aliases another gradient, a view or a tensor the user holds: it is
   // either g when nobody else can see it, or a fresh tensor (clone and + both allocate). Under
   // create_graph both are recorded, so .grad has a history (never an in-place add).
@@ -208,6 +218,7 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
       if (auto meta = metas[slot].lock(); meta && meta->retains_grad) {
         // A copy (as PyTorch's retain_grad): the incoming gradient goes on to the node's backward,
         // which may pass it, or a view of it, to another retained or leaf gradient.
+        std::lock_guard lock(meta->lock);
         meta->grad = meta->grad.defined() ? meta->grad + grads_in[slot] : clone(grads_in[slot]);
       }
     }

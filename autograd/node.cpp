@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include <atomic>
+
 #include "framework/view_history.h"
 
 namespace hg::autograd {
@@ -49,9 +51,10 @@ TensorList Node::apply(const TensorList& grad_outputs, bool retain_graph) {
 }
 
 uint64_t Node::add_tensor_hook(uint32_t slot, GradHook fn) {
-  static uint64_t next_id = 0;
-  tensor_hooks_.push_back({++next_id, slot, std::move(fn)});
-  return next_id;
+  static std::atomic<uint64_t> next_id{0};  // hooks are registered from any thread
+  const uint64_t id = ++next_id;
+  tensor_hooks_.push_back({id, slot, std::move(fn)});
+  return id;
 }
 
 void Node::remove_tensor_hook(uint64_t id) {
