@@ -69,11 +69,23 @@ Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) const {
 }
 
 Tensor run_grad_hooks(const std::vector<std::pair<uint64_t, GradHook>>& hooks, Tensor grad, const std::string& where) {
-  for (const auto& entry : hooks) {
-    Tensor r = entry.second(grad);
+  for (size_t i = 0; i < hooks.size(); ++i) {
+    Tensor r = hooks[i].second(grad);
     if (!r.defined()) continue;
-    HG_CHECK(r.shape() == grad.shape(), "hook", "a gradient hook on {} returned shape {} for a gradient of shape {}",
-             where, r.shape(), grad.shape());
+    // The engine hands the result on as the tensor's gradient: another dtype or device would
+    // reach .grad (or the next formula) unconverted.
+    HG_CHECK(r.dtype() == grad.dtype(), "hook",
+             "gradient hook {} of {} on {} changed the type of the gradient (was {}, got {}); a hook must "
+             "return a gradient of the same dtype, device and shape",
+             i + 1, hooks.size(), where, grad.dtype(), r.dtype());
+    HG_CHECK(r.device() == grad.device(), "hook",
+             "gradient hook {} of {} on {} moved the gradient to another device (was {}, got {}); a hook must "
+             "return a gradient of the same dtype, device and shape",
+             i + 1, hooks.size(), where, grad.device(), r.device());
+    HG_CHECK(r.shape() == grad.shape(), "hook",
+             "gradient hook {} of {} on {} returned shape {} for a gradient of shape {}; a hook must return a "
+             "gradient of the same dtype, device and shape",
+             i + 1, hooks.size(), where, r.shape(), grad.shape());
     grad = std::move(r);
   }
   return grad;
