@@ -1,6 +1,7 @@
 #include "amp/cast_cache.h"
 
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "amp/autocast_scope.h"
@@ -35,13 +36,20 @@ Tensor cast_for_autocast(const Tensor& t, Dtype dtype) {
   // A warm cast (WarmCast: written by the last fused optimizer step) holds exactly these values
   // while the weight's version has not moved since; otherwise cast, and ask the next optimizer
   // step to keep this dtype's copy warm.
-  std::shared_ptr<WarmCast>& warm = t.impl()->autograd->warm_cast;
+  // Threads running autocast regions on the same weights share its slot: read and set under the
+  // leaf's lock.
+  AutogradMeta& meta = *t.impl()->autograd;
+  std::shared_ptr<WarmCast> warm;
+  {
+    std::lock_guard lock(meta.lock);
+    warm = meta.warm_cast;
+    if (!warm || warm->dtype != dtype) meta.warm_cast = std::make_shared<WarmCast>(WarmCast{dtype, Tensor(), 0});
+  }
   Tensor cast;
   if (warm && warm->dtype == dtype && warm->value.defined() && warm->version == t.version()) {
     cast = to_with_result(t, warm->value);
   } else {
     cast = to(t, t.device(), dtype);
-    if (!warm || warm->dtype != dtype) warm = std::make_shared<WarmCast>(WarmCast{dtype, Tensor(), 0});
   }
   t_cache.insert_or_assign(key, Entry{t, t.version(), cast});
   return cast;

@@ -1,6 +1,7 @@
 #include "autograd/engine.h"
 
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -65,17 +66,58 @@ struct LeafState {
   Tensor sum;
 };
 
+// The shape, dtype and device of a gradient, to tell whether a hook changed them.
+struct GradLayout {
+  bool defined = false;
+  Shape shape;
+  Dtype dtype = kFloat32;
+  Device device;
+  explicit GradLayout(const Tensor& g) : defined(g.defined()) {
+    if (!defined) return;
+    shape = g.shape();
+    dtype = g.dtype();
+    device = g.device();
+  }
+};
+
+// A post-accumulate-grad hook may clear .grad (an optimizer step in backward does), but one that
+// leaves a gradient of another dtype, device or shape is refused, as tensor hooks are.
+void check_post_hook(const GradLayout& was, const Tensor& now, size_t index, size_t count) {
+  if (!was.defined || !now.defined()) return;
+  HG_CHECK(now.dtype() == was.dtype, "hook",
+           "post-accumulate-grad hook {} of {} on a leaf changed the type of its .grad (was {}, got {}); a hook must "
+           "keep the gradient's dtype, device and shape",
+           index + 1, count, was.dtype, now.dtype());
+  HG_CHECK(now.device() == was.device, "hook",
+           "post-accumulate-grad hook {} of {} on a leaf moved its .grad to another device (was {}, got {}); a hook "
+           "must keep the gradient's dtype, device and shape",
+           index + 1, count, was.device, now.device());
+  HG_CHECK(now.shape() == was.shape, "hook",
+           "post-accumulate-grad hook {} of {} on a leaf changed the shape of its .grad (was {}, got {}); a hook must "
+           "keep the gradient's dtype, device and shape",
+           index + 1, count, was.shape, now.shape());
+}
+
 // Runs once all of this backward's gradients for the leaf arrived: hooks, capture, accumulation
 // (a summed gradient the engine alone holds becomes .grad without a copy), post-accumulate hooks.
+// Backward passes on other threads may reach the same leaf: its lock is held while .grad is
+// read and written and while the post-accumulate hooks run (one uncontended lock per leaf and
+// backward); the tensor hooks run outside it, on a copy of the list (as PyTorch's pre-hooks).
 void finish_leaf(GraphTask& task, LeafState& leaf) {
   if (!leaf.sum.defined()) return;
   AutogradMeta& meta = *leaf.meta;
   Tensor g = std::move(leaf.sum);
-  if (!meta.grad_hooks.empty()) g = run_grad_hooks(std::vector(meta.grad_hooks), std::move(g), "a leaf");
+  std::unique_lock lock(meta.lock);
+  if (!meta.grad_hooks.empty()) {
+    const std::vector<std::pair<uint64_t, GradHook>> hooks = meta.grad_hooks;
+    lock.unlock();
+    g = run_grad_hooks(hooks, std::move(g), "a leaf");
+  }
   if (auto it = task.leaf_targets.find(&meta); it != task.leaf_targets.end()) {
     task.captured[it->second] = accumulate(task.captured[it->second], g);
   }
   if (!task.accumulate_into_leaves) return;
+  if (!lock.owns_lock()) lock.lock();
   // The stored grad never aliases another gradient, a view or a tensor the user holds: it is
   // either g when nobody else can see it, or a fresh tensor (clone and + both allocate). Under
   // create_graph both are recorded, so .grad has a history (never an in-place add).
@@ -84,7 +126,13 @@ void finish_leaf(GraphTask& task, LeafState& leaf) {
   } else {
     meta.grad = engine_owns(g) ? std::move(g) : clone(g);
   }
-  for (const auto& entry : std::vector(meta.post_accumulate_grad_hooks)) entry.second();
+  if (meta.post_accumulate_grad_hooks.empty()) return;
+  const auto hooks = meta.post_accumulate_grad_hooks;  // a copy: a hook may remove itself
+  for (size_t i = 0; i < hooks.size(); ++i) {
+    const GradLayout was(meta.grad);
+    hooks[i].second();
+    check_post_hook(was, meta.grad, i, hooks.size());
+  }
 }
 
 // create_graph needs the formulas to be differentiable: an op whose backward runs a raw kernel
@@ -208,6 +256,7 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
       if (auto meta = metas[slot].lock(); meta && meta->retains_grad) {
         // A copy (as PyTorch's retain_grad): the incoming gradient goes on to the node's backward,
         // which may pass it, or a view of it, to another retained or leaf gradient.
+        std::lock_guard lock(meta->lock);
         meta->grad = meta->grad.defined() ? meta->grad + grads_in[slot] : clone(grads_in[slot]);
       }
     }

@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include <atomic>
+
 #include "framework/view_history.h"
 
 namespace hg::autograd {
@@ -11,6 +13,31 @@ Node::Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::
       backward_(std::move(backward)),
       outputs_(std::move(outputs)),
       autocast_(autocast) {}
+
+// A chain of a million ops (y = y * 1.0 in a loop) is freed from its last node: left to the
+// members' destructors, each node would free the next one inside its own destructor, a stack frame
+// or more per node, and overflow the stack. As PyTorch's deleteNode, the nodes this one points to
+// go onto a worklist instead; one the worklist holds the last reference to gives up its own edges
+// there before it is freed, so its destructor has nothing left to recurse into.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  const auto take_edges = [&pending](std::vector<Edge>& edges) {
+    for (Edge& e : edges)
+      if (e.node) pending.push_back(std::move(e.node));
+  };
+  take_edges(edges_);
+  // The saved tensors may hold the same nodes (an input's grad_fn): dropped while the worklist still
+  // holds those, so they never free a node from here.
+  backward_ = nullptr;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> next = std::move(pending.back());
+    pending.pop_back();
+    if (next.use_count() == 1) {
+      take_edges(next->edges_);
+      next->backward_ = nullptr;
+    }
+  }
+}
 
 TensorList Node::apply(const TensorList& grad_outputs, bool retain_graph) {
   HG_CHECK(backward_ != nullptr, name_,
@@ -24,9 +51,10 @@ TensorList Node::apply(const TensorList& grad_outputs, bool retain_graph) {
 }
 
 uint64_t Node::add_tensor_hook(uint32_t slot, GradHook fn) {
-  static uint64_t next_id = 0;
-  tensor_hooks_.push_back({++next_id, slot, std::move(fn)});
-  return next_id;
+  static std::atomic<uint64_t> next_id{0};  // hooks are registered from any thread
+  const uint64_t id = ++next_id;
+  tensor_hooks_.push_back({id, slot, std::move(fn)});
+  return id;
 }
 
 void Node::remove_tensor_hook(uint64_t id) {
@@ -41,11 +69,23 @@ Tensor Node::run_tensor_hooks(uint32_t slot, Tensor grad) const {
 }
 
 Tensor run_grad_hooks(const std::vector<std::pair<uint64_t, GradHook>>& hooks, Tensor grad, const std::string& where) {
-  for (const auto& entry : hooks) {
-    Tensor r = entry.second(grad);
+  for (size_t i = 0; i < hooks.size(); ++i) {
+    Tensor r = hooks[i].second(grad);
     if (!r.defined()) continue;
-    HG_CHECK(r.shape() == grad.shape(), "hook", "a gradient hook on {} returned shape {} for a gradient of shape {}",
-             where, r.shape(), grad.shape());
+    // The engine hands the result on as the tensor's gradient: another dtype or device would
+    // reach .grad (or the next formula) unconverted.
+    HG_CHECK(r.dtype() == grad.dtype(), "hook",
+             "gradient hook {} of {} on {} changed the type of the gradient (was {}, got {}); a hook must "
+             "return a gradient of the same dtype, device and shape",
+             i + 1, hooks.size(), where, grad.dtype(), r.dtype());
+    HG_CHECK(r.device() == grad.device(), "hook",
+             "gradient hook {} of {} on {} moved the gradient to another device (was {}, got {}); a hook must "
+             "return a gradient of the same dtype, device and shape",
+             i + 1, hooks.size(), where, grad.device(), r.device());
+    HG_CHECK(r.shape() == grad.shape(), "hook",
+             "gradient hook {} of {} on {} returned shape {} for a gradient of shape {}; a hook must return a "
+             "gradient of the same dtype, device and shape",
+             i + 1, hooks.size(), where, r.shape(), grad.shape());
     grad = std::move(r);
   }
   return grad;

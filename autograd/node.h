@@ -34,7 +34,10 @@ class Node {
   };
   Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::vector<OutputMeta> outputs,
        AutocastState autocast);
-  virtual ~Node() = default;
+  // Frees the graph behind this node without recursion (see node.cpp).
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
 
   const std::string& name() const { return name_; }
   const std::vector<Edge>& next_edges() const { return edges_; }
@@ -74,7 +77,8 @@ class Node {
   std::vector<TensorHook> tensor_hooks_;
 };
 
-// Runs hooks (id, fn) on a gradient in order; a defined result replaces it (same shape).
+// Runs hooks (id, fn) on a gradient in order; a defined result replaces it. A hook that changes the
+// gradient's dtype, device or shape is refused, naming it (as PyTorch does).
 Tensor run_grad_hooks(const std::vector<std::pair<uint64_t, GradHook>>& hooks, Tensor grad, const std::string& where);
 
 // The edge for a tensor used as an input of a new node.

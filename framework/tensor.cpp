@@ -138,10 +138,11 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-const Tensor& Tensor::grad() const {
-  static const Tensor kUndefined;
+Tensor Tensor::grad() const {
   const AutogradMeta* m = autograd_meta();
-  return m ? m->grad : kUndefined;
+  if (!m) return Tensor();
+  std::lock_guard lock(m->lock);
+  return m->grad;
 }
 
 void Tensor::set_grad(Tensor grad) const {
@@ -149,7 +150,9 @@ void Tensor::set_grad(Tensor grad) const {
     HG_CHECK(grad.shape() == shape(), "set_grad", "gradient of shape {} does not match tensor shape {}", grad.shape(),
              shape());
   }
-  ensure_autograd_meta().grad = std::move(grad);
+  AutogradMeta& meta = ensure_autograd_meta();
+  std::lock_guard lock(meta.lock);
+  meta.grad = std::move(grad);
 }
 
 bool Tensor::is_leaf() const {
@@ -179,7 +182,10 @@ uint64_t next_hook_id() {
 template <class List>
 RemovableHandle erase_from(const std::shared_ptr<AutogradMeta>& meta, List AutogradMeta::*member, uint64_t id) {
   return RemovableHandle([weak = std::weak_ptr<AutogradMeta>(meta), member, id] {
-    if (auto m = weak.lock()) std::erase_if((*m).*member, [id](const auto& entry) { return entry.first == id; });
+    if (auto m = weak.lock()) {
+      std::lock_guard lock(m->lock);
+      std::erase_if((*m).*member, [id](const auto& entry) { return entry.first == id; });
+    }
   });
 }
 }  // namespace
@@ -190,6 +196,7 @@ RemovableHandle Tensor::register_hook(GradHook fn) const {
   if (!is_leaf()) return autograd_hooks().register_node_hook(*this, std::move(fn));
   const uint64_t id = next_hook_id();
   const auto& meta = impl_->autograd;
+  std::lock_guard lock(meta->lock);
   meta->grad_hooks.emplace_back(id, std::move(fn));
   return erase_from(meta, &AutogradMeta::grad_hooks, id);
 }
@@ -203,6 +210,7 @@ RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(co
   const uint64_t id = next_hook_id();
   const auto& meta = impl_->autograd;
   // The meta cannot name its tensor: the hook keeps a weak link to it (no cycle impl -> meta -> impl).
+  std::lock_guard lock(meta->lock);
   meta->post_accumulate_grad_hooks.emplace_back(id, [weak = std::weak_ptr<TensorImpl>(impl_), fn = std::move(fn)] {
     if (auto impl = weak.lock()) fn(Tensor(std::move(impl)));
   });

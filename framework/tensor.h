@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -142,7 +143,9 @@ class Tensor {
   // ---- autograd ----
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);
-  const Tensor& grad() const;  // undefined tensor when no gradient has arrived
+  // A copy of the handle (undefined when no gradient has arrived): another thread's backward may
+  // replace .grad while the caller holds it.
+  Tensor grad() const;
   void set_grad(Tensor grad) const;
   bool is_leaf() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
@@ -288,6 +291,18 @@ struct WarmCast {
   uint32_t version = 0;
 };
 
+// Guards a leaf's .grad and hook lists: backward passes on several threads may reach the same leaf
+// (PyTorch's AccumulateGrad takes such a lock). Recursive, because a post-accumulate-grad hook runs
+// under it and may read or set .grad. A copied meta gets a lock of its own.
+struct AutogradLock {
+  std::recursive_mutex mutex;
+  AutogradLock() = default;
+  AutogradLock(const AutogradLock&) {}
+  AutogradLock& operator=(const AutogradLock&) { return *this; }
+  void lock() { mutex.lock(); }
+  void unlock() { mutex.unlock(); }
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
@@ -299,6 +314,8 @@ struct AutogradMeta {
   // A leaf's hooks, by id (a non-leaf's gradient hooks live on its grad_fn, which outlives it).
   std::vector<std::pair<uint64_t, GradHook>> grad_hooks;
   std::vector<std::pair<uint64_t, std::function<void()>>> post_accumulate_grad_hooks;
+  // Taken to read or write grad, grad_hooks and post_accumulate_grad_hooks.
+  mutable AutogradLock lock;
 };
 
 // What a tensor made by a view op (slice, select, view, transpose, ...) with grad mode on knows

@@ -73,6 +73,47 @@ TEST_CASE("hooks refuse clearly") {
   check_error([&] { (x * 2.0).sum().backward(); }, {"[hook]", "shape [3]"});
 }
 
+TEST_CASE("hooks that change the gradient's type or shape are refused, naming the hook") {
+  // A leaf: the second of two hooks returns an int32 gradient (as PyTorch, "hook has changed the
+  // type of value"); nothing reaches .grad.
+  Tensor x = ones({3}).requires_grad_();
+  int looked = 0;
+  x.register_hook([&](const Tensor&) { ++looked; });
+  RemovableHandle to_int = x.register_hook([](const Tensor& g) { return (g * 2.5).to(kInt32); });
+  check_error([&] { (x * 2.0).sum().backward(); },
+              {"[hook]", "gradient hook 2 of 2 on a leaf", "type", "was float32, got int32"});
+  CHECK(looked == 1);
+  CHECK_FALSE(x.grad().defined());
+  to_int.remove();
+  RemovableHandle to_double = x.register_hook([](const Tensor& g) { return g.to(kFloat64); });
+  check_error([&] { (x * 2.0).sum().backward(); }, {"[hook]", "on a leaf", "was float32, got float64"});
+  to_double.remove();
+  RemovableHandle wider = x.register_hook([](const Tensor& g) { return g.unsqueeze(0); });
+  check_error([&] { (x * 2.0).sum().backward(); }, {"[hook]", "on a leaf", "returned shape [1, 3]"});
+  wider.remove();
+  (x * 2.0).sum().backward();
+  CHECK(x.grad().dtype() == kFloat32);
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
+
+  // A non-leaf: the gradient flowing on would change type under the next formula.
+  Tensor y = x * 3.0;
+  y.register_hook([](const Tensor& g) { return g.to(kFloat16); });
+  check_error([&] { y.sum().backward(); }, {"[hook]", "gradient hook 1 of 1 on an output of mul", "got float16"});
+
+  // A post-accumulate-grad hook may clear .grad (an optimizer step in backward does) but not
+  // leave one of another type behind.
+  Tensor w = ones({2}).requires_grad_();
+  RemovableHandle recast =
+      w.register_post_accumulate_grad_hook([](const Tensor& t) { t.set_grad(t.grad().to(kInt32)); });
+  check_error([&] { (w * 2.0).sum().backward(); },
+              {"[hook]", "post-accumulate-grad hook 1 of 1 on a leaf", "type", "was float32, got int32"});
+  recast.remove();
+  w.set_grad(Tensor());
+  w.register_post_accumulate_grad_hook([](const Tensor& t) { t.set_grad(Tensor()); });
+  (w * 2.0).sum().backward();
+  CHECK_FALSE(w.grad().defined());
+}
+
 TEST_CASE("post-accumulate-grad hooks run once per leaf per backward, after .grad is final") {
   Tensor w = tensor(std::vector<double>{1, 2}, {2}).requires_grad_();
   Tensor unused = zeros({2}, kFloat64).requires_grad_();

@@ -158,3 +158,67 @@ TEST_CASE("threads: DataLoader workers run ops in their transform while the loop
   CHECK(sums(3, -1) == serial);
   CHECK(sums(2, 1) == std::vector<double>{serial[0]});
 }
+
+TEST_CASE("threads: backward passes on several threads sharing leaves accumulate the exact gradient") {
+  // Separate graphs, one leaf and one module's parameters shared: each backward adds into the same
+  // .grad (as PyTorch's AccumulateGrad, under the leaf's lock), while another thread reads .grad,
+  // and hooks are registered and removed on the leaf; half the module's passes run under bf16
+  // autocast. Every value is an integer, exact in bf16 too, so the sums are exact whatever order
+  // the passes take.
+  constexpr int kThreads = 4, kIters = 100;
+  Tensor x = ones({4096}).requires_grad_();
+  manual_seed(3);
+  nn::Linear fc(8, 4);
+  const Tensor input = ones({2, 8});
+  std::atomic<int> post_hooks{0}, post_hooks_without_grad{0}, looks{0};
+  x.register_post_accumulate_grad_hook([&](const Tensor& t) {
+    post_hooks.fetch_add(1);
+    if (!t.grad().defined()) post_hooks_without_grad.fetch_add(1);
+  });
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  auto train = [&] {
+    for (int i = 0; i < kIters; ++i) {
+      (x * 2.0).sum().backward();
+      if (i % 2 == 0) {
+        fc(input).sum().backward();
+      } else {  // the weights' autocast cast slot is shared too
+        amp::AutocastGuard autocast(kCPU, kBFloat16);
+        fc(input).sum().backward();
+      }
+    }
+  };
+  // Reads .grad while it is replaced: each snapshot is one whole gradient (all elements equal, an
+  // even value no larger than the final one).
+  auto read = [&] {
+    while (!done.load()) {
+      const Tensor g = x.grad();
+      if (!g.defined()) continue;
+      const std::vector<float> v = g.to_vector<float>();
+      for (const float e : v)
+        if (e != v[0] || static_cast<int>(e) % 2 != 0 || e > 2.0f * kThreads * kIters) ++torn;
+    }
+  };
+  auto churn_hooks = [&] {
+    while (!done.load()) {
+      RemovableHandle h = x.register_hook([&](const Tensor&) { looks.fetch_add(1); });
+      h.remove();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(train);
+  std::thread reader(read), hooks(churn_hooks);
+  for (auto& t : threads) t.join();
+  done = true;
+  reader.join();
+  hooks.join();
+
+  CHECK(torn.load() == 0);
+  CHECK(post_hooks.load() == kThreads * kIters);
+  CHECK(post_hooks_without_grad.load() == 0);
+  const int n = kThreads * kIters;
+  // d/dx sum(2x) = 2; for sum(input W^T + b) with two rows of ones: dW = 2, db = 2, per pass.
+  CHECK(x.grad().to_vector<float>() == std::vector<float>(4096, 2.0f * n));
+  CHECK(fc.weight.grad().to_vector<float>() == std::vector<float>(32, 2.0f * n));
+  CHECK(fc.bias.grad().to_vector<float>() == std::vector<float>(4, 2.0f * n));
+}
