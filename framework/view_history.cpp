@@ -1,5 +1,7 @@
 #include "framework/view_history.h"
 
+#include <vector>
+
 #include "framework/grad_mode.h"
 #include "framework/memory_overlap.h"
 
@@ -27,12 +29,55 @@ void remake_view_history(const Tensor& t) {
 }
 }  // namespace
 
+namespace {
+// The replay of a view of a view: its own step after its parent's replay. It holds the parent's
+// ViewInfo rather than a copy of the parent's replay, so making a chain of n views costs O(n)
+// (copying the nested closures cost O(n^2)), and it replays and frees the chain with loops, so a
+// chain of any length neither recurses through the stack nor overflows it (as autograd's Node).
+struct ChainedReplay {
+  mutable std::shared_ptr<const ViewInfo> parent;  // mutable: unlinked while being freed
+  std::function<Tensor(const Tensor&)> step;
+
+  ChainedReplay(std::shared_ptr<const ViewInfo> p, std::function<Tensor(const Tensor&)> s)
+      : parent(std::move(p)), step(std::move(s)) {}
+  ChainedReplay(const ChainedReplay&) = default;
+  ChainedReplay(ChainedReplay&&) = default;
+
+  Tensor operator()(const Tensor& base) const {
+    std::vector<const ChainedReplay*> links{this};
+    const std::function<Tensor(const Tensor&)>* root = nullptr;
+    for (const ViewInfo* p = parent.get(); p;) {
+      if (const auto* link = p->replay.target<ChainedReplay>()) {
+        links.push_back(link);
+        p = link->parent.get();
+      } else {
+        root = &p->replay;
+        break;
+      }
+    }
+    Tensor t = root ? (*root)(base) : base;
+    for (auto it = links.rbegin(); it != links.rend(); ++it) t = (*it)->step(t);
+    return t;
+  }
+
+  ~ChainedReplay() {
+    std::shared_ptr<const ViewInfo> next = std::move(parent);
+    while (next && next.use_count() == 1) {
+      const auto* link = next->replay.target<ChainedReplay>();
+      if (!link) break;
+      std::shared_ptr<const ViewInfo> after = std::move(link->parent);
+      next = std::move(after);  // frees the old one, whose link no longer holds anything
+    }
+  }
+};
+}  // namespace
+
 void mark_view(Tensor& out, const Tensor& x, std::function<Tensor(const Tensor&)> step) {
   if (!GradMode::is_enabled() || out.storage() != x.storage()) return;
   auto info = std::make_shared<ViewInfo>();
   if (const auto& parent = x.impl()->view) {
     info->base = parent->base;
-    info->replay = [prev = parent->replay, step = std::move(step)](const Tensor& b) { return step(prev(b)); };
+    info->replay = ChainedReplay(parent, std::move(step));
   } else {
     info->base = x.impl_ptr();
     info->replay = std::move(step);
