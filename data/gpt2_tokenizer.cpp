@@ -15,7 +15,7 @@ namespace {
 constexpr std::string_view kOp = "gpt2_tokenizer";
 // GPT-2's files are 1.0 MB and 0.45 MB; anything far larger is not a vocabulary.
 constexpr uint64_t kMaxFileBytes = uint64_t{64} << 20;
-constexpr uint64_t kMaxVocab = uint64_t{1} << 22;
+constexpr uint64_t kMaxTokenizerVocab = uint64_t{1} << 22;
 // Pieces longer than this are split without the cache (they rarely repeat).
 constexpr size_t kMaxCachedPiece = 128;
 constexpr size_t kMaxCacheEntries = size_t{1} << 18;
@@ -92,8 +92,8 @@ class EncoderReader : public nlohmann::json_sax<nlohmann::json> {
   }
   bool number_unsigned(number_unsigned_t v) override {
     if (depth_ != 1) return wrong("a number");
-    if (v >= kMaxVocab)
-      return stop(fmt::format("key {} has the id {}, above the limit of {}", shown(key_), v, kMaxVocab));
+    if (v >= kMaxTokenizerVocab)
+      return stop(fmt::format("key {} has the id {}, above the limit of {}", shown(key_), v, kMaxTokenizerVocab));
     entries.emplace_back(std::move(key_), v);
     return true;
   }

@@ -17,7 +17,7 @@ namespace hg::data {
 namespace {
 // 2^40 tokens (2 TB) is past any corpus; a larger count in a header is corruption.
 constexpr int64_t kMaxTokens = int64_t{1} << 40;
-constexpr int32_t kMaxVocab = 65536;  // uint16 tokens
+constexpr int32_t kMaxTokenFileVocab = 65536;  // uint16 tokens
 
 struct Fd {
   int fd;
@@ -28,8 +28,8 @@ struct Fd {
 }  // namespace
 
 void write_token_file(const std::string& path, std::span<const uint16_t> tokens, int32_t vocab_size) {
-  HG_CHECK(vocab_size >= 1 && vocab_size <= kMaxVocab, "write_token_file",
-           "{}: vocabulary size {} does not fit uint16 tokens (1 to {})", path, vocab_size, kMaxVocab);
+  HG_CHECK(vocab_size >= 1 && vocab_size <= kMaxTokenFileVocab, "write_token_file",
+           "{}: vocabulary size {} does not fit uint16 tokens (1 to {})", path, vocab_size, kMaxTokenFileVocab);
   HG_CHECK(static_cast<int64_t>(tokens.size()) <= kMaxTokens && tokens.size() <= INT32_MAX, "write_token_file",
            "{}: {} tokens are more than the header's int32 count holds", path, tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i)
@@ -73,10 +73,10 @@ TokenFile::TokenFile(const std::string& path, int32_t vocab_size) : path_(path) 
            "{}: the header says {} tokens ({} bytes) but {} bytes follow it ({})", path, count, 2 * count,
            bytes - kTokenFileHeaderBytes, have < count ? "truncated" : "extra bytes");
   const int32_t recorded = header[3];
-  HG_CHECK(recorded >= 0 && recorded <= kMaxVocab, op, "{}: vocabulary size {} in the header is not 0 to {}", path,
-           recorded, kMaxVocab);
-  HG_CHECK(vocab_size >= 0 && vocab_size <= kMaxVocab, op, "{}: the expected vocabulary size {} is not 1 to {}", path,
-           vocab_size, kMaxVocab);
+  HG_CHECK(recorded >= 0 && recorded <= kMaxTokenFileVocab, op, "{}: vocabulary size {} in the header is not 0 to {}",
+           path, recorded, kMaxTokenFileVocab);
+  HG_CHECK(vocab_size >= 0 && vocab_size <= kMaxTokenFileVocab, op,
+           "{}: the expected vocabulary size {} is not 1 to {}", path, vocab_size, kMaxTokenFileVocab);
   HG_CHECK(recorded == 0 || vocab_size == 0 || recorded == vocab_size, op,
            "{}: the header's vocabulary size is {}, expected {}", path, recorded, vocab_size);
   vocab_size_ = recorded != 0 ? recorded : vocab_size;
