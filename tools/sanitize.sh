@@ -68,7 +68,7 @@ t0=$(date +%s)
 export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 asan_targets=(tests/test_reliability tests/fuzz_safetensors tests/fuzz_idx tests/fuzz_checkpoint tests/fuzz_store
-  tests/fuzz_vocab)
+  tests/fuzz_vocab tests/fuzz_token_file)
 [ "$SANITIZE_CPU_SUITE" = 1 ] && asan_targets+=(tests/test_cpu)
 build_asan() {
   configure "$asan" ",'-fsanitize=fuzzer-no-link','-fno-sanitize-recover=all'" -Db_sanitize=address,undefined \
@@ -79,7 +79,7 @@ if [ -x "$asan/tests/test_reliability" ]; then
   run asan_reliability "$asan/tests/test_reliability"
   [ "$SANITIZE_CPU_SUITE" = 1 ] && run asan_cpu env HG_CHECK_GRADCHECK_COVERAGE=1 "$asan/tests/test_cpu"
   # ---- 2. libFuzzer ----------------------------------------------------------------------
-  for target in safetensors idx checkpoint store vocab; do
+  for target in safetensors idx checkpoint store vocab token_file; do
     work=$(mktemp -d)
     mkdir -p "$asan/fuzz-artifacts"
     run "fuzz_$target" "$asan/tests/fuzz_$target" -max_total_time="$FUZZ_SECONDS" -timeout=20 -rss_limit_mb=4096 \
