@@ -14,7 +14,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS=${FUZZ_SECONDS:-40}
 SANITIZE_CPU_SUITE=${SANITIZE_CPU_SUITE:-1}
-export CC=clang-14 CXX=clang++-14
+# Through ccache when present (meson adds it only to compilers it finds itself, not to CC/CXX).
+if command -v ccache >/dev/null 2>&1; then
+  export CC="ccache clang-14" CXX="ccache clang++-14"
+else
+  export CC=clang-14 CXX=clang++-14
+fi
 asan=build-asan
 tsan=build-tsan
 mkdir -p "$asan"
