@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -161,7 +162,11 @@ class GlooBackend final : public Backend {
       fail("distributed", "Gloo rendezvous of rank {} of {} through {}:{} failed: {}", rank, world_size, master_addr,
            master_port, e.what());
     }
-    worker_ = std::thread([this] { run(); });
+    try {
+      worker_ = std::thread([this] { run(); });
+    } catch (const std::system_error& e) {  // no thread to be had: an hg::Error, not a std:: one
+      fail("distributed", "Gloo: cannot start the collectives' worker thread: {}", e.what());
+    }
   }
 
   ~GlooBackend() override {

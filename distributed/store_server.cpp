@@ -16,6 +16,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <system_error>
 
 #include "distributed/store_net.h"
 #include "framework/error.h"
@@ -359,7 +360,14 @@ StoreServer::StoreServer(const std::string& host, int port, bool bind_all, std::
     for (int fd : listen_fds_) ::close(fd);
     throw;
   }
-  thread_ = std::thread([this] { loop_->run(listen_fds_, wake_[0]); });
+  try {
+    thread_ = std::thread([this] { loop_->run(listen_fds_, wake_[0]); });
+  } catch (const std::system_error& e) {  // no thread to be had: an hg::Error, not a std:: one
+    for (int fd : listen_fds_) ::close(fd);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+    fail("distributed", "store: cannot start the store's thread: {}", e.what());
+  }
 }
 
 int StoreServer::listen_on(const sockaddr* addr, socklen_t len, std::string* error) {
