@@ -149,6 +149,12 @@ void Tensor::set_grad(Tensor grad) const {
   if (grad.defined()) {
     HG_CHECK(grad.shape() == shape(), "set_grad", "gradient of shape {} does not match tensor shape {}", grad.shape(),
              shape());
+    // As PyTorch's .grad setter: a gradient of another dtype or device would reach optimizers
+    // and the GradScaler as if it were this tensor's.
+    HG_CHECK(grad.dtype() == dtype(), "set_grad", "gradient of dtype {} does not match tensor dtype {}", grad.dtype(),
+             dtype());
+    HG_CHECK(grad.device() == device(), "set_grad", "gradient on {} does not match tensor device {}", grad.device(),
+             device());
   }
   AutogradMeta& meta = ensure_autograd_meta();
   std::lock_guard lock(meta.lock);

@@ -308,11 +308,17 @@ TEST_CASE("clip_grad_norm_ scales gradients to the max norm and returns the tota
   total = optim::clip_grad_norm_({a, b}, 10.0);
   CHECK(total.item<float>() == doctest::Approx(1.0).epsilon(1e-5));
   check_close(b.grad(), tensor(std::vector<float>{static_cast<float>(4 * coef)}));
-  // Infinity norm and a bf16 gradient.
-  a.set_grad(tensor(std::vector<float>{-6, 2}).to(kBFloat16));
-  total = optim::clip_grad_norm_({a}, 3.0, optim::kInfNorm);
+  // Infinity norm and a bf16 parameter's gradient.
+  Tensor h = ones({2}).to(kBFloat16).requires_grad_();
+  h.set_grad(tensor(std::vector<float>{-6, 2}).to(kBFloat16));
+  total = optim::clip_grad_norm_({h}, 3.0, optim::kInfNorm);
   CHECK(total.item<float>() == 6.0f);
-  check_close(a.grad(), tensor(std::vector<float>{-3, 1}).to(kBFloat16));
+  check_close(h.grad(), tensor(std::vector<float>{-3, 1}).to(kBFloat16));
+  check_error(
+      [&] {
+        a.set_grad(tensor(std::vector<float>{1, 2}).to(kBFloat16));
+      },
+      {"[set_grad]", "dtype bfloat16", "float32"});
   a.set_grad(tensor(std::vector<float>{NAN, 1}));
   check_error([&] { optim::clip_grad_norm_({a}, 1.0, 2.0, true); }, {"[clip_grad_norm_]", "nan"});
 }
