@@ -106,7 +106,7 @@ build_tsan() {
 }
 run tsan_build build_tsan
 if [ -x "$tsan/tests/test_reliability" ]; then
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run tsan_threads "$tsan/tests/test_reliability" -tc='threads:*'
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run tsan_threads "$tsan/tests/test_reliability" -tc='threads:*' -nss
 fi
 t2=$(date +%s)
 echo "sanitize: asan+fuzz $((t1 - t0))s, tsan $((t2 - t1))s, total $((t2 - t0))s"
