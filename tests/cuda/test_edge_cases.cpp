@@ -307,3 +307,22 @@ TEST_CASE("batch_norm with few channels (each split across blocks) matches the C
     }
   }
 }
+
+TEST_CASE("hooks that move a gradient to another device are refused, naming the hook") {
+  // A leaf on CUDA whose tensor hook returns its gradient on the CPU: nothing reaches .grad (as
+  // PyTorch's "hook has changed the type of value"). A post-accumulate-grad hook that moves .grad
+  // is refused by .grad's setter first.
+  Tensor x = ones({3}, kFloat32).to(kCUDA).requires_grad_();
+  RemovableHandle to_cpu = x.register_hook([](const Tensor& g) { return g.to(kCPU); });
+  check_error([&] { (x * 2.0).sum().backward(); }, {"[hook]", "gradient hook 1 of 1 on a leaf", "another device"});
+  CHECK_FALSE(x.grad().defined());
+  to_cpu.remove();
+
+  Tensor y = x * 3.0;
+  y.register_hook([](const Tensor& g) { return g.to(kCPU); });
+  check_error([&] { y.sum().backward(); }, {"[hook]", "on an output of mul", "another device"});
+
+  Tensor w = ones({2}, kFloat32).to(kCUDA).requires_grad_();
+  w.register_post_accumulate_grad_hook([](const Tensor& t) { t.set_grad(t.grad().to(kCPU)); });
+  check_error([&] { (w * 2.0).sum().backward(); }, {"[set_grad]"});
+}
