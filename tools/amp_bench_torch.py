@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of amp_bench: the same four models, weights, batches, optimizer, precisions and
+"""PyTorch's side of amp_bench: the same models (the four classifiers and GPT-2), weights, batches, optimizer, precisions and
 step counts as build/tools/amp_bench, timed the same way. Prints one JSON document on stdout
 (progress goes to stderr). amp_bench runs it itself; run it alone with --help for the flags.
 
@@ -20,9 +20,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import gpt2_torch  # GPT-2, as examples/gpt2_model.h
 import mnist_models  # the models, defined once for every PyTorch twin
 
-MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp"]
+MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp", "gpt2"]
+DEFAULT_MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp"]  # gpt2 when asked for
 PRECISIONS = ["fp32", "bf16", "fp16", "tf32"]
 DEVICES = ["cpu", "cuda"]
 BATCHES_PER_CELL = 4  # kBatchesPerCell in tools/amp_bench/data.h
@@ -110,6 +112,46 @@ def mnist_batches(directory, batch):
             for j in range(BATCHES_PER_CELL)]
 
 
+# ---- gpt2 (tools/amp_bench/gpt2_cell.cpp) ----
+
+def gpt2_spec(text, flag):
+    """ "d4:256:4" -> config namespace (layers, heads, embd, context, vocab) and batch."""
+    try:
+        size, context, batch = text.split(":")
+        layers, heads, embd, _ = gpt2_torch.SIZES[size]
+        context, batch = int(context), int(batch)
+        assert context >= 1 and batch >= 1
+    except (ValueError, KeyError, AssertionError):
+        raise SystemExit(f"amp_bench_torch: {flag} '{text}': expected SIZE:CONTEXT:BATCH, e.g. d4:256:4")
+    return argparse.Namespace(layers=layers, heads=heads, embd=embd, context=context, vocab=50257), batch
+
+
+def gpt2_batches(c, batch, seed):
+    out = []
+    for j in range(BATCHES_PER_CELL):
+        u = stream_uniform(seed, 3000 + j, batch * (c.context + 1))
+        tokens = np.minimum(np.floor(u * c.vocab), c.vocab - 1).astype(np.int64).reshape(batch, c.context + 1)
+        t = torch.from_numpy(tokens)
+        out.append((t[:, :-1].contiguous(), t[:, 1:].contiguous()))
+    return out
+
+
+def build_gpt2(c, seed):
+    """llm.c's scheme with portable numbers, as init_portable in gpt2_cell.cpp."""
+    model = gpt2_torch.GPT2(c)
+    a_std = math.sqrt(3.0)
+    with torch.no_grad():
+        for k, (name, p) in enumerate(sorted(model.named_parameters())):
+            if p.dim() < 2:
+                p.fill_(0.0 if name.endswith("bias") else 1.0)
+                continue
+            sd = 0.02 / math.sqrt(2.0 * c.layers) if name.endswith("c_proj.weight") else 0.02
+            u = stream_uniform(seed, 1000 + k, p.numel())
+            p.copy_(torch.from_numpy(((2.0 * u - 1.0) * (sd * a_std)).astype(np.float32)).view(p.shape))
+        model.transformer.wte.weight[c.vocab:].zero_()
+    return model
+
+
 # ---- memory (tools/amp_bench/memory.cpp) ----
 
 def status_bytes(key):
@@ -189,9 +231,30 @@ def run_cell(args, name, precision, device, host_batches):
     else:
         rss_start = reset_host_peak()
 
-    model = build_model(name, args.seed).to(device)
     batches = [(x.to(device), y.to(device)) for x, y in host_batches]
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    if name == "gpt2":
+        c, _ = gpt2_spec(args.gpt2_cuda if on_cuda else args.gpt2_cpu, "--gpt2-" + device)
+        model = build_gpt2(c, args.seed).to(device)
+        decay = [q for q in model.parameters() if q.dim() >= 2]
+        plain = [q for q in model.parameters() if q.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
+                                lr=args.gpt2_lr, betas=(0.9, 0.95), eps=1e-8)
+        net = model
+        if args.compile and on_cuda and hasattr(torch, "compile"):
+            net = torch.compile(model)
+            result["note"] = "torch.compile"
+
+        def forward_loss(x, y):
+            logits = net(x)
+            return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+        clip = 1.0
+    else:
+        model = build_model(name, args.seed).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+
+        def forward_loss(x, y):
+            return F.cross_entropy(model(x), y)
+        clip = 0.0
     step_ms = []
     cut = False
     timed_start = None
@@ -206,13 +269,18 @@ def run_cell(args, name, precision, device, host_batches):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=device, dtype=dtype) if dtype is not None else contextlib.nullcontext():
-            loss = F.cross_entropy(model(x), y)
+            loss = forward_loss(x, y)
         if scaler is not None:
             scaler.scale(loss).backward()
+            if clip:
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             scaler.step(opt)
             scaler.update()
         else:
             loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
         if on_cuda:
             torch.cuda.synchronize()
@@ -227,7 +295,7 @@ def run_cell(args, name, precision, device, host_batches):
         peak = status_bytes("VmHWM")
         cell = peak - rss_start
     with torch.no_grad():
-        final_loss = F.cross_entropy(model(batches[0][0]), batches[0][1]).item()
+        final_loss = forward_loss(*batches[0]).item()
     a = np.array(step_ms)
     median = float(np.percentile(a, 50))
     result.update({
@@ -259,7 +327,7 @@ def parse_list(allowed):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", type=parse_list(MODELS), default=MODELS)
+    p.add_argument("--models", type=parse_list(MODELS), default=DEFAULT_MODELS)
     p.add_argument("--precisions", type=parse_list(PRECISIONS), default=PRECISIONS)
     p.add_argument("--devices", type=parse_list(DEVICES), default=None, help="default: cpu, and cuda when present")
     p.add_argument("--steps", type=int, default=30)
@@ -273,6 +341,10 @@ def main(argv=None):
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--max-seconds", type=float, default=60.0,
                    help="stop timing a cell after this many seconds (at least 3 steps)")
+    p.add_argument("--gpt2-cpu", default="d4:256:4", help="gpt2 on cpu as SIZE:CONTEXT:BATCH")
+    p.add_argument("--gpt2-cuda", default="d12:1024:16", help="gpt2 on cuda as SIZE:CONTEXT:BATCH")
+    p.add_argument("--gpt2-lr", type=float, default=3e-4)
+    p.add_argument("--compile", action="store_true", help="torch.compile gpt2 on cuda (torch >= 2.0)")
     p.add_argument("--real-data", action="store_true")
     p.add_argument("--data", default="datasets/mnist")
     args = p.parse_args(argv)
@@ -288,8 +360,12 @@ def main(argv=None):
              if not (pr == "tf32" and d != "cuda")]
     results = []
     for i, (m, pr, d) in enumerate(cells):
-        batch = (args.wide_batch_cuda if d == "cuda" else args.wide_batch_cpu) if m == "wide_mlp" else args.batch
-        data = mnist if mnist is not None and model_info(m)[2] else synthetic_batches(m, batch, args.seed)
+        if m == "gpt2":
+            c, batch = gpt2_spec(args.gpt2_cuda if d == "cuda" else args.gpt2_cpu, "--gpt2-" + d)
+            data = gpt2_batches(c, batch, args.seed)
+        else:
+            batch = (args.wide_batch_cuda if d == "cuda" else args.wide_batch_cpu) if m == "wide_mlp" else args.batch
+            data = mnist if mnist is not None and model_info(m)[2] else synthetic_batches(m, batch, args.seed)
         try:
             r = run_cell(args, m, pr, d, data)
         except Exception as e:  # a failing cell is reported, the others still run

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "gpt2_cell.h"
 #include "kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "memory.h"
@@ -88,6 +89,15 @@ int run(const Options& options, const std::string& command) {
       std::count(devices.begin(), devices.end(), "cpu"))
     info.notes.push_back(fmt::format("wide_mlp runs batch {} on cpu ({} on cuda): batch {} would take minutes per step",
                                      options.wide_batch_cpu, options.wide_batch_cuda, options.wide_batch_cuda));
+  if (std::count(options.models.begin(), options.models.end(), "gpt2")) {
+    for (const auto& d : devices) {
+      const Gpt2Spec s = gpt2_spec(options, d);  // a bad --gpt2-* fails here, before any cell runs
+      info.notes.push_back(
+          fmt::format("gpt2 on {}: {} ({} layers, {} heads, embd {}), context {}, batch {}, {} parameters; "
+                      "AdamW lr {} (0.9, 0.95), weight decay 0.1 on matrices, clipping at 1.0",
+                      d, s.size, s.layers, s.heads, s.embd, s.context, s.batch, s.parameters(), options.gpt2_lr));
+    }
+  }
   if (plan.empty()) {
     fmt::print(stderr, "amp_bench: nothing to run (tf32 runs on cuda only, and no GPU is here)\n");
     return 1;
@@ -102,10 +112,12 @@ int run(const Options& options, const std::string& command) {
       info.notes.push_back("--real-data: wide_mlp has no MNIST shape and trains on synthetic data");
   }
   std::map<std::pair<std::string, int64_t>, std::vector<Batch>> batches;
-  auto batches_for = [&](const std::string& model, int64_t batch) -> const std::vector<Batch>& {
-    auto key = std::make_pair(model, batch);
+  auto batches_for = [&](const std::string& model, int64_t batch,
+                         const std::string& device) -> const std::vector<Batch>& {
+    auto key = std::make_pair(model == "gpt2" ? "gpt2 " + device : model, batch);
     auto it = batches.find(key);
     if (it != batches.end()) return it->second;
+    if (model == "gpt2") return batches[key] = gpt2_batches(gpt2_spec(options, device), options.seed);
     const ModelInfo mi = model_info(model);
     return batches[key] = options.real_data && mi.mnist_shaped ? mnist : synthetic_batches(mi, batch, options.seed);
   };
@@ -128,7 +140,7 @@ int run(const Options& options, const std::string& command) {
       std::string what = fmt::format("{} {} {}", p.model, p.precision, p.device);
       if (options.rounds > 1) what += fmt::format(" (round {}/{})", round + 1, options.rounds);
       const size_t index = static_cast<size_t>(round) * plan.size() + i;
-      const auto& data = batches_for(p.model, batch_for(options, p.model, p.device));
+      const auto& data = batches_for(p.model, batch_for(options, p.model, p.device), p.device);
       cells.push_back(run_cell(options, p.model, p.precision, p.device, data,
                                [&](int64_t done, int64_t total) { progress.step(index, what, done, total); }));
       progress.done(index, what, cells.back());

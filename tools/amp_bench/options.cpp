@@ -48,7 +48,7 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
       "amp_bench: times training steps of four models in fp32, bf16 autocast, fp16 autocast + "
       "GradScaler and tf32 (CUDA), on each device present, next to PyTorch."};
   app.get_formatter()->column_width(30);
-  add_list(app, "--models", o.models, kAllModels, "models to run");
+  add_list(app, "--models", o.models, kAllModels, "models to run (default: all but gpt2)");
   add_list(app, "--precisions", o.precisions, kAllPrecisions, "precisions to run (tf32 runs on CUDA only)");
   add_list(app, "--devices", o.devices, kAllDevices, "devices to run (default: every device present)");
   auto* steps = app.add_option("--steps", o.steps, "timed training steps per cell")
@@ -63,7 +63,8 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100}));
   app.add_flag("--quick", o.quick,
-               "about a minute: 5 timed steps after 1 warm-up, wide_mlp batch 16 on cpu (unless given), PyTorch cells "
+               "about a minute: 5 timed steps after 1 warm-up, wide_mlp batch 16 and gpt2 tiny:64:4 on cpu (unless "
+               "given), PyTorch cells "
                "capped at 5 s");
   app.add_option("--batch", o.batch, "batch size of linear, mnist_mlp and mnist_cnn")
       ->capture_default_str()
@@ -74,6 +75,18 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.add_option("--wide-batch-cuda", o.wide_batch_cuda, "batch size of wide_mlp on cuda")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  auto* gpt2_cpu =
+      app.add_option("--gpt2-cpu", o.gpt2_cpu,
+                     "gpt2 cell on cpu as SIZE:CONTEXT:BATCH (size d12, d6, d4 or tiny; examples/gpt2_model.h)")
+          ->capture_default_str();
+  app.add_option("--gpt2-cuda", o.gpt2_cuda, "gpt2 cell on cuda as SIZE:CONTEXT:BATCH")->capture_default_str();
+  app.add_option("--gpt2-lr", o.gpt2_lr, "gpt2's AdamW learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gpu-peak-tflops", o.gpu_peak_tflops,
+                 "the GPU's dense bf16/fp16 TFLOP/s, for gpt2's MFU (llm.c's count; 989 for H100/H200 SXM)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--threads", o.threads,
                  "CPU threads for halfgrad, OpenBLAS and PyTorch (default: HG_NUM_THREADS or every core)")
       ->check(CLI::Range(1, 1024));
@@ -117,6 +130,7 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
     if (steps->count() == 0) o.steps = 5;
     if (warmup->count() == 0) o.warmup = 1;
     if (wide->count() == 0) o.wide_batch_cpu = 16;
+    if (gpt2_cpu->count() == 0) o.gpt2_cpu = "tiny:64:4";
     if (cap->count() == 0) o.torch_max_seconds = 5;
   }
   out.run = true;

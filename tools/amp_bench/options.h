@@ -7,12 +7,14 @@
 
 namespace amp_bench {
 
-inline const std::vector<std::string> kAllModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp"};
+inline const std::vector<std::string> kAllModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp", "gpt2"};
+// gpt2 runs when asked for (--models gpt2, or all): its cells take minutes on a CPU.
+inline const std::vector<std::string> kDefaultModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp"};
 inline const std::vector<std::string> kAllPrecisions = {"fp32", "bf16", "fp16", "tf32"};
 inline const std::vector<std::string> kAllDevices = {"cpu", "cuda"};
 
 struct Options {
-  std::vector<std::string> models = kAllModels;
+  std::vector<std::string> models = kDefaultModels;
   std::vector<std::string> precisions = kAllPrecisions;
   std::vector<std::string> devices;  // empty: every device present
   int64_t steps = 30;                // timed steps per cell
@@ -21,7 +23,11 @@ struct Options {
   int64_t batch = 128;               // the MNIST-shaped models
   int64_t wide_batch_cpu = 64;       // wide_mlp on cpu (4096 is minutes per step there)
   int64_t wide_batch_cuda = 4096;
-  int threads = 0;  // 0: halfgrad's default (HG_NUM_THREADS or every core)
+  std::string gpt2_cpu = "d4:256:4";      // gpt2 SIZE:CONTEXT:BATCH on cpu
+  std::string gpt2_cuda = "d12:1024:16";  // and on cuda
+  double gpt2_lr = 3e-4;                  // its AdamW learning rate (constant)
+  double gpu_peak_tflops = 989;           // dense bf16/fp16 peak for MFU (H100/H200 SXM)
+  int threads = 0;                        // 0: halfgrad's default (HG_NUM_THREADS or every core)
   uint64_t seed = 0;
   double lr = 0.01, momentum = 0.9;
   bool quick = false;

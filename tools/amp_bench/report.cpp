@@ -138,8 +138,45 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
     else if (c.torch && !c.torch->note.empty())
       fmt::print(out, "torch {} {} {}: {}\n", c.model, c.precision, c.device, c.torch->note);
   }
+  print_gpt2(out, cells);
   for (const auto& n : info.notes) fmt::print(out, "note: {}\n", n);
   if (o.rounds > 1) print_rounds(out, cells);
+}
+
+double tokens_per_s(const CellResult& c, const SideResult& r) {
+  return r.ok() && c.tokens_per_step > 0 ? static_cast<double>(c.tokens_per_step) / (r.step_ms.median / 1000.0) : kNaN;
+}
+
+double mfu(const CellResult& c, const SideResult& r) {
+  return r.ok() ? c.flops_per_step / (r.step_ms.median * 1e6) / c.peak_gflops : kNaN;
+}
+
+void print_gpt2(std::FILE* out, const std::vector<CellResult>& cells) {
+  bool header = false;
+  for (const auto& c : cells) {
+    if (c.model != "gpt2" || !c.hg.ok()) continue;
+    if (!header) {
+      fmt::print(out,
+                 "\ngpt2: tokens/s and MFU, llm.c's count (6N + 6LCT FLOP a token) over the median step, against "
+                 "the peak named:\n");
+      header = true;
+    }
+    const double hg_mfu = mfu(c, c.hg);
+    std::string line =
+        fmt::format("gpt2 {:<5} {:<4} {} tokens/step: halfgrad {:.0f} tokens/s, {:.1f} GFLOP/s", c.precision, c.device,
+                    c.tokens_per_step, tokens_per_s(c, c.hg), c.flops_per_step / (c.hg.step_ms.median * 1e6));
+    if (std::isfinite(hg_mfu)) line += fmt::format(", MFU {:.1f}%", 100 * hg_mfu);
+    if (c.torch && c.torch->ok()) {
+      line += fmt::format("; PyTorch {:.0f} tokens/s", tokens_per_s(c, *c.torch));
+      if (std::isfinite(c.peak_gflops)) line += fmt::format(", MFU {:.1f}%", 100 * mfu(c, *c.torch));
+    }
+    if (std::isfinite(c.peak_gflops)) {
+      line += fmt::format("; peak {:.0f} GFLOP/s ({})", c.peak_gflops, c.peak_source);
+      // On the CPU: how far the step is from its FLOP count run at the GEMM's own rate.
+      if (c.device == "cpu") line += fmt::format(", step = {:.2f}x its FLOPs at that rate", 1.0 / hg_mfu);
+    }
+    fmt::print(out, "{}\n", line);
+  }
 }
 
 void print_rounds(std::FILE* out, const std::vector<CellResult>& cells) {
@@ -191,6 +228,10 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                    {"batch", o.batch},
                    {"wide_batch_cpu", o.wide_batch_cpu},
                    {"wide_batch_cuda", o.wide_batch_cuda},
+                   {"gpt2_cpu", o.gpt2_cpu},
+                   {"gpt2_cuda", o.gpt2_cuda},
+                   {"gpt2_lr", o.gpt2_lr},
+                   {"gpu_peak_tflops", o.gpu_peak_tflops},
                    {"seed", o.seed},
                    {"lr", o.lr},
                    {"momentum", o.momentum},
@@ -207,6 +248,9 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                         {"device", c.device},
                         {"batch", c.batch},
                         {"flops_per_step", c.flops_per_step},
+                        {"tokens_per_step", c.tokens_per_step},
+                        {"peak_gflops", number_or_null(c.peak_gflops)},
+                        {"peak_source", c.peak_source},
                         {"halfgrad", side_json(c.hg)},
                         {"speedup_vs_fp32", number_or_null(c.speedup_vs_fp32)},
                         {"loss_diff_vs_fp32", number_or_null(c.loss_diff_vs_fp32)},
@@ -214,6 +258,14 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                         {"torch_speedup_vs_fp32", number_or_null(c.torch_speedup_vs_fp32)},
                         {"loss_diff_vs_torch", number_or_null(c.loss_diff_vs_torch)}};
     e["torch"] = c.torch ? side_json(*c.torch) : nlohmann::json(nullptr);
+    if (c.tokens_per_step > 0) {
+      e["halfgrad"]["tokens_per_s"] = number_or_null(tokens_per_s(c, c.hg));
+      e["halfgrad"]["mfu"] = number_or_null(mfu(c, c.hg));
+      if (c.torch) {
+        e["torch"]["tokens_per_s"] = number_or_null(tokens_per_s(c, *c.torch));
+        e["torch"]["mfu"] = number_or_null(mfu(c, *c.torch));
+      }
+    }
     e["rounds"] = nlohmann::json::array();
     for (const RoundFigures& f : c.rounds)
       e["rounds"].push_back({{"halfgrad_median_ms", number_or_null(f.hg_median_ms)},

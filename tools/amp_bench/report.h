@@ -35,6 +35,11 @@ void derive_comparisons(std::vector<CellResult>& cells);
 // "12.3", "0.456", "1234": step times readable at any scale.
 std::string format_ms(double ms);
 
+// gpt2 cells: tokens/s and MFU (llm.c's FLOP count over the cell's peak), NaN when not known.
+double tokens_per_s(const CellResult& cell, const SideResult& side);
+double mfu(const CellResult& cell, const SideResult& side);
+void print_gpt2(std::FILE* out, const std::vector<CellResult>& cells);
+
 void print_table(std::FILE* out, const RunInfo& info, const Options& options, const std::vector<CellResult>& cells);
 
 // With --rounds: each cell's per-round medians (halfgrad / PyTorch) and ratio, one line a cell

@@ -37,6 +37,11 @@ struct CellResult {
   std::string model, precision, device;
   int64_t batch = 0;
   double flops_per_step = 0;
+  int64_t tokens_per_step = 0;  // gpt2: batch x context (0 for the other models)
+  // gpt2: the rate its FLOP count is measured against (MFU): the GPU's dense 16-bit peak from
+  // --gpu-peak-tflops, or on the CPU the rate this machine's own classifier GEMM reaches.
+  double peak_gflops = kNaN;
+  std::string peak_source;
   SideResult hg;
   std::optional<SideResult> torch;  // absent: PyTorch not run
   // Derived (derive_comparisons): halfgrad fp32 median / this median on the same device and

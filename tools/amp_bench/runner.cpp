@@ -3,12 +3,14 @@
 
 #include <chrono>
 
+#include "gpt2_cell.h"
 #include "memory.h"
 
 namespace amp_bench {
 
 int64_t batch_for(const Options& options, const std::string& model, const std::string& device) {
   if (model == "wide_mlp") return device == "cuda" ? options.wide_batch_cuda : options.wide_batch_cpu;
+  if (model == "gpt2") return gpt2_spec(options, device).batch;
   return options.batch;
 }
 
@@ -87,9 +89,20 @@ CellResult run_cell(const Options& options, const std::string& model, const std:
   cell.precision = precision;
   cell.device = device;
   cell.batch = batch_for(options, model, device);
-  cell.flops_per_step = train_flops_per_step(model_info(model), cell.batch);
   try {
-    measure(options, cell, batches, on_step);
+    if (model == "gpt2") {
+      const Gpt2Spec spec = gpt2_spec(options, device);
+      cell.tokens_per_step = spec.tokens_per_step();
+      cell.flops_per_step = spec.train_flops_per_token() * static_cast<double>(cell.tokens_per_step);
+      if (device == "cuda") {
+        cell.peak_gflops = options.gpu_peak_tflops * 1000.0;
+        cell.peak_source = "--gpu-peak-tflops";
+      }
+      measure_gpt2(options, cell, batches, on_step);
+    } else {
+      cell.flops_per_step = train_flops_per_step(model_info(model), cell.batch);
+      measure(options, cell, batches, on_step);
+    }
   } catch (const hg::Error& e) {
     cell.hg = SideResult{};
     cell.hg.status = "error";

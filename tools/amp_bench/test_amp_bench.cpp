@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "examples/gpt2_model.h"
+#include "gpt2_cell.h"
 #include "models.h"
 #include "options.h"
 #include "portable_random.h"
@@ -60,10 +62,13 @@ TEST_CASE("amp_bench: percentiles interpolate between order statistics as numpy 
 }
 
 TEST_CASE("amp_bench: flags") {
-  SUBCASE("defaults run the whole matrix") {
+  SUBCASE("defaults run the whole matrix but gpt2; all adds it") {
     const auto p = parse({});
     REQUIRE(p.run);
-    CHECK(p.options.models == kAllModels);
+    CHECK(p.options.models == kDefaultModels);
+    CHECK(parse({"--models", "all"}).options.models == kAllModels);
+    CHECK(parse({"--quick"}).options.gpt2_cpu == "tiny:64:4");
+    CHECK(parse({"--quick", "--gpt2-cpu", "d4:128:2"}).options.gpt2_cpu == "d4:128:2");
     CHECK(p.options.precisions == kAllPrecisions);
     CHECK(p.options.devices.empty());
     CHECK(p.options.steps == 30);
@@ -151,6 +156,31 @@ TEST_CASE("amp_bench: models and FLOP floors") {
   CHECK(cnn->num_parameters() == 32 * 9 + 32 + 64 * 288 + 64 + 9216 * 128 + 128 + 1280 + 10);
   const auto w = cnn->parameters()[0].to_vector<float>();
   for (float x : w) CHECK(std::abs(x) <= 1.0f / 3.0f);  // conv1: fan_in 9
+}
+
+TEST_CASE("amp_bench: the gpt2 cell's spec, parameter count, FLOP count and batches") {
+  const Gpt2Spec d12 = parse_gpt2_spec("d12:1024:16", "--gpt2-cuda");
+  CHECK(d12.layers == 12);
+  CHECK(d12.embd == 768);
+  CHECK(d12.batch == 16);
+  CHECK(d12.tokens_per_step() == 16 * 1024);
+  // llm.c's GPT-2 124M with the padded vocabulary: 124,475,904 parameters.
+  CHECK(d12.parameters() == 124475904);
+  CHECK(d12.train_flops_per_token() == 6.0 * 124475904 + 6.0 * 12 * 768 * 1024);
+  // The count is the built model's, at a context other than the size's own.
+  const Gpt2Spec tiny = parse_gpt2_spec("tiny:32:3", "--gpt2-cpu");
+  gpt2::Config c{tiny.layers, tiny.heads, tiny.embd, tiny.context};
+  CHECK(gpt2::GPT2(c).num_parameters() == tiny.parameters());
+  const auto batches = gpt2_batches(tiny, 0);
+  REQUIRE(batches.size() == static_cast<size_t>(kBatchesPerCell));
+  CHECK(batches[0].x.shape() == hg::Shape{3, 32});
+  CHECK(batches[0].y.shape() == hg::Shape{3, 32});
+  CHECK(batches[0].x.narrow(1, 1, 31).to_vector<int64_t>() ==
+        batches[0].y.narrow(1, 0, 31).to_vector<int64_t>());  // y is x shifted by one
+  CHECK(batches[0].x.max().item<int64_t>() < 50257);
+  CHECK(batches[0].x.to_vector<int64_t>() != batches[1].x.to_vector<int64_t>());
+  for (const char* bad : {"d4", "d4:256", "d5:256:4", "d4:0:4", "d4:256:x", "d4:256:4:1", "d4:-3:4"})
+    CHECK_THROWS_WITH_AS(parse_gpt2_spec(bad, "--gpt2-cpu"), doctest::Contains("--gpt2-cpu"), hg::Error);
 }
 
 TEST_CASE("amp_bench: comparisons and the JSON document") {

@@ -94,7 +94,13 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
                                    "--momentum",
                                    fmt::format("{}", o.momentum),
                                    "--max-seconds",
-                                   fmt::format("{}", o.torch_max_seconds)};
+                                   fmt::format("{}", o.torch_max_seconds),
+                                   "--gpt2-cpu",
+                                   o.gpt2_cpu,
+                                   "--gpt2-cuda",
+                                   o.gpt2_cuda,
+                                   "--gpt2-lr",
+                                   fmt::format("{}", o.gpt2_lr)};
   if (o.real_data) {
     args.push_back("--real-data");
     args.push_back("--data");
