@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   std::string model_name = "tiny", data = "synthetic", device_name, amp_name = "off", save, resume, save_init;
   std::string init_from, reduce_dtype = "off", vocab_dir = "datasets/gpt2", prompt;
   int64_t layers = 0, heads = 0, embd = 0, context = 0, vocab = 50257, sample = 0, top_k = 0, print_every = 0;
-  int64_t save_every = 0, threads = 0, stop_after = 0;
+  int64_t save_every = 0, threads = 0, stop_after = 0, profile = 0;
   std::string dump_logits;
   double temperature = 1.0;
   uint64_t seed = 0;
@@ -309,6 +309,8 @@ int main(int argc, char** argv) {
                  "write the float32 logits of the first validation micro-batch (safetensors 'logits', 'tokens') "
                  "before training, to check a loaded model against another implementation");
   app.add_option("--resume", resume, "continue from a checkpoint written by --save");
+  app.add_option("--profile", profile, "time every op over the last N steps and print the totals per op")
+      ->check(examples::whole_number(1, 100'000'000));
   CLI::Option* sample_opt = app.add_option("--sample", sample, "tokens to generate after training")
                                 ->capture_default_str()
                                 ->check(examples::whole_number(0, 1 << 20));
@@ -413,7 +415,9 @@ int main(int argc, char** argv) {
     if (print_every == 0) print_every = std::max<int64_t>(1, t.steps / 10);
     std::vector<double> step_ms;
     double last_loss = NAN, recent = 0, val_loss = NAN;
+    std::optional<hg::OpRecorder> recorder;  // --profile: alive over the last steps
     for (int64_t step = start; step < end; ++step) {
+      if (profile > 0 && step == std::max(start, end - profile)) recorder.emplace();
       if (t.val_every > 0 && step % t.val_every == 0 && parallel.is_main()) {
         val_loss = evaluate(model, val, t, T, device, amp);
         fmt::print("step {}/{} val loss {:.6f}\n", step, t.steps, val_loss);
@@ -453,6 +457,8 @@ int main(int argc, char** argv) {
         save_checkpoint(save, model, opt, scaler, step + 1, train_pos, meta);
     }
 
+    if (recorder && parallel.is_main()) examples::print_op_profile(*recorder, std::min(profile, end - start));
+    recorder.reset();
     if (!parallel.is_main()) return 0;  // the replicas are identical: rank 0 evaluates and reports
     val_loss = evaluate(model, val, t, T, device, amp);
     fmt::print("step {}/{} val loss {:.6f}\n", t.steps, t.steps, val_loss);

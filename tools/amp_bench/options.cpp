@@ -101,6 +101,7 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.add_option("--json", o.json, "write every result as JSON to this file");
   app.add_option("--png", o.png, "draw step times as a PNG chart (needs gnuplot)");
   app.add_flag("--no-torch", o.no_torch, "do not run the PyTorch side");
+  app.add_flag("--torch-compile", o.torch_compile, "run PyTorch's gpt2 under torch.compile (cuda, torch >= 2.0)");
   app.add_flag("--kernels", o.kernels,
                "instead of training: a square float32/bfloat16 GEMM through hg::mm next to OpenBLAS sgemm, the "
                "MNIST CNN's two conv layers forward+backward, and one fused SGD step without and with the warm "

@@ -35,6 +35,7 @@ struct Options {
   std::string data = "datasets/mnist";
   std::string json, png;
   bool no_torch = false;
+  bool torch_compile = false;     // the PyTorch side's gpt2 under torch.compile (cuda, torch >= 2.0)
   bool kernels = false;           // the kernel microbenchmarks instead of the training cells
   int64_t gemm_size = 1024;       // their square GEMM's size
   int64_t optim_size = 4096;      // their optimizer step's four n x n weights (wide_mlp's)

@@ -232,6 +232,7 @@ nlohmann::json to_json(const RunInfo& info, const Options& o, const std::vector<
                    {"gpt2_cuda", o.gpt2_cuda},
                    {"gpt2_lr", o.gpt2_lr},
                    {"gpu_peak_tflops", o.gpu_peak_tflops},
+                   {"torch_compile", o.torch_compile},
                    {"seed", o.seed},
                    {"lr", o.lr},
                    {"momentum", o.momentum},

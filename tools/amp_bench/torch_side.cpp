@@ -101,6 +101,7 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
                                    o.gpt2_cuda,
                                    "--gpt2-lr",
                                    fmt::format("{}", o.gpt2_lr)};
+  if (o.torch_compile) args.push_back("--compile");
   if (o.real_data) {
     args.push_back("--real-data");
     args.push_back("--data");
