@@ -55,17 +55,16 @@ void cross_entropy_cpu(const Tensor& losses, const Tensor& lse_t, const Tensor& 
             return;
           }
           const T* row = x + base;
-          C m = -std::numeric_limits<C>::infinity(), total = 0;
-          for (int64_t i = 0; i < c; ++i) {
-            const C v = static_cast<C>(row[i * stride]);
-            m = (v > m || v != v) ? v : m;
-            total += v;
-          }
+          const C m = row_max<C>(row, c, stride);
           const C lse = m + std::log(row_exps(row, c, stride, m).sum);
           lse_out[r] = lse;
           C l = lse - static_cast<C>(row[t * stride]);
           // Smoothing mixes in the mean over classes of -log p = lse - x.
-          if (eps != C(0)) l = keep * l + eps * (lse - total / static_cast<C>(c));
+          if (eps != C(0)) {
+            C total = 0;
+            for (int64_t i = 0; i < c; ++i) total += static_cast<C>(row[i * stride]);
+            l = keep * l + eps * (lse - total / static_cast<C>(c));
+          }
           loss[r] = l;
         });
       }

@@ -17,11 +17,7 @@ void softmax_typed(const Tensor& out, const Tensor& in, bool log) {
   for_each_row(outer, n, inner, [&](int64_t, int64_t base, auto stride) {
     const In* xr = x + base;
     Out* yr = y + base;
-    C m = -std::numeric_limits<C>::infinity();
-    for (int64_t i = 0; i < n; ++i) {
-      const C v = static_cast<C>(xr[i * stride]);
-      m = (v > m || v != v) ? v : m;  // NaN propagates to the whole row
-    }
+    const C m = row_max<C>(xr, n, stride);  // NaN propagates to the whole row
     // An all -inf row gives NaN, as PyTorch (exp(-inf - -inf)). Each exp is computed once and
     // kept for the scaling.
     const auto [e, s] = row_exps(xr, n, stride, m);

@@ -105,6 +105,24 @@ TEST_CASE("softmax is stable for large inputs, handles 0-d and empty tensors, an
   auto s = softmax(nan_row, 1).to_vector<float>();
   CHECK(std::isnan(s[0]));
   CHECK(std::abs(s[3] + s[4] + s[5] - 1.0f) < 1e-6f);
+  // Long rows (the 16-lane max): NaN in the vector part or in the tail, the largest value in
+  // either part; the rows agree with float64 and cross_entropy with its float64 value.
+  for (const int64_t at : {3, 20, 37}) {
+    CAPTURE(at);
+    Tensor row = randn({2, 40});
+    row.select(0, 0).narrow(0, at, 1).fill_(NAN);
+    row.select(0, 1).narrow(0, at, 1).fill_(9.0);
+    const auto p = softmax(row, 1).to_vector<float>();
+    for (int64_t i = 0; i < 40; ++i) CHECK(std::isnan(p[static_cast<size_t>(i)]));
+    check_close(softmax(row, 1).select(0, 1), softmax_ref(row.to(kFloat64), 1, false).select(0, 1),
+                Tolerance{1e-6, 1e-5});
+    const Tensor target = tensor(std::vector<int64_t>{1, 2}, {2});
+    const auto losses = cross_entropy(row, target, Reduction::None).to_vector<float>();
+    CHECK(std::isnan(losses[0]));
+    CHECK(
+        losses[1] ==
+        doctest::Approx(cross_entropy(row.to(kFloat64), target, Reduction::None).to_vector<double>()[1]).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("softmax gradients match finite differences") {
