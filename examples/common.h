@@ -193,13 +193,15 @@ class Progress {
   bool tty_;
 };
 
-// A whole training state in one safetensors file: model.*, optim.*, and the next epoch.
+// A whole training state in one safetensors file: model.*, optim.*, scaler.*, the next epoch and
+// the generator's state.
 inline void save_checkpoint(const std::string& path, const hg::nn::Module& model, const hg::optim::Optimizer& opt,
                             const hg::amp::GradScaler& scaler, int64_t next_epoch) {
   hg::StateDict all = hg::with_prefix(model.state_dict(), "model.");
   for (auto& [k, v] : hg::with_prefix(opt.state_dict(), "optim.")) all[k] = v;
   for (auto& [k, v] : hg::with_prefix(scaler.state_dict(), "scaler.")) all[k] = v;
   all["epoch"] = hg::scalar_tensor(static_cast<double>(next_epoch), hg::kInt64);
+  all["rng"] = hg::get_rng_state();  // dropout and shuffling draw from it: a resumed run draws the same
   hg::save(all, path, {{"format", "halfgrad-training"}});
 }
 
@@ -210,6 +212,7 @@ inline int64_t load_checkpoint(const std::string& path, hg::nn::Module& model, h
   opt.load_state_dict(hg::strip_prefix(all, "optim."));
   scaler.load_state_dict(hg::strip_prefix(all, "scaler."));
   HG_CHECK(all.count("epoch"), "resume", "{}: not a training checkpoint (no 'epoch' entry)", path);
+  if (all.count("rng")) hg::set_rng_state(all.at("rng"));  // checkpoints before it had none
   // A NaN or huge epoch would otherwise become an undefined cast and a near-endless loop.
   return hg::state_count(all.at("epoch"), "resume", "epoch", 0, kMaxEpochs);
 }
@@ -290,6 +293,12 @@ inline int run_main(const std::function<int()>& body) {
     return body();
   } catch (const hg::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // a user's callback, or the C++ library: named, never terminate
+    fmt::print(stderr, "error: {}: {}\n", hg::type_name(e), e.what());
+    return 1;
+  } catch (...) {
+    fmt::print(stderr, "error: an exception that is not a std::exception\n");
     return 1;
   }
 }

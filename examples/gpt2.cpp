@@ -211,6 +211,7 @@ void save_checkpoint(const std::string& path, const gpt2::GPT2& model, const hg:
   for (auto& [k, v] : hg::with_prefix(scaler.state_dict(), "scaler.")) all[k] = v;
   all["step"] = hg::scalar_tensor(static_cast<double>(step), hg::kInt64);
   all["data.train_pos"] = hg::scalar_tensor(static_cast<double>(train_pos), hg::kInt64);
+  all["rng"] = hg::get_rng_state();  // what sampling (and any dropout) draws next
   hg::save(all, path, meta);
 }
 
@@ -229,6 +230,7 @@ int64_t load_checkpoint(const std::string& path, gpt2::GPT2& model, hg::optim::O
   scaler.load_state_dict(hg::strip_prefix(all, "scaler."));
   HG_CHECK(all.count("step") && all.count("data.train_pos"), "gpt2", "{}: no 'step' or 'data.train_pos' entry", path);
   train_pos = hg::state_count(all.at("data.train_pos"), "gpt2", "data.train_pos", 0, int64_t{1} << 52);
+  if (all.count("rng")) hg::set_rng_state(all.at("rng"));
   return hg::state_count(all.at("step"), "gpt2", "step", 0, steps);
 }
 

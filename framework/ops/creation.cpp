@@ -4,10 +4,13 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <sstream>
+#include <string_view>
 
 #include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
+#include "framework/ops/random.h"
 
 namespace hg {
 
@@ -130,6 +133,39 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opti
 void manual_seed(uint64_t seed) {
   std::lock_guard lock(g_rng_mutex);
   g_rng.seed(seed);
+}
+
+namespace {
+// The state's bytes: this tag, then the engine's standard text form (its 312 words and position).
+constexpr std::string_view kRngTag = "hg-mt19937_64\n";
+}  // namespace
+
+Tensor get_rng_state() {
+  std::ostringstream text;
+  {
+    std::lock_guard lock(g_rng_mutex);
+    text << g_rng;
+  }
+  const std::string bytes = std::string(kRngTag) + text.str();
+  return tensor(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+void set_rng_state(const Tensor& state) {
+  HG_CHECK(state.defined() && state.dtype() == kUInt8 && state.dim() == 1, "set_rng_state",
+           "expected the 1-d uint8 tensor get_rng_state returns, got {}",
+           state.defined() ? fmt::format("{} of shape {}", state.dtype(), state.shape()) : "an undefined tensor");
+  const std::vector<uint8_t> bytes = state.to(kCPU).contiguous().to_vector<uint8_t>();
+  const std::string text(bytes.begin(), bytes.end());
+  HG_CHECK(text.starts_with(kRngTag), "set_rng_state", "not a state from get_rng_state ({} bytes without its tag)",
+           bytes.size());
+  std::istringstream in(text.substr(kRngTag.size()));
+  std::mt19937_64 restored;
+  in >> restored;
+  const bool read = !in.fail();
+  in >> std::ws;
+  HG_CHECK(read && in.eof(), "set_rng_state", "the state is truncated or altered ({} bytes)", bytes.size());
+  std::lock_guard lock(g_rng_mutex);
+  g_rng = restored;
 }
 
 uint64_t random_u64() {

@@ -1,5 +1,6 @@
-// A full training checkpoint (model, optimizer, GradScaler, epoch) resumes exactly: the losses
-// after resuming equal those of an uninterrupted run, bit for bit.
+// A full training checkpoint (model, optimizer, GradScaler, epoch, and the generator's state for
+// dropout) resumes exactly: the losses after resuming equal those of an uninterrupted run, bit
+// for bit.
 #include <filesystem>
 
 #include "nn_helpers.h"
@@ -8,10 +9,17 @@ using namespace hg;
 
 namespace {
 
-std::shared_ptr<nn::Sequential> make_model() {
+std::shared_ptr<nn::Sequential> layers(bool dropout) {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(3, 8)).push_back(std::make_shared<nn::GELU>());
+  if (dropout) model->push_back(std::make_shared<nn::Dropout>(0.3));
+  model->push_back(std::make_shared<nn::Linear>(8, 1));
+  return model;
+}
+
+std::shared_ptr<nn::Sequential> make_model(bool dropout) {
   manual_seed(11);
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(3, 8), std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(8, 1)});
+  return layers(dropout);
 }
 
 data::TensorDataset make_data() {
@@ -50,15 +58,17 @@ std::vector<float> train(nn::Module& model, Opt& opt, data::DataLoader& loader, 
   return losses;
 }
 
+// With `dropout`, the checkpoint carries the generator's state; `restore_rng` false leaves it out
+// on resuming, and the losses must then differ (the control that shows the state matters).
 template <class Opt, class Options>
-void check_resume(Options options, bool scaled = false) {
+void check_resume(Options options, bool scaled = false, bool dropout = false, bool restore_rng = true) {
   const auto path =
       (std::filesystem::temp_directory_path() / fmt::format("hg_resume_{}.safetensors", ::getpid())).string();
   const data::DataLoaderOptions lo{.batch_size = 8, .shuffle = true, .seed = 3};
 
   // A disabled scaler passes everything through.
   const auto scaler_for = [&] { return scaled ? make_scaler() : amp::GradScaler(kCPU, {.enabled = false}); };
-  auto full_model = make_model();
+  auto full_model = make_model(dropout);
   Opt full_opt(full_model->parameters(), options);
   data::DataLoader full_loader(make_data(), lo);
   auto full_scaler = scaler_for();
@@ -67,7 +77,7 @@ void check_resume(Options options, bool scaled = false) {
   if (scaled) CHECK(skipped >= 2);  // the test means something only when steps were skipped
 
   // Two epochs, save, then a fresh model, optimizer and loader pick up at epoch 2.
-  auto first = make_model();
+  auto first = make_model(dropout);
   Opt first_opt(first->parameters(), options);
   data::DataLoader first_loader(make_data(), lo);
   auto first_scaler = scaler_for();
@@ -76,11 +86,11 @@ void check_resume(Options options, bool scaled = false) {
   for (auto& [k, v] : with_prefix(first_opt.state_dict(), "optim.")) ck[k] = v;
   for (auto& [k, v] : with_prefix(first_scaler.state_dict(), "scaler.")) ck[k] = v;
   ck["epoch"] = scalar_tensor(2, kInt64);
+  ck["rng"] = get_rng_state();
   save(ck, path);
 
-  manual_seed(999);  // a different init, overwritten by the checkpoint
-  auto resumed = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(3, 8), std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(8, 1)});
+  manual_seed(999);  // a different init and generator, overwritten by the checkpoint
+  auto resumed = layers(dropout);
   Opt resumed_opt(resumed->parameters(), options);
   const StateDict back = load(path);
   resumed->load_state_dict(strip_prefix(back, "model."));
@@ -90,13 +100,18 @@ void check_resume(Options options, bool scaled = false) {
   if (scaled) CHECK(resumed_scaler.get_scale() == first_scaler.get_scale());
   const int64_t epoch = back.at("epoch").item<int64_t>();
   CHECK(epoch == 2);
-  data::DataLoader resumed_loader(make_data(), lo);
+  data::DataLoader resumed_loader(make_data(), lo);  // (make_data seeds the generator: restore it after)
+  if (restore_rng) set_rng_state(back.at("rng"));
   const auto rest = train(*resumed, resumed_opt, resumed_loader, epoch, 3, resumed_scaler);
   losses.insert(losses.end(), rest.begin(), rest.end());
-  CHECK(losses == full);
-  CHECK(resumed->state_dict().at("2.weight").to_vector<float>() ==
-        full_model->state_dict().at("2.weight").to_vector<float>());
   std::filesystem::remove(path);
+  if (!restore_rng) {
+    CHECK(losses != full);
+    return;
+  }
+  CHECK(losses == full);
+  const std::string last = dropout ? "3.weight" : "2.weight";
+  CHECK(resumed->state_dict().at(last).to_vector<float>() == full_model->state_dict().at(last).to_vector<float>());
 }
 
 }  // namespace
@@ -107,5 +122,67 @@ TEST_CASE("resuming from a checkpoint gives the same losses as an uninterrupted 
   SUBCASE("AdamW") { check_resume<optim::AdamW>(optim::AdamWOptions{}); }
   SUBCASE("SGD with a GradScaler that skips steps") {
     check_resume<optim::SGD>(optim::SGDOptions{.lr = 0.05, .momentum = 0.9}, true);
+  }
+  SUBCASE("AdamW with dropout, the generator's state restored") {
+    check_resume<optim::AdamW>(optim::AdamWOptions{}, false, true);
+  }
+  SUBCASE("control: with dropout and without the generator's state, the runs differ") {
+    check_resume<optim::AdamW>(optim::AdamWOptions{}, false, true, false);
+  }
+}
+
+TEST_CASE("the generator's state: the same draws after set_rng_state, bad states refused") {
+  manual_seed(4);
+  (void)randn({5});
+  const Tensor state = get_rng_state();
+  CHECK(state.dtype() == kUInt8);
+  CHECK(state.dim() == 1);
+  auto draws = [] {
+    const Tensor u = rand({7}), n = randn({5}), i = randint(0, 1000, {6});
+    const Tensor d = dropout(ones({64}), 0.5, true);
+    return std::vector<double>{u.sum().item<double>(), n.sum().item<double>(), i.sum().item<double>(),
+                               d.sum().item<double>(), static_cast<double>(random_u64() % 1000003)};
+  };
+  const auto first = draws();
+  CHECK(draws() != first);
+  set_rng_state(state);
+  CHECK(draws() == first);
+
+  // Refused, the generator untouched: after each refusal the next draws are those after `state`.
+  std::vector<uint8_t> bytes = state.to_vector<uint8_t>();
+  std::vector<uint8_t> truncated(bytes.begin(), bytes.begin() + static_cast<int64_t>(bytes.size() / 2));
+  std::vector<uint8_t> garbage = bytes;
+  garbage.insert(garbage.end(), {'x', '1'});
+  std::vector<uint8_t> untagged = bytes;
+  untagged[0] = 'X';
+  set_rng_state(state);
+  for (const auto& bad : {truncated, garbage, untagged})
+    CHECK_THROWS_WITH_AS(set_rng_state(tensor(bad)), doctest::Contains("[set_rng_state]"), Error);
+  CHECK_THROWS_WITH_AS(set_rng_state(state.to(kFloat32)), doctest::Contains("expected the 1-d uint8 tensor"), Error);
+  CHECK_THROWS_WITH_AS(set_rng_state(Tensor()), doctest::Contains("undefined"), Error);
+  CHECK(draws() == first);
+}
+
+TEST_CASE("InferenceModeGuard: no graph inside, the previous modes after, nestable") {
+  Tensor w = ones({3}).requires_grad_();
+  CHECK_FALSE(is_inference_mode_enabled());
+  {
+    InferenceModeGuard guard;
+    CHECK(is_inference_mode_enabled());
+    CHECK_FALSE(GradMode::is_enabled());
+    CHECK_FALSE((w * 2.0).requires_grad());
+    {
+      InferenceModeGuard off(false);
+      CHECK_FALSE(is_inference_mode_enabled());
+    }
+    CHECK(is_inference_mode_enabled());
+  }
+  CHECK_FALSE(is_inference_mode_enabled());
+  CHECK(GradMode::is_enabled());
+  CHECK((w * 2.0).requires_grad());
+  {
+    NoGradGuard no_grad;
+    { InferenceModeGuard guard; }
+    CHECK_FALSE(GradMode::is_enabled());  // the enclosing NoGradGuard's mode comes back
   }
 }
