@@ -11,9 +11,11 @@
 //   };
 //   hg::Tensor y = Square::apply(x);
 //
-// forward runs with grad recording off; backward gets one gradient per output and returns one
-// per tensor argument of forward (undefined where there is none). Like every node, backward
-// runs under the autocast state that forward ran under.
+// Errors and the op recorder name it by `static constexpr const char* name = "Square";` where
+// the struct declares one, else by its demangled type name. forward runs with grad recording
+// off; backward gets one gradient per output and returns one per tensor argument of forward
+// (undefined where there is none). Like every node, backward runs under the autocast state that
+// forward ran under.
 //
 // A function that must run in one dtype under autocast declares
 //     static constexpr std::optional<hg::Dtype> cast_inputs = hg::kFloat32;
@@ -39,6 +41,7 @@
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/copy.h"
+#include "framework/type_name.h"
 
 namespace hg::autograd {
 
@@ -55,6 +58,17 @@ class AutogradContext {
 };
 
 namespace detail {
+// The node's name in errors and the op recorder: the function's own `static constexpr const char*
+// name` when it declares one, else its demangled type name ("main()::TwoGrads").
+template <class Derived>
+std::string function_name() {
+  if constexpr (requires { std::string_view(Derived::name); }) {
+    return std::string(Derived::name);
+  } else {
+    return type_name<Derived>();
+  }
+}
+
 template <class T>
 void collect_tensors(TensorList& out, const T& arg) {
   if constexpr (std::is_convertible_v<const T&, const Tensor&>) out.push_back(arg);
@@ -144,7 +158,7 @@ struct Function {
       }
       // Recorded under the state forward's body ran under (custom_bwd): autocast off for cast_inputs.
       detail::AutocastOffGuard autocast_off_guard(autocast_off);
-      detail::attach_function(typeid(Derived).name(), inputs, outputs, ctx,
+      detail::attach_function(detail::function_name<Derived>(), inputs, outputs, ctx,
                               [](AutogradContext* c, const TensorList& g) { return Derived::backward(c, g); });
     }
     return result;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "framework/cuda.h"
+#include "framework/type_name.h"
 
 namespace hg::data {
 
@@ -52,13 +53,41 @@ TensorList fetch(const Dataset& dataset, const DataLoaderOptions& o, bool pin, c
   return batch;
 }
 
-// Runs fetch, turning what it throws into "[DataLoader] batch ...: <what>" with the original nested.
+// What an exception says, with its type when it is not an hg::Error (whose message names its op).
+std::string describe(const std::exception& e) {
+  if (dynamic_cast<const Error*>(&e) != nullptr) return e.what();
+  return fmt::format("{}: {}", type_name(e), e.what());
+}
+
+// After a batch failed as a whole: the first of its samples that fails alone (or -1), so the
+// error can name it as PyTorch's worker errors do. Only runs on the failure path.
+int64_t failing_sample(const Dataset& dataset, const std::vector<int64_t>& order, size_t start, size_t count) {
+  for (size_t i = start; i < start + count; ++i) {
+    try {
+      (void)dataset.get(order[i]);
+    } catch (...) {
+      return order[i];
+    }
+  }
+  return -1;
+}
+
+// Runs fetch, turning what it throws into "[DataLoader] sample S (batch B of epoch E): <type>:
+// <what>", the original nested (std::rethrow_if_nested gives it back with its own type).
 TensorList fetch_named(const Dataset& dataset, const DataLoaderOptions& o, bool pin, const std::vector<int64_t>& order,
                        int64_t index, const std::string& where) {
+  const auto start = static_cast<size_t>(index * o.batch_size);
+  const size_t count = std::min(static_cast<size_t>(o.batch_size), order.size() - start);
+  auto place = [&] {
+    const int64_t sample = failing_sample(dataset, order, start, count);
+    return sample >= 0 ? fmt::format("sample {} ({})", sample, where) : where;
+  };
   try {
     return fetch(dataset, o, pin, order, index);
   } catch (const std::exception& e) {
-    std::throw_with_nested(Error(fmt::format("[DataLoader] {}: {}", where, e.what())));
+    std::throw_with_nested(Error(fmt::format("[DataLoader] {}: {}", place(), describe(e))));
+  } catch (...) {
+    std::throw_with_nested(Error(fmt::format("[DataLoader] {}: an exception that is not a std::exception", place())));
   }
 }
 

@@ -179,6 +179,25 @@ TEST_CASE("gradcheck catches a wrong formula") {
               {"[gradcheck]", "mismatch"});
 }
 
+namespace {
+struct TwoGrads : autograd::Function<TwoGrads> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static TensorList backward(autograd::AutogradContext*, const TensorList& g) { return {g[0], g[0]}; }
+};
+struct Named : autograd::Function<Named> {
+  static constexpr const char* name = "MyScale";
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2.0; }
+  static TensorList backward(autograd::AutogradContext*, const TensorList& g) { return {g[0], g[0]}; }
+};
+}  // namespace
+
+TEST_CASE("a custom function's errors name it readably: its own name, else its demangled type") {
+  const Tensor x = ones({2}).requires_grad_();
+  check_error([&] { TwoGrads::apply(x).sum().backward(); },
+              {"[(anonymous namespace)::TwoGrads] backward returned 2 gradients for 1 tensor inputs"});
+  check_error([&] { Named::apply(x).sum().backward(); }, {"[MyScale] backward returned 2 gradients"});
+}
+
 TEST_CASE("a binary op's backward computes only the gradients its inputs need") {
   const Tensor x = randn({4, 3}).requires_grad_(), c = randn({4, 3}) + 3.0;
   for (const bool constant_first : {false, true}) {

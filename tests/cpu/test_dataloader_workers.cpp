@@ -191,7 +191,8 @@ TEST_CASE("DataLoader gives the same batches, in order, with 0, 1 or 3 workers, 
   CHECK(pass(none).empty());
 }
 
-TEST_CASE("an exception in a worker's get() reaches the loop, naming the batch, with the original nested") {
+TEST_CASE(
+    "an exception in a worker's get() reaches the loop, naming the sample, its type and the batch, original nested") {
   for (const int workers : {0, 2}) {
     CAPTURE(workers);
     auto ds = std::make_shared<Squares>(20, 13);
@@ -206,8 +207,9 @@ TEST_CASE("an exception in a worker's get() reaches the loop, naming the batch, 
       } catch (const Error& e) {
         ++errors;
         const std::string msg = e.what();
-        CHECK_MESSAGE(msg.find("[DataLoader] batch 3 of epoch 0") != std::string::npos, msg);
-        CHECK_MESSAGE(msg.find("broken sample 13") != std::string::npos, msg);
+        CHECK_MESSAGE(msg.find("[DataLoader] sample 13 (batch 3 of epoch 0): std::runtime_error: broken sample 13") !=
+                          std::string::npos,
+                      msg);
         try {
           std::rethrow_if_nested(e);
           FAIL_CHECK("no nested exception");
@@ -225,13 +227,14 @@ TEST_CASE("an exception in a worker's get() reaches the loop, naming the batch, 
     return s;
   });
   data::DataLoader t(bad_transform, {.batch_size = 2, .num_workers = 3});
-  check_error([&] { pass(t); }, {"[DataLoader] batch 2 of epoch 0", "[my_transform] cannot take 4"});
+  check_error([&] { pass(t); }, {"[DataLoader] sample 4 (batch 2 of epoch 0): [my_transform] cannot take 4"});
   auto ragged = data::map(std::make_shared<Squares>(4), [](data::Sample s) -> data::Sample {
     if (s[1].item<int64_t>() == 3) s[0] = zeros({5});
     return s;
   });
   data::DataLoader r(ragged, {.batch_size = 2, .num_workers = 1});
-  check_error([&] { pass(r); }, {"[DataLoader] batch 1 of epoch 0", "[collate]", "sample 1 field 0"});
+  // Each sample alone is fine: the batch is named.
+  check_error([&] { pass(r); }, {"[DataLoader] batch 1 of epoch 0: [collate]", "sample 1 field 0"});
 }
 
 TEST_CASE("workers fetch at most num_workers * prefetch_factor batches ahead") {
