@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <numbers>
 
 #include "framework/ops/creation.h"
@@ -25,6 +26,17 @@ void LRScheduler::apply() {
 }
 
 void LRScheduler::step() {
+  // As PyTorch: a schedule stepped before its optimizer ever stepped skips the schedule's first
+  // value, which is almost always a loop written in the wrong order. Said once per process.
+  if (last_epoch_ == 0 && optimizer_.steps() == 0) {
+    static std::once_flag warned;
+    std::call_once(warned, [this] {
+      fmt::print(stderr,
+                 "halfgrad warning: {}.step() was called before the optimizer's step(): the schedule's first learning "
+                 "rate is skipped. Call optimizer.step() first, then scheduler.step() (this warning is shown once)\n",
+                 name_);
+    });
+  }
   ++last_epoch_;
   apply();
 }

@@ -54,9 +54,10 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
 
 Tensor dropout(const Tensor& x_in, double p, bool training) {
   HG_CHECK(x_in.defined(), "dropout", "got an undefined tensor");
-  HG_CHECK(p >= 0.0 && p < 1.0, "dropout", "p must be in [0, 1), got {}", p);
+  HG_CHECK(p >= 0.0 && p <= 1.0, "dropout", "p must be in [0, 1], got {}", p);
   HG_CHECK(is_floating(x_in.dtype()), "dropout", "expected a floating-point tensor, got {}", x_in.dtype());
   if (!training || p == 0.0) return x_in;  // as PyTorch: the input itself
+  if (p == 1.0) return x_in * 0.0;         // as PyTorch: everything dropped, no draw, zero gradient
   OpCall call(kDropout, {x_in});
   const Tensor& x = call.input(0);
   Tensor mask = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));

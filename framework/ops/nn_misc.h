@@ -10,7 +10,7 @@ namespace hg {
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // In training, zeroes each element with probability p and scales the rest by 1 / (1 - p); the
 // mask comes from the global generator (hg::manual_seed makes it reproducible). Identity when
-// not training. p must be in [0, 1).
+// not training. p must be in [0, 1]; p = 1 gives zeros (as PyTorch).
 Tensor dropout(const Tensor& x, double p, bool training = true);
 
 }  // namespace hg

@@ -48,6 +48,12 @@ TEST_CASE("Dropout: scales kept elements in training, identity in eval, reproduc
   CHECK(values(drop(x)) == values(x));
   drop.train();
   hg::test::check_module_gradients(drop, randn({4, 5}), [] { manual_seed(9); });
-  check_error([] { nn::Dropout(1.0); }, {"[Dropout]", "[0, 1)"});
+  check_error([] { nn::Dropout(1.5); }, {"[Dropout]", "[0, 1]", "1.5"});
+  // p = 1 drops everything, as PyTorch allows: zeros out, zero gradient.
+  nn::Dropout all(1.0);
+  const Tensor xg = randn({3, 4}).requires_grad_();
+  CHECK(all(xg).abs().sum().item<double>() == 0.0);
+  all(xg).sum().backward();
+  CHECK(xg.grad().abs().sum().item<double>() == 0.0);
   CHECK(drop.state_dict().empty());
 }

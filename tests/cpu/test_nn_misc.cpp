@@ -64,7 +64,8 @@ TEST_CASE("dropout scales kept elements, is reproducible under manual_seed, and 
   Tensor b = dropout(a.t(), 0.5);
   b.sum().backward();
   check_close(a.grad(), b.detach() / 3.0);
-  check_error([&] { dropout(x, 1.0, true); }, {"[dropout]", "[0, 1)", "1"});
+  check_error([&] { dropout(x, 1.01, true); }, {"[dropout]", "[0, 1]", "1.01"});
+  CHECK(dropout(x, 1.0, true).abs().sum().item<double>() == 0.0);
   check_error([&] { dropout(x, -0.1, true); }, {"[dropout]", "-0.1"});
   check_error([&] { dropout(zeros({2}, kInt64), 0.5, true); }, {"[dropout]", "int64"});
 }
