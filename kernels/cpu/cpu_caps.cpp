@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "kernels/cpu/thread_pool.h"
 
@@ -42,11 +43,11 @@ const CpuCaps& cpu_caps() {
 }
 
 std::string describe(const CpuCaps& caps) {
-  std::string s = caps.amx           ? "avx512 avx512_bf16 amx"
-                  : caps.avx512_bf16 ? "avx512 avx512_bf16"
-                  : caps.avx512      ? "avx512"
-                  : caps.avx2        ? "avx2"
-                                     : "no avx2";
+  std::string s;
+  for (const auto& [has, name] : {std::pair{caps.avx2, "avx2"}, std::pair{caps.avx512, "avx512"},
+                                  std::pair{caps.avx512_bf16, "avx512_bf16"}, std::pair{caps.amx, "amx"}})
+    if (has) s += s.empty() ? name : std::string(" ") + name;
+  if (s.empty()) s = "no avx2";
   s += caps.onednn ? ", oneDNN" : caps.native_off ? ", oneDNN off (HG_CPU_ONEDNN=0)" : ", built without oneDNN";
   s += ", " + std::to_string(caps.threads) + (caps.threads == 1 ? " thread" : " threads");
   return s;

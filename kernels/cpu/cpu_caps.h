@@ -28,7 +28,7 @@ struct CpuCaps {
 // This machine's capabilities, read the first time it is called.
 const CpuCaps& cpu_caps();
 
-// The capabilities in a few words ("avx512 avx512_bf16, oneDNN, 2 threads"), for benchmark headers.
+// The capabilities in a few words ("avx2 avx512 avx512_bf16, oneDNN, 2 threads"), for benchmark headers.
 std::string describe(const CpuCaps& caps);
 
 }  // namespace hg::cpu

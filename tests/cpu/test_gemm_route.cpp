@@ -137,7 +137,9 @@ TEST_CASE("HG_CPU_GEMM names: each path's name parses back, a bad one says what 
 
 TEST_CASE("describe_routes names the capabilities and each dtype's paths") {
   const std::string zen4 = cpu::describe_routes(kZen4);
-  CHECK(zen4.find("avx512 avx512_bf16, oneDNN, 2 threads") != std::string::npos);
+  CHECK(zen4.find("(avx2 avx512 avx512_bf16, oneDNN, 2 threads)") != std::string::npos);
+  CHECK(cpu::describe(kAmx).find("avx2 avx512 avx512_bf16 amx, oneDNN") == 0);
+  CHECK(cpu::describe(kZen4OneDnnOff).find("oneDNN off (HG_CPU_ONEDNN=0)") != std::string::npos);
   CHECK(zen4.find("float32 onednn/narrow/narrow_transposed/onednn") != std::string::npos);
   const std::string forced = cpu::describe_routes(kZen4, GemmPath::Blas);
   CHECK(forced.find("HG_CPU_GEMM=blas") != std::string::npos);
