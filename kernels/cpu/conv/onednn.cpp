@@ -19,7 +19,6 @@
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
 #include "kernels/cpu/cpu_caps.h"
-#include "kernels/cpu/gemm/onednn.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/thread_pool.h"
