@@ -11,6 +11,7 @@
 
 #include "framework/tensor.h"
 #include "kernels/common/scalar_ops.h"
+#include "kernels/cpu/elementwise_choice.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/thread_pool.h"
@@ -246,62 +247,64 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 template <class T, class Map>
 void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
   const bool stream = use_stream_stores(out, {&in});
-  for_each_run<2>(out.shape(), {&out, &in},
-                  [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
-                    auto* o = reinterpret_cast<T*>(p[0]);
-                    const auto* a = reinterpret_cast<const T*>(p[1]);
-                    if constexpr (std::is_same_v<T, float>) {
-                      if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
-                        if (!stream) {
-                          // An output whose distance from the input is a multiple of 4 KiB (fresh
-                          // page-aligned buffers) makes each load look like it depends on an
-                          // earlier store to the same page offset (4K aliasing): the long
-                          // transcendental maps ran 1.5-2.3x slower. Such inputs are staged
-                          // through a buffer on the stack a block at a time.
-                          if ((reinterpret_cast<uintptr_t>(o) - reinterpret_cast<uintptr_t>(a)) % 4096 != 0) {
-                            map(a, o, n);
-                            return;
-                          }
-                          alignas(64) float staged[kMapBlock];
-                          for (int64_t i = 0; i < n; i += kMapBlock) {
-                            const int64_t m = std::min(kMapBlock, n - i);
-                            std::memcpy(staged, a + i, static_cast<size_t>(m) * sizeof(float));
-                            map(staged, o + i, m);
-                          }
-                          return;
-                        }
-                        alignas(64) float y[kMapBlock];
-                        for (int64_t i = 0; i < n; i += kMapBlock) {
-                          const int64_t m = std::min(kMapBlock, n - i);
-                          map(a + i, y, m);
-                          stream_copy(o + i, y, static_cast<size_t>(m) * sizeof(float));
-                        }
-                        stream_fence();
-                        return;
-                      }
-                    }
-                    alignas(64) float x[kWidenBlock], y[kWidenBlock];
-                    alignas(64) T rounded[kWidenBlock];
-                    for (int64_t i = 0; i < n; i += kWidenBlock) {
-                      const int64_t m = std::min(kWidenBlock, n - i);
-                      if (s[1] == sizeof(T)) {
-                        load_run(a + i, x, m);
-                      } else {
-                        for (int64_t j = 0; j < m; ++j)
-                          x[j] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i + j) * s[1]));
-                      }
-                      map(x, y, m);
-                      if (s[0] == sizeof(T) && stream) {
-                        store_run(y, rounded, m);
-                        stream_copy(o + i, rounded, static_cast<size_t>(m) * sizeof(T));
-                      } else if (s[0] == sizeof(T)) {
-                        store_run(y, o + i, m);
-                      } else {
-                        for (int64_t j = 0; j < m; ++j) *reinterpret_cast<T*>(p[0] + (i + j) * s[0]) = T(y[j]);
-                      }
-                    }
-                    if (stream) stream_fence();
-                  });
+  const bool stage_aliased = elementwise_choice().stage_aliased_maps;
+  for_each_run<2>(
+      out.shape(), {&out, &in}, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+        auto* o = reinterpret_cast<T*>(p[0]);
+        const auto* a = reinterpret_cast<const T*>(p[1]);
+        if constexpr (std::is_same_v<T, float>) {
+          if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+            if (!stream) {
+              // An output whose distance from the input is a multiple of 4 KiB (fresh
+              // page-aligned buffers) makes each load look like it depends on an
+              // earlier store to the same page offset (4K aliasing): on the AMX
+              // machine the long transcendental maps ran 1.5-2.3x slower. There such
+              // inputs are staged through a buffer on the stack a block at a time;
+              // elsewhere the copy cost more than it saved (elementwise_choice.h).
+              if (!stage_aliased || (reinterpret_cast<uintptr_t>(o) - reinterpret_cast<uintptr_t>(a)) % 4096 != 0) {
+                map(a, o, n);
+                return;
+              }
+              alignas(64) float staged[kMapBlock];
+              for (int64_t i = 0; i < n; i += kMapBlock) {
+                const int64_t m = std::min(kMapBlock, n - i);
+                std::memcpy(staged, a + i, static_cast<size_t>(m) * sizeof(float));
+                map(staged, o + i, m);
+              }
+              return;
+            }
+            alignas(64) float y[kMapBlock];
+            for (int64_t i = 0; i < n; i += kMapBlock) {
+              const int64_t m = std::min(kMapBlock, n - i);
+              map(a + i, y, m);
+              stream_copy(o + i, y, static_cast<size_t>(m) * sizeof(float));
+            }
+            stream_fence();
+            return;
+          }
+        }
+        alignas(64) float x[kWidenBlock], y[kWidenBlock];
+        alignas(64) T rounded[kWidenBlock];
+        for (int64_t i = 0; i < n; i += kWidenBlock) {
+          const int64_t m = std::min(kWidenBlock, n - i);
+          if (s[1] == sizeof(T)) {
+            load_run(a + i, x, m);
+          } else {
+            for (int64_t j = 0; j < m; ++j)
+              x[j] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i + j) * s[1]));
+          }
+          map(x, y, m);
+          if (s[0] == sizeof(T) && stream) {
+            store_run(y, rounded, m);
+            stream_copy(o + i, rounded, static_cast<size_t>(m) * sizeof(T));
+          } else if (s[0] == sizeof(T)) {
+            store_run(y, o + i, m);
+          } else {
+            for (int64_t j = 0; j < m; ++j) *reinterpret_cast<T*>(p[0] + (i + j) * s[0]) = T(y[j]);
+          }
+        }
+        if (stream) stream_fence();
+      });
 }
 
 // out = map over a and b for floating inputs, computed in float: each block of a and b is

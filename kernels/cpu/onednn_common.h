@@ -1,5 +1,5 @@
 // What the oneDNN kernels (matmul, convolution) share: the CPU engine and a stream per thread,
-// whether this CPU has native bfloat16 instructions, the cache their primitives are kept in, and
+// the cache their primitives are kept in, and
 // the guard that keeps oneDNN's OpenMP team at one thread. Included only where HG_HAVE_ONEDNN is
 // set.
 #pragma once
@@ -73,19 +73,5 @@ class PrimitiveCache {
   std::mutex mutex_;
   std::map<Key, std::shared_ptr<const Value>> entries_;
 };
-
-// True when oneDNN's kernels for this CPU use bfloat16 dot-product instructions (AVX-512 BF16)
-// or AMX tiles; elsewhere oneDNN would emulate them, and halfgrad's float32 paths are faster.
-inline bool native_bf16_cpu() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
-
-// True when oneDNN's kernels for this CPU are AVX-512 ones (any of its avx512_core levels).
-inline bool avx512_cpu() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
-}
 
 }  // namespace hg::cpu

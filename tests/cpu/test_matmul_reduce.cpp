@@ -10,6 +10,8 @@
 #include "helpers.h"
 #include "kernels/cpu/conv/onednn.h"
 #include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/gemm/packed.h"
+#include "kernels/cpu/gemm/route.h"
 #include "kernels/cpu/gemm/short_inner.h"
 #include "kernels/cpu/gemm/widening.h"
 #include "kernels/cpu/thread_pool.h"
@@ -39,14 +41,27 @@ struct Shape3 {
   int64_t m, k, n;
 };
 
-// cpu::widening_gemm on tensors: x [m, k] and y [k, n] of one 16-bit dtype as strided as they
-// are, and a dense bias when defined.
-Tensor widening_gemm_of(const Tensor& x, const Tensor& y, const Tensor& bias = Tensor()) {
+// The 16-bit product on float32 arithmetic the router picks here: packed_gemm where it is built
+// and the CPU has AVX-512, else widening_gemm; `fallback` forces widening_gemm.
+template <class T, class Out>
+void sixteen_bit_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
+                      int64_t m, int64_t k, int64_t n, const T* bias = nullptr, bool fallback = false) {
+  if (!fallback && cpu::kPackedGemmBuilt && cpu::cpu_caps().avx512) {
+    cpu::packed_gemm<T, Out>(out, a, sa_row, sa_col, b, sb_row, sb_col, m, k, n, bias);
+  } else {
+    cpu::widening_gemm<T, Out>(out, a, sa_row, sa_col, b, sb_row, sb_col, m, k, n, bias);
+  }
+}
+
+// sixteen_bit_gemm on tensors: x [m, k] and y [k, n] of one 16-bit dtype as strided as they are,
+// and a dense bias when defined.
+Tensor widening_gemm_of(const Tensor& x, const Tensor& y, const Tensor& bias = Tensor(), bool fallback = false) {
   Tensor out = empty({x.size(0), y.size(1)}, x.dtype());
   const auto run = [&]<class T>(TypeTag<T>) {
-    cpu::widening_gemm(static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), x.stride(0), x.stride(1),
-                       static_cast<const T*>(y.raw_data()), y.stride(0), y.stride(1), x.size(0), x.size(1), y.size(1),
-                       bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr);
+    sixteen_bit_gemm<T, T>(static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), x.stride(0),
+                           x.stride(1), static_cast<const T*>(y.raw_data()), y.stride(0), y.stride(1), x.size(0),
+                           x.size(1), y.size(1), bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr,
+                           fallback);
   };
   if (x.dtype() == kFloat16) {
     run(TypeTag<Half>{});
@@ -54,6 +69,13 @@ Tensor widening_gemm_of(const Tensor& x, const Tensor& y, const Tensor& bias = T
     run(TypeTag<BFloat16>{});
   }
   return out;
+}
+
+// Whether this machine's route (no HG_CPU_GEMM) for [m, k] @ [k, n], both row-major, of dtype d
+// as a widened product is `path`.
+bool routed_widened(cpu::GemmPath path, const Shape3& s, Dtype d) {
+  const cpu::GemmProblem p{s.m, s.k, s.n, s.k, 1, s.n, 1, d, cpu::GemmCaller::Widened};
+  return cpu::route(p, cpu::cpu_caps()) == path;
 }
 }  // namespace
 
@@ -83,7 +105,8 @@ TEST_CASE("float32 and bfloat16 mm on the fast paths match float64, split across
   manual_seed(41);
   for (Dtype d : {kFloat32, kBFloat16}) {
     CAPTURE(dtype_name(d));
-    const std::string path = cpu::onednn_matmul_enabled(d) ? "oneDNN" : "OpenBLAS";
+    const cpu::GemmProblem square{300, 300, 300, 300, 1, 300, 1, d};
+    const std::string path{cpu::path_name(cpu::route(square, cpu::cpu_caps()))};
     MESSAGE(dtype_name(d) << " matmul path: " << path);
     // float32 accumulates either way; bfloat16 products are exact in float32 and the result is
     // rounded once to bfloat16.
@@ -132,8 +155,8 @@ TEST_CASE("16-bit products with a short inner dimension (weight gradients at sma
   // limit, and a transposed first operand (g^T in g^T x) as a weight gradient has.
   manual_seed(11);
   for (const Shape3 s : {Shape3{520, 1, 130}, Shape3{1003, 7, 77}, Shape3{261, 16, 513}, Shape3{64, 32, 1030}}) {
-    REQUIRE(cpu::use_short_inner_gemm(s.m, s.k, s.n));
     for (Dtype d : {kBFloat16, kFloat16}) {
+      REQUIRE(routed_widened(cpu::GemmPath::ShortInner, s, d));
       CAPTURE(s.m);
       CAPTURE(s.k);
       CAPTURE(s.n);
@@ -178,6 +201,7 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
       for (const auto& [x, y] : {std::pair{a, b}, std::pair{at, b}, std::pair{a, bt}, std::pair{at, bs}}) {
         if (d == kFloat16) check_close(mm(x, y), ref, hg::test::tolerance(d));  // the public op takes the same path
         check_close(widening_gemm_of(x, y), ref, hg::test::tolerance(d));
+        check_close(widening_gemm_of(x, y, Tensor(), true), ref, hg::test::tolerance(d));  // where no AVX-512
       }
     }
   }
@@ -188,6 +212,7 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
     const Tensor bias = randn({s.n}).to(kFloat16);
     const Tensor ref = mm_reference(a.to(kFloat64), b.to(kFloat64)) + bias.to(kFloat64);
     check_close(widening_gemm_of(a, b, bias), ref, hg::test::tolerance(kFloat16));
+    check_close(widening_gemm_of(a, b, bias, true), ref, hg::test::tolerance(kFloat16));
   }
   // inf and NaN reach the outputs they feed.
   Tensor a = zeros({300, 600}, kFloat16), b = ones({600, 300}, kFloat16);
@@ -200,7 +225,7 @@ TEST_CASE("16-bit products widened panel by panel onto the float32 kernels match
 }
 
 TEST_CASE("16-bit products packed from 16-bit storage: tile edges, k = 0, float32 output, any thread count") {
-  // With AVX-512 widening_gemm runs kernels/cpu/gemm/packed.cpp: rows past 1024 (a second row
+  // With AVX-512 the router picks kernels/cpu/gemm/packed.cpp: rows past 1024 (a second row
   // tile), columns past 512, k split into equal panels (600 as 3 x 200) with a 16-value
   // transpose tail, and row/column counts off the 8 x 32 register tile; every layout of a and b.
   manual_seed(13);
@@ -223,8 +248,8 @@ TEST_CASE("16-bit products packed from 16-bit storage: tile edges, k = 0, float3
   const Tensor a = randn({70, 300}).to(kFloat16), b = randn({300, 90}).to(kFloat16);
   const Tensor product = widening_gemm_of(a, b);
   Tensor wide = empty({70, 90}, kFloat32);
-  cpu::widening_gemm<Half, float>(static_cast<float*>(wide.raw_data()), static_cast<const Half*>(a.raw_data()), 300, 1,
-                                  static_cast<const Half*>(b.raw_data()), 90, 1, 70, 300, 90);
+  sixteen_bit_gemm<Half, float>(static_cast<float*>(wide.raw_data()), static_cast<const Half*>(a.raw_data()), 300, 1,
+                                static_cast<const Half*>(b.raw_data()), 90, 1, 70, 300, 90);
   CHECK(hg::test::bitwise_equal(wide, product.to(kFloat32)));
   Tensor alone;
   cpu::run_parallel(2, [&](int64_t i) {
@@ -266,8 +291,8 @@ TEST_CASE("16-bit products round each sum once, to nearest even, as the scalar c
         Tensor wide = empty({s.m, s.n}, kFloat32);
         const auto run_wide = [&]<class T>(TypeTag<T>) {
           REQUIRE_FALSE(with_bias);  // the float32 output takes no bias
-          cpu::widening_gemm<T, float>(static_cast<float*>(wide.raw_data()), static_cast<const T*>(a.raw_data()), s.k,
-                                       1, static_cast<const T*>(b.raw_data()), s.n, 1, s.m, s.k, s.n);
+          sixteen_bit_gemm<T, float>(static_cast<float*>(wide.raw_data()), static_cast<const T*>(a.raw_data()), s.k, 1,
+                                     static_cast<const T*>(b.raw_data()), s.n, 1, s.m, s.k, s.n);
         };
         if (!with_bias) d == kFloat16 ? run_wide(TypeTag<Half>{}) : run_wide(TypeTag<BFloat16>{});
         const auto got16 = got.to(kFloat32).to_vector<float>();
@@ -371,7 +396,7 @@ size_t process_threads() {
 // units, float32 convolutions on AVX-512 CPUs or under HG_CPU_ONEDNN_CONV=float32 (the
 // cpu_onednn_conv suite).
 bool onednn_primitives_run() {
-  return cpu::onednn_matmul_enabled(kBFloat16) || cpu::onednn_conv2d_applies(empty({1}, kFloat32));
+  return cpu::onednn_conv2d_applies(empty({1}, kBFloat16)) || cpu::onednn_conv2d_applies(empty({1}, kFloat32));
 }
 }  // namespace
 
@@ -393,7 +418,7 @@ TEST_CASE("oneDNN matmul and conv primitives made under a large OpenMP setting o
   // Shapes no other test uses, so their primitives are made here, under the setting of 9: a plain
   // product, a transposed a (a weight gradient's g^T, which a reorder copies dense) and a
   // convolution's three passes.
-  const Dtype d = cpu::onednn_matmul_enabled(kBFloat16) ? kBFloat16 : kFloat32;
+  const Dtype d = cpu::cpu_caps().onednn && cpu::cpu_caps().native_bf16() ? kBFloat16 : kFloat32;
   const Tensor g = randn({97, 131}).to(d), x = randn({97, 389}).to(d), w = randn({389, 131}).to(d);
   check_close(mm(g.t(), x), mm_reference(g.to(kFloat64).t().contiguous(), x.to(kFloat64)), hg::test::tolerance(d));
   check_close(mm(x, w), mm_reference(x.to(kFloat64), w.to(kFloat64)), hg::test::tolerance(d));

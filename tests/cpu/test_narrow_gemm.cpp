@@ -6,6 +6,7 @@
 
 #include "helpers.h"
 #include "kernels/cpu/gemm/narrow.h"
+#include "kernels/cpu/gemm/route.h"
 #include "kernels/cpu/simd/lanes16.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -34,6 +35,26 @@ Tolerance narrow_tolerance(Dtype d) { return d == kFloat32 ? Tolerance{2e-3, 1e-
 struct NarrowShape {
   int64_t m, k, n;
 };
+
+// Whether this machine's route (no HG_CPU_GEMM) for [m, k] @ [k, n] with these strides is `path`.
+bool routed(cpu::GemmPath path, int64_t m, int64_t k, int64_t n, int64_t sa_row, int64_t sa_col, int64_t sb_row,
+            int64_t sb_col, Dtype d) {
+  return cpu::route(cpu::GemmProblem{m, k, n, sa_row, sa_col, sb_row, sb_col, d}, cpu::cpu_caps()) == path;
+}
+// narrow for a by rows and b with these strides: float32 (never widened) or, with `widens`,
+// float16 (always widened).
+bool narrow(int64_t m, int64_t k, int64_t n, int64_t sb_row, int64_t sb_col, bool widens = false) {
+  return routed(cpu::GemmPath::Narrow, m, k, n, k, 1, sb_row, sb_col, widens ? kFloat16 : kFloat32);
+}
+// narrow_transposed for b = W^T (by columns) and a with column stride sa_col.
+bool narrow_transposed(int64_t m, int64_t k, int64_t n, int64_t sa_col, bool widens) {
+  return routed(cpu::GemmPath::NarrowTransposed, m, k, n, sa_col == 1 ? k : 1, sa_col, 1, k,
+                widens ? kFloat16 : kFloat32);
+}
+bool narrow_float_dots(int64_t m, int64_t k, int64_t n, int64_t sa_col) {
+  return narrow_transposed(m, k, n, sa_col, false);
+}
+constexpr int64_t kNarrowRows = cpu::kGemmThresholds.narrow_rows;
 }  // namespace
 
 TEST_CASE("narrow products (few rows, a large weight) match float64 with the weight read either way") {
@@ -42,8 +63,8 @@ TEST_CASE("narrow products (few rows, a large weight) match float64 with the wei
   manual_seed(21);
   for (const NarrowShape s : {NarrowShape{16, 1024, 1024}, NarrowShape{5, 1037, 1031}, NarrowShape{1, 2048, 600},
                               NarrowShape{13, 4100, 300}}) {
-    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1));  // b = W, by rows
-    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, 1, s.k));  // b = W^T, by columns
+    REQUIRE(narrow(s.m, s.k, s.n, s.n, 1));  // b = W, by rows
+    REQUIRE(narrow(s.m, s.k, s.n, 1, s.k));  // b = W^T, by columns
     for (Dtype d : {kFloat32, kBFloat16, kFloat16}) {
       CAPTURE(s.m);
       CAPTURE(s.k);
@@ -63,9 +84,9 @@ TEST_CASE("narrow products (few rows, a large weight) match float64 with the wei
     }
   }
   // The limits: one row too many, or a weight too small, take the other paths.
-  CHECK_FALSE(cpu::use_narrow_gemm(cpu::kNarrowRows + 1, 1024, 1024, 1024, 1));
-  CHECK_FALSE(cpu::use_narrow_gemm(8, 512, 1024, 1024, 1));
-  CHECK_FALSE(cpu::use_narrow_gemm(8, 1024, 1024, 2048, 2));  // b strided both ways
+  CHECK_FALSE(narrow(kNarrowRows + 1, 1024, 1024, 1024, 1));
+  CHECK_FALSE(narrow(8, 512, 1024, 1024, 1));
+  CHECK_FALSE(narrow(8, 1024, 1024, 2048, 2));  // b strided both ways
 }
 
 TEST_CASE("linear at a small batch: bias inside the product, gradients through the narrow kernel") {
@@ -94,7 +115,7 @@ TEST_CASE("bfloat16 narrow products read W in pairs: every tail length, and the 
   for (int64_t tail : {0, 1, 15, 16, 17, 31}) {
     CAPTURE(tail);
     const int64_t m = 3, k = 1024 + tail, n = 1024;
-    REQUIRE(cpu::use_narrow_gemm(m, k, n, 1, k));
+    REQUIRE(narrow(m, k, n, 1, k));
     const Tensor a = randn({m, k}).to(kBFloat16), w = randn({n, k}).to(kBFloat16);
     check_close(mm(a, w.t()), narrow_reference(a, w.t()), narrow_tolerance(kBFloat16));
     Tensor w_inf = w.clone();
@@ -106,7 +127,7 @@ TEST_CASE("bfloat16 narrow products read W in pairs: every tail length, and the 
   // g @ W (W by rows) sums each output in the same order as float32 does, the columns only
   // stored split by parity in between: the same bits as the float32 product rounded once. (On the
   // bfloat16 dot-product instruction the next test case's order holds instead.)
-  if (cpu::narrow_gemm_bf16_dots()) return;
+  if (cpu::narrow_bf16_dots(cpu::cpu_caps())) return;
   for (const NarrowShape s : {NarrowShape{16, 1024, 1024}, NarrowShape{7, 1100, 1030}, NarrowShape{1, 2048, 600}}) {
     CAPTURE(s.n);
     const Tensor g = randn({s.m, s.k}).to(kBFloat16), w = randn({s.k, s.n}).to(kBFloat16);
@@ -116,7 +137,7 @@ TEST_CASE("bfloat16 narrow products read W in pairs: every tail length, and the 
 }
 
 TEST_CASE("bfloat16 narrow products on the CPU's bfloat16 dot-product instruction" *
-          doctest::skip(!cpu::narrow_gemm_bf16_dots())) {
+          doctest::skip(!cpu::narrow_bf16_dots(cpu::cpu_caps()))) {
   // Both sides in pairs of k: x @ W^T with every tail of k % 32, and g @ W with b's rows
   // interleaved two at a time (an odd k leaves a last row alone), columns past the last 32
   // widened; more than eight rows take 16 rows of b per pass; a short b in one pass (whole
@@ -128,7 +149,7 @@ TEST_CASE("bfloat16 narrow products on the CPU's bfloat16 dot-product instructio
     CAPTURE(s.m);
     CAPTURE(s.k);
     CAPTURE(s.n);
-    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1));
+    REQUIRE(narrow(s.m, s.k, s.n, s.n, 1));
     const Tensor g = randn({s.m, s.k}).to(kBFloat16), w = randn({s.k, s.n}).to(kBFloat16);
     check_close(mm(g, w), narrow_reference(g, w), narrow_tolerance(kBFloat16));
     const Tensor wt = w.t().contiguous();  // [n, k]: x @ W^T reads it by rows
@@ -166,7 +187,7 @@ TEST_CASE("narrow products give the same bits on one thread as on the pool") {
       CAPTURE(dtype_name(d));
       CAPTURE(batch);
       const Tensor g = randn({batch, 10}).to(d), x = randn({batch, 784}).to(d);
-      REQUIRE(cpu::use_narrow_gemm(10, batch, 784, 784, 1, true));
+      REQUIRE(narrow(10, batch, 784, 784, 1, true));
       const Tensor pooled = mm(g.t(), x);
       Tensor alone;
       cpu::run_parallel(2, [&](int64_t i) {
@@ -187,9 +208,9 @@ TEST_CASE("16-bit narrow products with a smaller weight, and a few columns again
   manual_seed(25);
   for (const NarrowShape s :
        {NarrowShape{10, 128, 784}, NarrowShape{12, 256, 272}, NarrowShape{13, 300, 519}, NarrowShape{3, 1040, 71}}) {
-    REQUIRE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1, true));
-    REQUIRE_FALSE(cpu::use_narrow_gemm(s.m, s.k, s.n, s.n, 1, false));
-    REQUIRE(cpu::use_narrow_gemm_transposed(s.n, s.k, s.m, 1, true));
+    REQUIRE(narrow(s.m, s.k, s.n, s.n, 1, true));
+    REQUIRE_FALSE(narrow(s.m, s.k, s.n, s.n, 1, false));
+    REQUIRE(narrow_transposed(s.n, s.k, s.m, 1, true));
     for (Dtype d : {kBFloat16, kFloat16}) {
       CAPTURE(s.m);
       CAPTURE(s.k);
@@ -212,10 +233,10 @@ TEST_CASE("16-bit narrow products with a smaller weight, and a few columns again
   }
   // Not transposed: too many columns, too few rows, a large operand not stored by rows, or a
   // product that is not widened otherwise (float32).
-  CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, cpu::kNarrowRows + 1, 1, true));
-  CHECK_FALSE(cpu::use_narrow_gemm_transposed(32, 128, 10, 1, true));
-  CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, 10, 784, true));
-  CHECK_FALSE(cpu::use_narrow_gemm_transposed(784, 128, 10, 1, false));
+  CHECK_FALSE(narrow_transposed(784, 128, kNarrowRows + 1, 1, true));
+  CHECK_FALSE(narrow_transposed(32, 128, 10, 1, true));
+  CHECK_FALSE(narrow_transposed(784, 128, 10, 784, true));
+  CHECK_FALSE(narrow_transposed(784, 128, 10, 1, false));
 }
 
 TEST_CASE("float32 x @ W^T with few outputs and a long k runs on the transposed dot path") {
@@ -227,7 +248,7 @@ TEST_CASE("float32 x @ W^T with few outputs and a long k runs on the transposed 
     CAPTURE(s.m);
     CAPTURE(s.k);
     CAPTURE(s.n);
-    REQUIRE(cpu::use_narrow_float_dots(s.m, s.k, s.n, 1));
+    REQUIRE(narrow_float_dots(s.m, s.k, s.n, 1));
     const Tensor x = randn({s.m, s.k}), w = randn({s.n, s.k}), bias = randn({s.n});
     const Tensor ref = narrow_reference(x, w.t());
     check_close(mm(x, w.t()), ref, narrow_tolerance(kFloat32));
@@ -244,9 +265,9 @@ TEST_CASE("float32 x @ W^T with few outputs and a long k runs on the transposed 
     CHECK(std::isfinite(out.index({0, 0}).item<float>()));
   }
   // Where oneDNN's sgemm was as fast: 16 outputs, a short k, or the large operand not stored by rows.
-  CHECK_FALSE(cpu::use_narrow_float_dots(128, 784, cpu::kNarrowFloatCols + 1, 1));
-  CHECK_FALSE(cpu::use_narrow_float_dots(1024, cpu::kNarrowFloatMinDepth - 1, 10, 1));
-  CHECK_FALSE(cpu::use_narrow_float_dots(128, 784, 10, 128));
+  CHECK_FALSE(narrow_float_dots(128, 784, cpu::kGemmThresholds.narrow_float_cols + 1, 1));
+  CHECK_FALSE(narrow_float_dots(1024, cpu::kGemmThresholds.narrow_float_min_depth - 1, 10, 1));
+  CHECK_FALSE(narrow_float_dots(128, 784, 10, 128));
 }
 
 TEST_CASE("transposed narrow products: inf and NaN reach their outputs, and one thread gives the pool's bits") {
@@ -255,7 +276,7 @@ TEST_CASE("transposed narrow products: inf and NaN reach their outputs, and one 
     CAPTURE(dtype_name(d));
     Tensor x = randn({200, 333}).to(d);
     const Tensor w = randn({10, 333}).to(d);
-    REQUIRE(cpu::use_narrow_gemm_transposed(200, 333, 10, 1, true));
+    REQUIRE(narrow_transposed(200, 333, 10, 1, true));
     const Tensor pooled = mm(x, w.t());
     Tensor alone;
     cpu::run_parallel(2, [&](int64_t i) {

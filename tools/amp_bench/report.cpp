@@ -15,8 +15,8 @@
 
 #include <halfgrad.h>
 
-#include "kernels/cpu/conv/onednn.h"  // internal: which CPU paths this machine takes
-#include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/conv/onednn.h"  // which paths this machine's products and convolutions take
+#include "kernels/cpu/gemm/route.h"
 
 namespace amp_bench {
 
@@ -35,7 +35,8 @@ RunInfo machine_info() {
     }
   }
   info.cores = static_cast<int>(std::thread::hardware_concurrency());
-  info.cpu_paths = hg::cpu::cpu_product_paths() + "; " + hg::cpu::cpu_conv_paths();
+  info.cpu_paths =
+      hg::cpu::describe_routes(hg::cpu::cpu_caps(), hg::cpu::forced_gemm_path()) + "; " + hg::cpu::cpu_conv_paths();
   ::getloadavg(info.load_start, 3);
   return info;
 }

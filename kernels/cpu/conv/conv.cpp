@@ -1,6 +1,6 @@
 // CPU conv2d: through oneDNN's primitives where they take the dtype (conv/onednn.h: bfloat16
 // where the CPU has bfloat16 units, float32 and float16 where it has AVX-512), else im2col + gemm
-// (workspace.h: oneDNN or OpenBLAS), one sample at a time per thread so each sample's column
+// (gemm/blas.h: oneDNN or OpenBLAS, as the router says), one sample at a time per thread so each sample's column
 // buffer stays in cache between its packing and its gemm.
 // float16/bfloat16 are widened to float32 while packing, accumulated in float32 and rounded
 // once when written back.
@@ -15,6 +15,7 @@
 #include "kernels/cpu/conv/onednn.h"
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
+#include "kernels/cpu/gemm/blas.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/workspace.h"
@@ -254,8 +255,7 @@ void forward_typed(T* y, int64_t oh, int64_t ow, const Tensor& input, const Tens
         const bool add_to_bias = has_bias && !fold_bias;
         if (add_to_bias)
           for (int64_t r = 0; r < g.og; ++r) std::fill_n(dst + r * g.p, g.p, b[static_cast<size_t>(gi * g.og + r)]);
-        gemm(false, false, g.og, g.p, kk, Acc(1), wptr + gi * g.og * kk, kk, cols, g.p, Acc(add_to_bias ? 1 : 0), dst,
-             g.p);
+        gemm(false, false, g.og, g.p, kk, wptr + gi * g.og * kk, kk, cols, g.p, dst, g.p, add_to_bias);
         // conv2d_relu's ReLU on the sample's block while it is still in cache (before the 16-bit
         // rounding, which commutes with it).
         if (prm.relu) relu_in_place(dst, g.og * g.p);
@@ -300,9 +300,9 @@ class DataPass {
       const Acc* gyg = gys + gi * g_.og * g_.p;
       Acc* dxg = dx + gi * g_.cg * g_.h * g_.w;
       if (direct_) {
-        gemm(true, false, g_.ckk, g_.p, g_.og, Acc(1), wg, g_.ckk, gyg, g_.p, Acc(0), dxg, g_.p);
+        gemm(true, false, g_.ckk, g_.p, g_.og, wg, g_.ckk, gyg, g_.p, dxg, g_.p, false);
       } else {
-        gemm(true, false, g_.ckk, g_.p, g_.og, Acc(1), wg, g_.ckk, gyg, g_.p, Acc(0), col_, g_.p);
+        gemm(true, false, g_.ckk, g_.p, g_.og, wg, g_.ckk, gyg, g_.p, col_, g_.p, false);
         col2im(col_, dxg, g_);
       }
     }
@@ -346,8 +346,8 @@ class FilterPass {
       } else {
         cols = reinterpret_cast<const Acc*>(xg);
       }
-      gemm(false, true, g_.og, g_.ckk, g_.p, Acc(1), gys + gi * g_.og * g_.p, g_.p, cols, g_.p, Acc(1),
-           dw_.data() + gi * g_.og * g_.ckk, g_.ckk);
+      gemm(false, true, g_.og, g_.ckk, g_.p, gys + gi * g_.og * g_.p, g_.p, cols, g_.p,
+           dw_.data() + gi * g_.og * g_.ckk, g_.ckk, true);
     }
   }
   const std::vector<Acc>& weight_sums() const { return dw_; }

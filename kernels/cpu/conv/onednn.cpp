@@ -18,7 +18,7 @@
 #include "framework/half.h"
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
-#include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/cpu_caps.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/thread_pool.h"
@@ -118,7 +118,7 @@ bool float32_on_primitives() {
     const char* env = std::getenv("HG_CPU_ONEDNN_CONV");
     if (env != nullptr && std::string(env) == "float32") return true;
     if (env != nullptr && std::string(env) == "im2col") return false;
-    return avx512_cpu();
+    return cpu_caps().avx512;
   }();
   return on;
 }
@@ -127,8 +127,9 @@ bool float32_on_primitives() {
 // says so; HG_CPU_ONEDNN=0 turns them all off.
 bool applies(const Tensor& t) {
   if (t.numel() == 0) return false;
-  if (t.dtype() == kBFloat16) return onednn_matmul_enabled(kBFloat16);
-  return (t.dtype() == kFloat32 || t.dtype() == kFloat16) && float32_on_primitives() && onednn_matmul_enabled(kFloat32);
+  const CpuCaps& caps = cpu_caps();
+  if (t.dtype() == kBFloat16) return caps.onednn && caps.native_bf16();
+  return (t.dtype() == kFloat32 || t.dtype() == kFloat16) && float32_on_primitives() && caps.onednn;
 }
 
 // A forward pass whose products are at most this deep (input channels per group x kernel
@@ -240,10 +241,11 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
 bool onednn_conv2d_applies(const Tensor& input) { return applies(input); }
 
 std::string cpu_conv_paths() {
-  if (!onednn_matmul_enabled(kFloat32)) return "conv2d on im2col + GEMM (oneDNN off)";
+  const CpuCaps& caps = cpu_caps();
+  if (!caps.onednn) return "conv2d on im2col + GEMM (oneDNN off)";
   return fmt::format(
       "conv2d: bfloat16 {}, float32 {}, float16 {}; forwards at most {} deep (a first layer) on im2col",
-      onednn_matmul_enabled(kBFloat16) ? "on oneDNN's primitives" : "widened on im2col + GEMM",
+      caps.native_bf16() ? "on oneDNN's primitives" : "widened on im2col + GEMM",
       float32_on_primitives() ? "on oneDNN's primitives" : "on im2col + GEMM",
       float32_on_primitives() ? "widened per chunk onto the float32 primitives" : "widened on im2col + GEMM",
       kForwardOwnPathDepth);

@@ -1,22 +1,19 @@
-// CPU matrix multiply. Products with a few rows against a large weight (a linear layer at a
-// small batch) run on narrow_gemm in every float dtype but float64, and so do 16-bit products
-// that would otherwise be widened with few rows or few columns against a smaller operand
-// (kernels/cpu/gemm/narrow.h).
-// Otherwise float32 and bfloat16 go to oneDNN's matmul where it is built in (for bfloat16: where
-// this CPU multiplies bfloat16 natively; kernels/cpu/gemm/onednn.h). Other 16-bit products
-// run on float32 arithmetic, widened a panel at a time while they are packed
-// (kernels/cpu/gemm/widening.h), or, with a short inner dimension, on short_inner_gemm. float64
-// and float32 operands in layouts BLAS cannot read go to OpenBLAS (float32 ones made dense
-// first).
-#include <cblas.h>
-
+// CPU matrix multiply: each product asks the router (kernels/cpu/gemm/route.h) for its path,
+// given its shape, layout, dtype and the CPU's capabilities, and runs that path here: the
+// in-register kernels for few rows or few columns (narrow.h) and short inner dimensions
+// (short_inner.h), oneDNN (onednn.h), the 16-bit products widened to float32 (packed.h,
+// widening.h), and OpenBLAS (blas.h).
+#include <algorithm>
 #include <array>
 #include <vector>
 
 #include "framework/ops/matmul_kernels.h"
 #include "kernels/common/blas_layout.h"
+#include "kernels/cpu/gemm/blas.h"
 #include "kernels/cpu/gemm/narrow.h"
 #include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/gemm/packed.h"
+#include "kernels/cpu/gemm/route.h"
 #include "kernels/cpu/gemm/short_inner.h"
 #include "kernels/cpu/gemm/widening.h"
 #include "kernels/cpu/loops.h"
@@ -26,7 +23,7 @@
 namespace hg::cpu {
 namespace {
 
-// At load: OpenBLAS computes on the calling thread only; blas_gemm (workspace.h) spreads large
+// At load: OpenBLAS computes on the calling thread only; blas_gemm (blas.h) spreads large
 // products over halfgrad's pool.
 [[maybe_unused]] const bool g_blas_one_thread = [] {
   openblas_set_num_threads(1);
@@ -39,7 +36,7 @@ template <class T>
 bool onednn_gemm(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n,
                  std::array<int64_t, 3> sa, std::array<int64_t, 3> sb, const T* bias) {
   constexpr Dtype dtype = std::is_same_v<T, float> ? kFloat32 : kBFloat16;
-  if (m == 0 || n == 0 || !onednn_matmul_enabled(dtype)) return false;
+  if (m == 0 || n == 0) return false;
   const BlasLayout va = blas_layout(m, k, sa[1], sa[2]), vb = blas_layout(k, n, sb[1], sb[2]);
   if (!va.usable || !vb.usable) return false;
   const MatrixView ma = MatrixView::blas(m, k, va.transposed, va.ld), mb = MatrixView::blas(k, n, vb.transposed, vb.ld);
@@ -63,97 +60,115 @@ void add_bias_rows(T* out, int64_t m, int64_t n, const T* bias) {
   });
 }
 
-// Whether a T product's library path widens its operands into float32 copies: float16, and
-// bfloat16 where this CPU has no bfloat16 units (oneDNN's bfloat16 matmul is off).
+// The problem route() is asked about: one matrix of the batch.
 template <class T>
-bool product_widens() {
-  if constexpr (std::is_same_v<T, Half>) return true;
-  if constexpr (std::is_same_v<T, BFloat16>) return !onednn_matmul_enabled(kBFloat16);
-  return false;
+GemmProblem problem_of(int64_t m, int64_t k, int64_t n, int64_t sa1, int64_t sa2, int64_t sb1, int64_t sb2,
+                       GemmCaller caller = GemmCaller::Product) {
+  return GemmProblem{m, k, n, sa1, sa2, sb1, sb2, dtype_of<T>, caller};
+}
+
+// out[i] = a[i] @ b[i] for the batch on `path`, plus a dense row vector bias when one is given
+// (batch 1). The paths that add the bias inside the product (narrow, oneDNN's bfloat16 kernels,
+// the widening ones) take it; the others leave it to add_bias_rows afterwards.
+template <class T>
+void run_path(GemmPath path, T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n,
+              int64_t sa0, int64_t sa1, int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias) {
+  constexpr bool k16 = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+  const auto finish = [&] {
+    if (bias != nullptr) add_bias_rows(po, m, n, bias);
+  };
+  switch (path) {
+    case GemmPath::Narrow:
+      if constexpr (!std::is_same_v<T, double>) {
+        for (int64_t i = 0; i < batch; ++i)
+          narrow_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
+        return;
+      }
+      break;
+    case GemmPath::NarrowTransposed:
+      if constexpr (!std::is_same_v<T, double>) {
+        for (int64_t i = 0; i < batch; ++i)
+          narrow_gemm_transposed(po + i * m * n, pa + i * sa0, sa1, pb + i * sb0, sb1, sb2, m, k, n, bias);
+        return;
+      }
+      break;
+    case GemmPath::ShortInner:
+      if constexpr (k16) {
+        for (int64_t i = 0; i < batch; ++i)
+          short_inner_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n);
+        return finish();
+      }
+      break;
+    case GemmPath::OneDnn:
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2}, bias)) return;
+      } else if constexpr (std::is_same_v<T, float>) {
+        if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2}, static_cast<const T*>(nullptr)))
+          return finish();
+      }
+      // oneDNN declined while planning (a reference kernel only): the router's fallback.
+      return run_path(onednn_fallback(problem_of<T>(m, k, n, sa1, sa2, sb1, sb2), cpu_caps()), po, pa, pb, batch, m, k,
+                      n, sa0, sa1, sa2, sb0, sb1, sb2, bias);
+    case GemmPath::Blas:
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        const BlasLayout va = blas_layout(m, k, sa1, sa2), vb = blas_layout(k, n, sb1, sb2);
+        HG_CHECK(va.usable && vb.usable, "gemm", "operands BLAS cannot read should have been made dense");
+        for (int64_t i = 0; i < batch; ++i) {
+          blas_gemm<T>(va.transposed, vb.transposed, m, n, k, T(1), pa + i * sa0, va.ld, pb + i * sb0, vb.ld, T(0),
+                       po + i * m * n, n);
+        }
+        return finish();
+      }
+      break;
+    case GemmPath::DenseBlas:
+      if constexpr (std::is_same_v<T, float>) {
+        // float32 in a layout BLAS cannot read: made dense, then a library product.
+        Workspace<float> fa(m * k), fb(k * n);
+        for (int64_t i = 0; i < batch; ++i) {
+          const WidenedMatrix da = widen_matrix(pa + i * sa0, m, k, sa1, sa2, fa.data());
+          const WidenedMatrix db = widen_matrix(pb + i * sb0, k, n, sb1, sb2, fb.data());
+          gemm(da.transposed, db.transposed, m, n, k, fa.data(), da.ld, fb.data(), db.ld, po + i * m * n, n, false);
+        }
+        return finish();
+      }
+      break;
+    case GemmPath::Packed:
+      if constexpr (k16) {
+        for (int64_t i = 0; i < batch; ++i)
+          packed_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
+        return;
+      }
+      break;
+    case GemmPath::Widening:
+      if constexpr (k16) {
+        for (int64_t i = 0; i < batch; ++i)
+          widening_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
+        return;
+      }
+      break;
+  }
+  fail("mm", "the CPU product router sent a {} product to the {} path, which does not take it", dtype_of<T>,
+       path_name(path));
 }
 
 // out[i] = a[i] @ b[i] for the batch, plus a dense row vector bias when one is given (batch 1).
 template <class T>
 void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
-              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
-
-template <class T>
-void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
-              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias);
+              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias) {
+  if (k == 0) {
+    for (int64_t i = 0; i < batch * m * n; ++i) po[i] = T(0);
+    if (bias != nullptr) add_bias_rows(po, m, n, bias);
+    return;
+  }
+  run_path(route(problem_of<T>(m, k, n, sa1, sa2, sb1, sb2)), po, pa, pb, batch, m, k, n, sa0, sa1, sa2, sb0, sb1, sb2,
+           bias);
+}
 
 template <class T>
 void gemm_typed(const Tensor& out, const Tensor& a, const Tensor& b) {
   gemm_raw(static_cast<T*>(out.raw_data()), static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()),
            a.shape()[0], a.shape()[1], a.shape()[2], b.shape()[2], a.strides()[0], a.strides()[1], a.strides()[2],
            b.strides()[0], b.strides()[1], b.strides()[2], static_cast<const T*>(nullptr));
-}
-
-template <class T>
-void gemm_raw(T* po, const T* pa, const T* pb, int64_t batch, int64_t m, int64_t k, int64_t n, int64_t sa0, int64_t sa1,
-              int64_t sa2, int64_t sb0, int64_t sb1, int64_t sb2, const T* bias) {
-  // The paths that add the bias inside the product (oneDNN's bfloat16 kernels, the widening
-  // one) take it; the others leave it to add_bias_rows afterwards.
-  const auto finish = [&] {
-    if (bias != nullptr) add_bias_rows(po, m, n, bias);
-  };
-  if (k == 0) {
-    for (int64_t i = 0; i < batch * m * n; ++i) po[i] = T(0);
-    return finish();
-  }
-  if constexpr (!std::is_same_v<T, double>) {
-    const bool widens = product_widens<T>();
-    if (use_narrow_gemm(m, k, n, sb1, sb2, widens)) {
-      for (int64_t i = 0; i < batch; ++i)
-        narrow_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
-      return;
-    }
-    if (use_narrow_gemm_transposed(m, k, n, sa2, widens) ||
-        (std::is_same_v<T, float> && use_narrow_float_dots(m, k, n, sa2))) {
-      for (int64_t i = 0; i < batch; ++i)
-        narrow_gemm_transposed(po + i * m * n, pa + i * sa0, sa1, pb + i * sb0, sb1, sb2, m, k, n, bias);
-      return;
-    }
-  }
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    if (use_short_inner_gemm(m, k, n)) {
-      for (int64_t i = 0; i < batch; ++i)
-        short_inner_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n);
-      return finish();
-    }
-  }
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2}, bias)) return;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (onednn_gemm(po, pa, pb, batch, m, k, n, {sa0, sa1, sa2}, {sb0, sb1, sb2}, static_cast<const float*>(nullptr)))
-      return finish();
-  }
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    const BlasLayout va = blas_layout(m, k, sa1, sa2), vb = blas_layout(k, n, sb1, sb2);
-    if (va.usable && vb.usable) {
-      for (int64_t i = 0; i < batch; ++i) {
-        blas_gemm<T>(va.transposed, vb.transposed, m, n, k, T(1), pa + i * sa0, va.ld, pb + i * sb0, vb.ld, T(0),
-                     po + i * m * n, n);
-      }
-      return finish();
-    }
-    if constexpr (std::is_same_v<T, double>) {
-      fail("gemm", "float64 operands with unsupported strides should have been made contiguous");
-    }
-  }
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    for (int64_t i = 0; i < batch; ++i)
-      widening_gemm(po + i * m * n, pa + i * sa0, sa1, sa2, pb + i * sb0, sb1, sb2, m, k, n, bias);
-  } else if constexpr (std::is_same_v<T, float>) {
-    // float32 in a layout BLAS cannot read: made dense, then the float32 product's own path.
-    Workspace<float> fa(m * k), fb(k * n);
-    for (int64_t i = 0; i < batch; ++i) {
-      const WidenedMatrix da = widen_matrix(pa + i * sa0, m, k, sa1, sa2, fa.data());
-      const WidenedMatrix db = widen_matrix(pb + i * sb0, k, n, sb1, sb2, fb.data());
-      gemm(da.transposed, db.transposed, m, n, k, 1.0f, fa.data(), da.ld, fb.data(), db.ld, 0.0f, po + i * m * n, n);
-    }
-    finish();
-  }
 }
 
 // t itself, or for a float64 matrix (the last two dims) in a layout BLAS cannot read, a
@@ -193,10 +208,10 @@ void gemm_bias_cpu(const Tensor& out, const Tensor& a, const Tensor& b, const Te
   });
 }
 
-// A 16-bit product written as float32 rounded through its dtype (gemm_widened_stub): in one
-// pass on short_inner_gemm (a weight gradient at a small batch) and on the widening kernel,
-// else (oneDNN's bfloat16 kernels, the narrow one) the product and then its widening. Each way
-// notes whether every value is finite as it stores them.
+// A 16-bit product written as float32 rounded through its dtype (gemm_widened_stub), on the path
+// the router gives a widened product: in one pass on short_inner_gemm (a weight gradient at a
+// small batch) and the widening kernels, else (oneDNN's bfloat16 kernels, the narrow one) the
+// product and then its widening. Each way notes whether every value is finite as it stores them.
 bool gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
   HG_CHECK(out.is_contiguous() && out.dtype() == kFloat32 && a.dim() == 2 && b.dim() == 2 &&
                is_reduced_float(a.dtype()) && b.dtype() == a.dtype(),
@@ -209,24 +224,21 @@ bool gemm_widened_cpu(const Tensor& out, const Tensor& a, const Tensor& b) {
       const T* pa = static_cast<const T*>(a.raw_data());
       const T* pb = static_cast<const T*>(b.raw_data());
       float* po = static_cast<float*>(out.raw_data());
-      if (use_short_inner_gemm(m, k, n)) {
-        short_inner_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n,
-                                   &seen);
+      const int64_t sa1 = a.strides()[0], sa2 = a.strides()[1], sb1 = b.strides()[0], sb2 = b.strides()[1];
+      if (k == 0) {
+        std::fill_n(po, m * n, 0.0f);
         return;
       }
-      // The products gemm_raw would widen (every float16 one, bfloat16 without native units):
-      // the widening kernel stores its rounded sums widened.
-      const bool widens = product_widens<T>();
-      const bool narrow = use_narrow_gemm(m, k, n, b.strides()[0], b.strides()[1], widens) ||
-                          use_narrow_gemm_transposed(m, k, n, a.strides()[1], widens);
-      if (!narrow && widens) {
-        widening_gemm<T, float>(po, pa, a.strides()[0], a.strides()[1], pb, b.strides()[0], b.strides()[1], m, k, n,
-                                nullptr, &seen);
-        return;
+      const GemmPath path = route(problem_of<T>(m, k, n, sa1, sa2, sb1, sb2, GemmCaller::Widened));
+      switch (path) {
+        case GemmPath::ShortInner: return short_inner_gemm<T, float>(po, pa, sa1, sa2, pb, sb1, sb2, m, k, n, &seen);
+        case GemmPath::Packed: return packed_gemm<T, float>(po, pa, sa1, sa2, pb, sb1, sb2, m, k, n, nullptr, &seen);
+        case GemmPath::Widening:
+          return widening_gemm<T, float>(po, pa, sa1, sa2, pb, sb1, sb2, m, k, n, nullptr, &seen);
+        default: break;
       }
       Workspace<T> product(m * n);
-      gemm_raw(product.data(), pa, pb, 1, m, k, n, 0, a.strides()[0], a.strides()[1], 0, b.strides()[0], b.strides()[1],
-               static_cast<const T*>(nullptr));
+      run_path(path, product.data(), pa, pb, 1, m, k, n, 0, sa1, sa2, 0, sb1, sb2, static_cast<const T*>(nullptr));
       parallel_for(m * n, kParallelGrain,
                    [&](int64_t i0, int64_t i1) { load_run(product.data() + i0, po + i0, i1 - i0, &seen); });
     }

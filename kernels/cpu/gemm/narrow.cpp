@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -13,6 +11,7 @@
 #endif
 
 #include "framework/error.h"
+#include "kernels/cpu/gemm/route.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/simd/lanes16.h"
@@ -231,13 +230,10 @@ void dot_block(T* out, const DotOut& to, const float* af, int64_t ld, const T* w
 #define HG_BF16_DOTS 1
 #define HG_TARGET_BF16_DOTS __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-// HG_CPU_ONEDNN=0, which widens every 16-bit product to float32 (cpu_product_paths), turns it
-// off too: the cpu_openblas suite then tests the widening path on these CPUs as well.
+// Off under HG_CPU_ONEDNN=0 too (route.h's narrow_bf16_dots), which widens every 16-bit product to
+// float32: the cpu_openblas suite then tests the widening path on these CPUs as well.
 bool native_bf16_dots() {
-  static const bool on = [] {
-    const char* env = std::getenv("HG_CPU_ONEDNN");
-    return __builtin_cpu_supports("avx512bf16") && (env == nullptr || std::string(env) != "0");
-  }();
+  static const bool on = narrow_bf16_dots(cpu_caps());
   return on;
 }
 #else
@@ -577,8 +573,6 @@ void dot_product(T* out, const DotOut& to, const T* a, int64_t sa_row, int64_t s
 }
 
 }  // namespace
-
-bool narrow_gemm_bf16_dots() { return native_bf16_dots(); }
 
 template <class T>
 void narrow_gemm(T* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,

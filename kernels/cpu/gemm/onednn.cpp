@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "kernels/cpu/gemm/narrow.h"
+#include "kernels/cpu/gemm/route.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/workspace.h"
 
@@ -22,10 +22,6 @@ namespace hg::cpu {
 
 #if HG_HAVE_ONEDNN
 namespace {
-
-// Below this many multiply-adds a call costs more in oneDNN's bookkeeping than OpenBLAS's
-// small-matrix kernels take, and each new shape would cost a plan (about a millisecond).
-constexpr int64_t kMinWork = int64_t{1} << 16;
 
 // A problem: sizes, operand strides, the output's row stride, whether a bias is added, and the
 // dtype (bfloat16, or float32 for the products sgemm packs slowly: float32_on_matmul).
@@ -130,17 +126,16 @@ void run_sgemm(float* out, int64_t out_ld, bool accumulate, const float* a, cons
 
 // Whether a float32 product runs on oneDNN's matmul primitive (its brgemm kernels) instead of its
 // sgemm: when b is stored by columns (x @ W^T, a weight read transposed), which sgemm packs
-// slowly, and a is row-major, with an inner dimension of at least 256 (shorter ones, as the
-// transformer example's 64-wide layers, were not measured and keep sgemm). On the Zen 4 brgemm
-// was faster for the MNIST CNN's fc1 forward and the MLP's fc2 and fc1 forward; every other layout
-// was even, and stays on sgemm (figures in docs/history/PERF-CPU.md, 2026-11-27). Parts of fewer than 4M
-// multiply-adds keep sgemm too, whose calls cost less (no plan to look up, no memory objects).
-constexpr int64_t kMatmulMinPartWork = int64_t{1} << 22;
+// slowly, and a is row-major, with an inner dimension of at least brgemm_min_depth (shorter ones,
+// as the transformer example's 64-wide layers, were not measured and keep sgemm). On the Zen 4
+// brgemm was faster for the MNIST CNN's fc1 forward and the MLP's fc2 and fc1 forward; every other
+// layout was even, and stays on sgemm. Parts of fewer than brgemm_min_part_work multiply-adds keep
+// sgemm too, whose calls cost less (no plan to look up, no memory objects). (route.h's table.)
 bool float32_on_matmul(const MatrixView& av, const MatrixView& bv, bool accumulate) {
   const bool b_by_columns = bv.row_stride == 1 && bv.col_stride > 1 && bv.rows > 1;
   // (oneDNN 2.6's float32 brgemm needs AVX-512; elsewhere every part would find none.)
-  static const bool brgemm_isa = avx512_cpu();
-  return brgemm_isa && !accumulate && b_by_columns && av.col_stride == 1 && av.cols >= 256;
+  return cpu_caps().avx512 && !accumulate && b_by_columns && av.col_stride == 1 &&
+         av.cols >= kGemmThresholds.brgemm_min_depth;
 }
 
 // How one multiply is cut into parts for the pool: along the rows of a (and out) or the
@@ -245,44 +240,10 @@ Bf16Route bf16_route(const MatrixView& av, const MatrixView& bv, int64_t out_ld,
 
 }  // namespace
 
-bool onednn_matmul_enabled(Dtype dtype) {
-  static const bool on = [] {
-    const char* env = std::getenv("HG_CPU_ONEDNN");
-    return env == nullptr || std::string(env) != "0";
-  }();
-  static const bool bf16 = on && native_bf16_cpu();
-  return dtype == kFloat32 ? on : dtype == kBFloat16 && bf16;
-}
-
-std::string cpu_product_paths() {
-  if (!onednn_matmul_enabled(kFloat32))
-    return "oneDNN off (HG_CPU_ONEDNN=0): OpenBLAS sgemm; 16-bit widened to float32";
-  const std::string isa = [] {
-    switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-      case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-      case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-      case dnnl::cpu_isa::avx512_core: return "avx512_core";
-      case dnnl::cpu_isa::avx2: return "avx2";
-      default: return "other";
-    }
-  }();
-  return fmt::format(
-      "oneDNN {}.{} ({}): float32 GEMM on oneDNN sgemm{}; bfloat16 matmul {}; float16 widened to "
-      "float32 while packing; products with few rows or few columns (a small batch, a classifier's last layer) "
-      "on halfgrad's in-register kernels{}",
-      dnnl_version()->major, dnnl_version()->minor, isa,
-      avx512_cpu() ? " (x @ W^T on its matmul primitive's brgemm kernels)" : "",
-      onednn_matmul_enabled(kBFloat16) ? "on native bfloat16 instructions"
-                                       : "widened to float32 (no native bfloat16 here)",
-      narrow_gemm_bf16_dots() ? " (bfloat16 ones on the bfloat16 dot-product instruction)" : "");
-}
-
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
                    MatrixView bv, const void* bias) {
-  if (!onednn_matmul_enabled(dtype) || av.rows == 0 || bv.cols == 0) return false;
+  if (av.rows == 0 || bv.cols == 0) return false;
   if (bias != nullptr && dtype != kBFloat16) return false;
-  if (av.rows * av.cols * bv.cols < kMinWork) return false;
   const auto elem = static_cast<int64_t>(element_size(dtype));
   const auto at = [](const void* base, int64_t offset) { return static_cast<const char*>(base) + offset; };
   if (dtype == kFloat32) {
@@ -298,7 +259,7 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
         for (int64_t c = begin; c < end; ++c) {
           const Part p = part_of(split, av, bv, out_ld, elem, c);
           char* part_out = static_cast<char*>(out) + p.out_offset;
-          if (on_matmul && p.a.rows * p.a.cols * p.b.cols >= kMatmulMinPartWork) {
+          if (on_matmul && p.a.rows * p.a.cols * p.b.cols >= kGemmThresholds.brgemm_min_part_work) {
             const bool staged = !split.by_rows && p.b.cols != out_ld;
             const auto plan = plan_for(p.a, p.b, staged ? p.b.cols : out_ld, false, dnnl::memory::data_type::f32);
             if (plan->brgemm) {
@@ -351,8 +312,6 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
 
 #else  // built without oneDNN
 
-bool onednn_matmul_enabled(Dtype) { return false; }
-std::string cpu_product_paths() { return "built without oneDNN: OpenBLAS sgemm; 16-bit widened to float32"; }
 bool onednn_matmul(Dtype, void*, int64_t, bool, const void*, MatrixView, const void*, MatrixView, const void*) {
   return false;
 }

@@ -2,12 +2,11 @@
 // kernels, which pack a weight read transposed faster), and bfloat16 on the matmul primitive and
 // the CPU's native bfloat16 instructions (AVX-512 BF16 dot products, AMX tiles). OpenBLAS
 // has no bfloat16 GEMM, and oneDNN's float32 kernels beat sgemm on these shapes without
-// OpenBLAS's spinning worker threads (docs/history/PERF-CPU-HISTORY.md). kernels/cpu/gemm/gemm.cpp falls back to
-// OpenBLAS when this path declines.
+// OpenBLAS's spinning worker threads (docs/history/PERF-CPU-HISTORY.md). The router (route.h) sends
+// products here; where this path declines, they take route.h's onednn_fallback.
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "framework/dtype.h"
 #include "kernels/common/blas_layout.h"
@@ -25,19 +24,11 @@ struct MatrixView {
   }
 };
 
-// True when halfgrad was built with oneDNN, the environment does not turn it off
-// (HG_CPU_ONEDNN=0, for comparisons) and, for bfloat16, this CPU multiplies bfloat16 natively.
-bool onednn_matmul_enabled(Dtype dtype);
-
-// Which CPU paths the products take in this build on this machine, in one line (benchmarks print
-// it, since development and CI machines differ: AMX, AVX-512 BF16 only, or neither).
-std::string cpu_product_paths();
-
 // out = a @ b for float32 or bfloat16 operands (float32 accumulation, one rounding of the
 // result), or out += a @ b when `accumulate` (float32 only; bfloat16 declines it); out is a row-major [a.rows, b.cols]
 // matrix with row stride out_ld. The rows or columns are split over halfgrad's thread pool (inside a pool task, as in
-// conv's loop over samples, it runs on the calling thread). Returns false, having written nothing, when oneDNN is off,
-// the problem is too small to be worth it, or oneDNN has no fast kernel for it.
+// conv's loop over samples, it runs on the calling thread). Returns false, having written nothing, when halfgrad was
+// built without oneDNN or oneDNN has no fast kernel for it (whether it is worth it is the router's question).
 //
 // bias (bfloat16 only, b.cols dense values) adds a row vector to the float32 sums before their one
 // rounding, inside oneDNN's kernel.

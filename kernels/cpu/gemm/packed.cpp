@@ -332,4 +332,27 @@ template void packed_gemm<BFloat16, float>(float*, const BFloat16*, int64_t, int
 
 }  // namespace hg::cpu
 
+#else  // built without AVX-512: the router never picks this path (kPackedGemmBuilt)
+
+#include "framework/error.h"
+
+namespace hg::cpu {
+
+template <class T, class Out>
+void packed_gemm(Out*, const T*, int64_t, int64_t, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, const T*,
+                 NonFiniteSeen*) {
+  fail("mm", "the packed 16-bit product needs a build with AVX-512 (HG_CPU_GEMM=packed on this build?)");
+}
+
+template void packed_gemm<Half>(Half*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, const Half*, NonFiniteSeen*);
+template void packed_gemm<BFloat16>(BFloat16*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
+                                    int64_t, int64_t, int64_t, const BFloat16*, NonFiniteSeen*);
+template void packed_gemm<Half, float>(float*, const Half*, int64_t, int64_t, const Half*, int64_t, int64_t, int64_t,
+                                       int64_t, int64_t, const Half*, NonFiniteSeen*);
+template void packed_gemm<BFloat16, float>(float*, const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t,
+                                           int64_t, int64_t, int64_t, const BFloat16*, NonFiniteSeen*);
+
+}  // namespace hg::cpu
+
 #endif  // __AVX512F__

@@ -20,12 +20,16 @@ namespace hg::cpu {
 // does not depend on the number of threads. T is Half or BFloat16; with Out = float each element
 // is rounded to T and stored widened to float32 (and `seen`, when given, set if any is inf or
 // NaN). Spread over the thread pool by tiles of the
-// result. Built for AVX-512 only: elsewhere widening_gemm widens the operands into copies for the
-// float32 library GEMM.
-#ifdef __AVX512F__
+// result. Built for AVX-512 only (kPackedGemmBuilt); elsewhere the router (route.h) sends these
+// products to widening_gemm, and this one throws.
 template <class T, class Out = T>
 void packed_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                  int64_t m, int64_t k, int64_t n, const T* bias, NonFiniteSeen* seen = nullptr);
+
+#ifdef __AVX512F__
+inline constexpr bool kPackedGemmBuilt = true;
+#else
+inline constexpr bool kPackedGemmBuilt = false;
 #endif
 
 }  // namespace hg::cpu

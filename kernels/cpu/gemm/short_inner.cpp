@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/gemm/route.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/simd/lanes16.h"
@@ -95,7 +96,7 @@ void short_inner_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, cons
   // outputs kept it on one).
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kRows * n * k));
   parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-    alignas(64) float af[kRows * kShortInner];
+    alignas(64) float af[kRows * kGemmThresholds.short_inner_depth];
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t i0 = blk * kRows, rows = std::min(kRows, m - i0);
       std::fill(af, af + kRows * k, 0.0f);

@@ -1,4 +1,4 @@
-// 16-bit products with a short inner dimension (k <= 32), such as a weight gradient g^T x at a
+// 16-bit products with a short inner dimension (k <= 32: route.h picks this path), such as a weight gradient g^T x at a
 // small batch: [m, k] @ [k, n] with a large [m, n] result. They are bound by writing the
 // result, and the library kernels spend several times that on them (oneDNN's bf16 kernels
 // repack per block, the float16 path goes through a float32 result); this one widens both small
@@ -11,15 +11,6 @@
 #include "kernels/cpu/simd/lanes16.h"
 
 namespace hg::cpu {
-
-// The longest inner dimension short_inner_gemm takes, and the fewest outputs worth it.
-inline constexpr int64_t kShortInner = 32;
-inline constexpr int64_t kShortInnerMinOutputs = int64_t{1} << 16;
-
-// Whether the [m, k] @ [k, n] product takes short_inner_gemm.
-inline bool use_short_inner_gemm(int64_t m, int64_t k, int64_t n) {
-  return k > 0 && k <= kShortInner && m * n >= kShortInnerMinOutputs;
-}
 
 // out (row-major [m, n], contiguous) = a @ b, with a[i, p] at a + i * sa_row + p * sa_col and
 // b[p, j] at b + p * sb_row + j * sb_col; float32 accumulation, one rounding per element. T is

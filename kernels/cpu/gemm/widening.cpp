@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/cpu/gemm/packed.h"
+#include "kernels/cpu/gemm/blas.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/workspace.h"
@@ -37,12 +37,6 @@ WidenedMatrix widen_panel(const T* src, int64_t rows, int64_t cols, int64_t rs, 
   return {false, cols};
 }
 
-// Products whose operands together have at most this many elements (4 MiB as float32) are
-// widened whole, multiplied by one float32 call (split over the pool inside it) and rounded:
-// they stay in cache anyway, and per-tile calls cost a char transformer's small float16
-// products about 4% of its step.
-constexpr int64_t kWholeOperands = int64_t{1} << 20;
-
 // The result's column-tile width: as wide as kNcMax allows while there are tiles enough for
 // every pool thread.
 int64_t column_tile(int64_t m, int64_t n) {
@@ -71,19 +65,14 @@ WidenedMatrix widen_matrix(const T* src, int64_t rows, int64_t cols, int64_t rs,
 template <class T, class Out>
 void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T* b, int64_t sb_row, int64_t sb_col,
                    int64_t m, int64_t k, int64_t n, const T* bias, NonFiniteSeen* seen) {
-#ifdef __AVX512F__
-  // Packed straight from 16-bit storage: no widened copies, nothing packed twice.
-  packed_gemm<T, Out>(out, a, sa_row, sa_col, b, sb_row, sb_col, m, k, n, bias, seen);
-  return;
-#endif
   Workspace<float> wide_bias(bias != nullptr ? n : 0);
   if (bias != nullptr) load_run(bias, wide_bias.data(), n);
   const float* bias_f = bias != nullptr ? wide_bias.data() : nullptr;
-  if (m * k + k * n <= kWholeOperands) {
+  if (m * k + k * n <= kGemmThresholds.widening_whole_operands) {  // small: they stay in cache
     Workspace<float> wa(m * k), wb(k * n), wc(m * n);
     const WidenedMatrix pa = widen_matrix(a, m, k, sa_row, sa_col, wa.data());
     const WidenedMatrix pb = widen_matrix(b, k, n, sb_row, sb_col, wb.data());
-    gemm(pa.transposed, pb.transposed, m, n, k, 1.0f, wa.data(), pa.ld, wb.data(), pb.ld, 0.0f, wc.data(), n);
+    gemm(pa.transposed, pb.transposed, m, n, k, wa.data(), pa.ld, wb.data(), pb.ld, wc.data(), n, false);
     parallel_for(m, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
       round_rows<T>(wc.data() + r0 * n, n, r1 - r0, n, bias_f, out + r0 * n, n, seen);
     });
@@ -100,8 +89,8 @@ void widening_gemm(Out* out, const T* a, int64_t sa_row, int64_t sa_col, const T
         const int64_t depth = std::min(kKc, k - p0);
         const WidenedMatrix pa = widen_panel(a + i0 * sa_row + p0 * sa_col, rows, depth, sa_row, sa_col, ap.data());
         const WidenedMatrix pb = widen_panel(b + p0 * sb_row + j0 * sb_col, depth, cols, sb_row, sb_col, bp.data());
-        gemm(pa.transposed, pb.transposed, rows, cols, depth, 1.0f, ap.data(), pa.ld, bp.data(), pb.ld,
-             p0 == 0 ? 0.0f : 1.0f, tile.data(), cols);
+        gemm(pa.transposed, pb.transposed, rows, cols, depth, ap.data(), pa.ld, bp.data(), pb.ld, tile.data(), cols,
+             p0 > 0);
       }
       round_rows<T>(tile.data(), cols, rows, cols, bias_f != nullptr ? bias_f + j0 : nullptr, out + i0 * n + j0, n,
                     seen);

@@ -1,7 +1,7 @@
 // 16-bit products on float32 arithmetic, for the dtypes this CPU cannot multiply natively
-// (float16 everywhere; bfloat16 without AVX-512 BF16 or AMX). Built with AVX-512, they run on
-// packed_gemm (kernels/cpu/gemm/packed.h), which widens while it packs. Otherwise (the
-// fallback below, on the float32 library GEMM) large operands are widened to
+// (float16 everywhere; bfloat16 without AVX-512 BF16 or AMX), where packed_gemm (packed.h, built
+// with AVX-512 only) cannot run: the router (route.h) picks between the two. Here, on the float32
+// library GEMM, large operands are widened to
 // float32 one cache-sized panel at a time, right before the float32 kernel multiplies the panel,
 // so they are read from memory once, at half the bytes of float32 ones, and never copied whole;
 // the float32 partial products stay in a per-task tile and are rounded once into the result.
