@@ -31,6 +31,7 @@
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/loss.h"
+#include "framework/ops/loss_fused.h"
 #include "framework/ops/matmul.h"
 #include "framework/ops/minmax.h"
 #include "framework/ops/nn_misc.h"

@@ -117,6 +117,7 @@ constexpr PolicyRow kTable[] = {
   {"batch_norm",                         Pass,    Pass,    "not listed: kernels keep float32 statistics"},
   // -- losses: float32 on both --
   {"cross_entropy",                      F32,     F32,     "loss"},
+  {"cross_entropy_fused_",               Pass,    Pass,    "loss in float32 inside; its gradient written over the logits in their dtype"},
   {"nll_loss",                           F32,     F32,     "loss"},
   {"mse_loss",                           F32,     F32,     "loss"},
   {"l1_loss",                            F32,     F32,     "loss"},

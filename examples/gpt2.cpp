@@ -104,7 +104,9 @@ double lr_at(const Train& t, int64_t step) {
 Tensor loss_of(hg::nn::Module& net, const Tensor& x, const Tensor& y, std::optional<hg::Dtype> amp, int64_t vocab) {
   hg::amp::AutocastGuard autocast(x.device().type, amp, amp.has_value());
   const Tensor logits = net(x);
-  return hg::cross_entropy(logits.reshape({-1, vocab}), y.reshape({-1}));  // float32 under autocast
+  // The fused loss writes the logits' gradient over them (no second logits-sized tensor); the
+  // loss is float32 under autocast, as cross_entropy's.
+  return hg::cross_entropy_fused_(logits.reshape({-1, vocab}), y.reshape({-1}));
 }
 
 // Mean loss of the first `batches` micro-batches of the stream (the same ones every time).

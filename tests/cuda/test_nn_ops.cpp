@@ -271,3 +271,28 @@ TEST_CASE("cuda conv2d double backward (a gradient penalty) matches the CPU") {
   const auto cpu = run(kCPU), gpu = run(kCUDA);
   for (size_t i = 0; i < cpu.size(); ++i) check_close(gpu[i], cpu[i], {1e-4, 1e-3});
 }
+
+TEST_CASE("cuda cross_entropy_fused_ writes cross_entropy's gradient into the logits, bf16 and float32, vocab 50304") {
+  // The GPT-2 classifier's shape, small: rows of 50304 classes, one ignored target. The CUDA
+  // gradient (written in place) matches the CPU's fused op and the unfused cross_entropy.
+  for (const Dtype dt : {kFloat32, kBFloat16}) {
+    CAPTURE(dt);
+    manual_seed(3);
+    const Tensor logits_cpu = (randn({8, 50304}) * 3.0).to(dt);
+    std::vector<int64_t> t = {5, 50303, -100, 0, 17, 40000, 9, 1};
+    const Tensor target = tensor(t);
+    auto grads = [&](Device device, bool fused) {
+      Tensor leaf = logits_cpu.to(device).requires_grad_();
+      Tensor logits = leaf * 1.0;  // a non-leaf, as a linear's output
+      const Tensor loss = fused ? cross_entropy_fused_(logits, target.to(device))
+                                : cross_entropy(logits.to(kFloat32), target.to(device));
+      (loss * 256.0).backward();
+      return std::make_pair(loss.to(kCPU).to(kFloat32), leaf.grad().to(kCPU).to(kFloat32));
+    };
+    const auto cpu = grads(kCPU, true), cuda = grads(kCUDA, true), plain = grads(kCUDA, false);
+    check_close(cuda.first, cpu.first, {1e-5, 1e-5});
+    check_close(cuda.second, cpu.second, {2e-3, 1e-2});
+    check_close(cuda.second, plain.second, {2e-3, 1e-2});
+    CHECK(cuda.second.select(0, 2).abs().sum().item<double>() == 0.0);  // the ignored row
+  }
+}

@@ -118,7 +118,8 @@ std::optional<hg::Dtype> autocast_dtype(const std::string& precision) {
 hg::Tensor loss_of(gpt2::GPT2& model, const Batch& b, std::optional<hg::Dtype> dtype, hg::DeviceType device) {
   hg::amp::AutocastGuard autocast(device, dtype, dtype.has_value());
   const hg::Tensor logits = model(b.x);
-  return hg::cross_entropy(logits.reshape({-1, logits.size(-1)}), b.y.reshape({-1}));
+  // llm.c's fused classifier: the gradient written over the logits during the forward.
+  return hg::cross_entropy_fused_(logits.reshape({-1, logits.size(-1)}), b.y.reshape({-1}));
 }
 
 // GFLOP/s of the step's largest GEMM (the classifier, [B T, C] x [C, vocab]) in the precision

@@ -1,0 +1,132 @@
+// cross_entropy_fused_: the same loss and gradients as cross_entropy (bit for bit where both run
+// the same kernels), with the gradient written into the logits during the forward.
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::check_error;
+
+namespace {
+
+struct Run {
+  Tensor loss, grad_a, grad_w, logits_after;
+};
+
+// logits = a @ w^T (a non-leaf), then the loss; backward with `scale` as the upstream gradient.
+Run run(bool fused, Reduction reduction, double smoothing, double scale, Dtype autocast_dtype = kFloat32) {
+  manual_seed(21);
+  Tensor a = randn({6, 8}).requires_grad_();
+  Tensor w = randn({50, 8}).requires_grad_();
+  const Tensor target = tensor(std::vector<int64_t>{3, -100, 49, 0, 17, 3});
+  Run r;
+  Tensor logits;
+  {
+    const bool on = autocast_dtype != kFloat32;
+    amp::AutocastGuard autocast(kCPU, on ? std::optional<Dtype>(autocast_dtype) : std::nullopt, on);
+    logits = linear(a, w);
+    r.loss = fused ? cross_entropy_fused_(logits, target, reduction, -100, smoothing)
+                   : cross_entropy(logits, target, reduction, -100, smoothing);
+  }
+  r.logits_after = logits.detach().clone();
+  Tensor l = r.loss.to(kFloat32);
+  if (reduction == Reduction::None) l = (l * arange(6.0, 12.0, 1.0)).sum();  // a different weight per row
+  (l * scale).backward();
+  r.grad_a = a.grad();
+  r.grad_w = w.grad();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cross_entropy_fused_ gives cross_entropy's loss and gradients, writing the gradient into the logits") {
+  for (const Reduction reduction : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    for (const double smoothing : {0.0, 0.1}) {
+      for (const double scale : {1.0, 1024.0}) {
+        CAPTURE(static_cast<int>(reduction));
+        CAPTURE(smoothing);
+        CAPTURE(scale);
+        const Run plain = run(false, reduction, smoothing, scale), fused = run(true, reduction, smoothing, scale);
+        CHECK(fused.loss.dtype() == kFloat32);
+        CHECK(fused.loss.to_vector<float>() == plain.loss.to_vector<float>());
+        hg::test::check_close(fused.grad_a, plain.grad_a, {1e-6, 1e-6});
+        hg::test::check_close(fused.grad_w, plain.grad_w, {1e-6, 1e-6});
+        if (reduction == Reduction::Mean && scale == 1.0) {
+          // The logits hold the gradient itself: softmax minus the (smoothed) one-hot, over the
+          // 5 kept targets, 0 on the ignored row.
+          const Tensor expected =
+              (softmax(plain.logits_after, 1) -
+               one_hot(tensor(std::vector<int64_t>{3, 0, 49, 0, 17, 3}), 50).to(kFloat32) * (1.0 - smoothing) -
+               smoothing / 50.0) /
+              5.0;
+          const Tensor got = fused.logits_after;
+          hg::test::check_close(got.narrow(0, 2, 4), expected.narrow(0, 2, 4), {1e-6, 1e-6});
+          CHECK(got.select(0, 1).abs().sum().item<double>() == 0.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cross_entropy_fused_ under bfloat16 autocast: bf16 logits read and written in place, float32 loss") {
+  const Run plain = run(false, Reduction::Mean, 0.0, 1.0, kBFloat16);
+  const Run fused = run(true, Reduction::Mean, 0.0, 1.0, kBFloat16);
+  CHECK(fused.logits_after.dtype() == kBFloat16);  // the policy passes them through: no float32 copy
+  CHECK(fused.loss.dtype() == kFloat32);
+  hg::test::check_close(fused.loss, plain.loss.to(kFloat32), {1e-6, 1e-6});
+  hg::test::check_close(fused.grad_w, plain.grad_w, {1e-6, 1e-6});
+  hg::test::check_close(fused.grad_a, plain.grad_a, {1e-6, 1e-6});
+}
+
+TEST_CASE("cross_entropy_fused_ refuses what it cannot do, and leaves logits alone when no backward will come") {
+  const Tensor target = tensor(std::vector<int64_t>{1, 2});
+  Tensor leaf = randn({2, 5}).requires_grad_();
+  check_error([&] { cross_entropy_fused_(leaf, target); }, {"[cross_entropy_fused_]", "leaf", "use cross_entropy"});
+  check_error([&] { cross_entropy_fused_(randn({2, 5, 3}), target); }, {"[cross_entropy_fused_]", "[N, C]"});
+  check_error([&] { cross_entropy_fused_(randn({2, 5}), target.to(kInt32)); }, {"[cross_entropy_fused_]", "int64"});
+  check_error([&] { cross_entropy_fused_(randn({3, 5}), target); }, {"[cross_entropy_fused_]", "shape [3]"});
+  check_error(
+      [&] {
+        cross_entropy_fused_(randn({2, 5}), target, Reduction::Mean, -100, 1.5);
+      },
+      {"[cross_entropy_fused_]", "label_smoothing"});
+  check_error(
+      [&] {
+        cross_entropy_fused_(randn({2, 5}), tensor(std::vector<int64_t>{1, 7}));
+      },
+      {"[cross_entropy]", "target 7", "out of range"});  // the shared kernel names itself
+
+  // Twice through one graph: the gradient was consumed by the first backward.
+  Tensor w = randn({5, 4}).requires_grad_();
+  const Tensor loss = cross_entropy_fused_(linear(randn({2, 4}), w), target);
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  check_error([&] { loss.backward(); }, {"[cross_entropy_fused_]", "can be taken once"});
+
+  // Without grad, the logits keep their values and the loss is cross_entropy's.
+  Tensor logits = randn({2, 5});
+  const std::vector<float> before = logits.to_vector<float>();
+  {
+    NoGradGuard no_grad;
+    CHECK(cross_entropy_fused_(logits, target).item<float>() == cross_entropy(logits, target).item<float>());
+  }
+  CHECK(logits.to_vector<float>() == before);
+}
+
+TEST_CASE("cross_entropy_fused_: a tensor saved from the logits before the loss sees the write") {
+  Tensor w = randn({5, 4}).requires_grad_();
+  const Tensor logits = linear(randn({2, 4}), w);
+  const Tensor probs = logits.exp();       // saves its output; the logits' version moves under it
+  const Tensor squared = logits * logits;  // saves the logits themselves
+  const Tensor loss = cross_entropy_fused_(logits, tensor(std::vector<int64_t>{1, 2}));
+  check_error([&] { (loss + squared.sum()).backward(); }, {"modified"});
+  (void)probs;
+}
+
+TEST_CASE("cross_entropy_fused_ gradients match finite differences") {
+  // Each evaluation makes fresh logits (x * 1.0), so the in-place write never touches the input.
+  const Tensor target = tensor(std::vector<int64_t>{0, 6, -100, 3});
+  for (const Reduction reduction : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    CAPTURE(static_cast<int>(reduction));
+    CHECK(autograd::gradcheck(
+        [&](const TensorList& x) { return cross_entropy_fused_(x[0] * 1.0, target, reduction, -100, 0.05); },
+        {randn({4, 7}, kFloat64)}));
+  }
+}
