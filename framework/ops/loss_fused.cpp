@@ -7,9 +7,12 @@
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/loss_fused_kernels.h"
 #include "framework/ops/loss_kernels.h"
 
 namespace hg {
+
+HG_DEFINE_OPTIONAL_STUB(cross_entropy_fused_stub, CrossEntropyFusedFn);
 
 namespace {
 // Not double-differentiable: the backward scales a buffer the forward filled.
@@ -40,22 +43,32 @@ Tensor cross_entropy_fused_(const Tensor& logits, const Tensor& target, Reductio
   const Dtype compute = detail::loss_compute_dtype(x.dtype());
   Tensor buffer = internal::contiguous(x);  // the logits themselves when contiguous
   const Tensor x3 = internal::alias(buffer, {n, c, 1}, {c, 1, 1}, buffer.offset());
-  const Tensor t2 = internal::alias(internal::contiguous(t), {n, 1}, {1, 1}, internal::contiguous(t).offset());
+  const Tensor tc = internal::contiguous(t);
+  const Tensor t2 = internal::alias(tc, {n, 1}, {1, 1}, tc.offset());
   Tensor losses = empty({n}, TensorOptions(compute).device(x.device()));
-  Tensor lse = empty({n, 1}, TensorOptions(compute).device(x.device()));
   const Tensor kept = zeros({}, TensorOptions(kInt64).device(x.device()));
-  if (n > 0)
-    cross_entropy_stub(x.device().type, internal::alias(losses, {n, 1}, {1, 1}, 0), lse, kept, x3, t2, ignore_index,
-                       label_smoothing);
+  const bool one_pass = cross_entropy_fused_stub.has(x.device().type);
+  Tensor lse;
+  if (one_pass) {
+    if (n > 0)
+      cross_entropy_fused_stub(x.device().type, losses, kept, buffer, tc, ignore_index, label_smoothing,
+                               reduction == Reduction::Mean, grad && c > 0);
+  } else {
+    lse = empty({n, 1}, TensorOptions(compute).device(x.device()));
+    if (n > 0)
+      cross_entropy_stub(x.device().type, internal::alias(losses, {n, 1}, {1, 1}, 0), lse, kept, x3, t2, ignore_index,
+                         label_smoothing);
+  }
   Tensor count = empty({}, TensorOptions(compute).device(x.device()));
   copy_stub(x.device().type, count, kept);
   Tensor out = detail::reduce_loss(losses, reduction, count, compute);
 
   BackwardFn bw;
   if (grad) {
-    // The gradient for an upstream gradient of 1, written over the logits (each row read into
-    // the kernel before its gradient is written, so in place is safe): the mean's 1/count or 1.
-    if (n * c > 0) {
+    // Without the one-pass kernel: the gradient for an upstream gradient of 1 written over the
+    // logits by cross_entropy's backward kernel (each row read before its gradient is written, so
+    // in place is safe), weighted by the mean's 1/count or 1.
+    if (!one_pass && n * c > 0) {
       const Tensor w = reduction == Reduction::Mean ? 1.0 / count : ones({}, TensorOptions(compute).device(x.device()));
       cross_entropy_backward_stub(x.device().type, x3, w, x3, t2, lse, ignore_index, label_smoothing);
     }

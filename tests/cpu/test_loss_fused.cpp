@@ -1,5 +1,6 @@
-// cross_entropy_fused_: the same loss and gradients as cross_entropy (bit for bit where both run
-// the same kernels), with the gradient written into the logits during the forward.
+// cross_entropy_fused_: the same loss as cross_entropy (bit for bit: the same max, exponentials
+// and sums) and the same gradients to float32 rounding (the CPU's one-pass kernel multiplies in
+// another order), with the gradient written into the logits during the forward.
 #include "helpers.h"
 
 using namespace hg;
@@ -47,8 +48,11 @@ TEST_CASE("cross_entropy_fused_ gives cross_entropy's loss and gradients, writin
         const Run plain = run(false, reduction, smoothing, scale), fused = run(true, reduction, smoothing, scale);
         CHECK(fused.loss.dtype() == kFloat32);
         CHECK(fused.loss.to_vector<float>() == plain.loss.to_vector<float>());
-        hg::test::check_close(fused.grad_a, plain.grad_a, {1e-6, 1e-6});
-        hg::test::check_close(fused.grad_w, plain.grad_w, {1e-6, 1e-6});
+        // Sums of gradients with mixed signs: errors relative to the largest value, not each one.
+        for (const auto& [got, want] : {std::pair{fused.grad_a, plain.grad_a}, std::pair{fused.grad_w, plain.grad_w}}) {
+          const double largest = want.abs().max().item<double>();
+          hg::test::check_close(got, want, {1e-5 * largest, 1e-5});
+        }
         if (reduction == Reduction::Mean && scale == 1.0) {
           // The logits hold the gradient itself: softmax minus the (smoothed) one-hot, over the
           // 5 kept targets, 0 on the ignored row.
