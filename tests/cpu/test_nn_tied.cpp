@@ -15,7 +15,7 @@ struct Tied : nn::Module {
   std::shared_ptr<nn::Embedding> emb = register_module("emb", std::make_shared<nn::Embedding>(5, 3));
   std::shared_ptr<nn::Linear> body = register_module("body", std::make_shared<nn::Linear>(3, 3));
   std::shared_ptr<nn::Linear> head =
-      register_module("head", std::make_shared<nn::Linear>(3, 5, false));
+      register_module("head", std::make_shared<nn::Linear>(3, 5, nn::LinearOptions{.bias = false}));
   Tied() : Module("Tied") { head->weight = emb->weight; }
   Tensor forward(const Tensor& idx) override { return (*head)(emb->forward(idx)); }
 };
