@@ -85,8 +85,8 @@ TEST_CASE("thread start: a DataLoader whose workers cannot start throws hg::Erro
 }
 
 TEST_CASE("thread start: a rendezvous store whose server thread cannot start throws hg::Error") {
-  const int verdict = run_without_threads(
-      [] { distributed::TcpStore store("127.0.0.1", 0, /*is_server=*/true, 5.0); }, "[distributed] store");
+  const int verdict = run_without_threads([] { distributed::TcpStore store("127.0.0.1", 0, /*is_server=*/true, 5.0); },
+                                          "[distributed] store");
   CHECK(verdict == 0);
 }
 
