@@ -4,6 +4,7 @@
 
 #include "amp/cast_cache.h"
 #include "framework/autocast_state.h"
+#include "framework/op.h"
 
 namespace hg::amp {
 

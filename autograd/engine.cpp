@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"

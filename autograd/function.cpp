@@ -1,4 +1,5 @@
 #include "autograd/function.h"
+#include "framework/op.h"
 
 namespace hg::autograd {
 

@@ -38,8 +38,8 @@
 #include <type_traits>
 
 #include "framework/autocast_state.h"
+#include "framework/backward.h"
 #include "framework/grad_mode.h"
-#include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/type_name.h"
 

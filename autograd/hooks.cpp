@@ -1,5 +1,6 @@
 // Installs the autograd layer into the tensor core's hooks when the library loads.
 #include "autograd/engine.h"
+#include "framework/op.h"
 
 namespace hg::autograd {
 namespace {

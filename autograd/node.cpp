@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "framework/op.h"
 #include "framework/view_history.h"
 
 namespace hg::autograd {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "framework/autocast_state.h"
-#include "framework/op.h"
+#include "framework/backward.h"
 
 namespace hg::autograd {
 

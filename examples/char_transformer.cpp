@@ -101,12 +101,12 @@ class CharGPT : public hg::nn::Module {
   explicit CharGPT(const Config& c) : Module("CharGPT") {
     tok_emb = register_module("tok_emb", std::make_shared<hg::nn::Embedding>(kVocab, c.embd));
     pos_emb = register_module("pos_emb", std::make_shared<hg::nn::Embedding>(c.context, c.embd));
+    const hg::nn::TransformerEncoderLayerOptions block{
+        .dim_feedforward = 4 * c.embd, .dropout = c.dropout, .activation = "gelu", .norm_first = true};
     for (int64_t i = 0; i < c.layers; ++i)
-      blocks.push_back(register_module(
-          fmt::format("block{}", i),
-          std::make_shared<hg::nn::TransformerEncoderLayer>(c.embd, c.heads, 4 * c.embd, c.dropout, "gelu", 1e-5,
-                                                            /*batch_first=*/true, /*norm_first=*/true)));
-    ln_f = register_module("ln_f", std::make_shared<hg::nn::LayerNorm>(hg::Shape{c.embd}));
+      blocks.push_back(register_module(fmt::format("block{}", i),
+                                       std::make_shared<hg::nn::TransformerEncoderLayer>(c.embd, c.heads, block)));
+    ln_f = register_module("ln_f", std::make_shared<hg::nn::LayerNorm>(c.embd));
     // GPT-2's scheme, mirrored by the twin: every matrix and embedding N(0, 0.02), biases 0, norms 1.
     for (auto& [name, p] : named_parameters()) {
       if (p.dim() >= 2) hg::nn::init::normal_(p, 0.0, 0.02);

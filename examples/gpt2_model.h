@@ -87,9 +87,9 @@ class Mlp : public hg::nn::Module {
 class Block : public hg::nn::Module {
  public:
   Block(const Config& c) : Module("GPT2Block") {
-    ln_1 = register_module("ln_1", std::make_shared<hg::nn::LayerNorm>(hg::Shape{c.embd}));
+    ln_1 = register_module("ln_1", std::make_shared<hg::nn::LayerNorm>(c.embd));
     attn = register_module("attn", std::make_shared<Attention>(c));
-    ln_2 = register_module("ln_2", std::make_shared<hg::nn::LayerNorm>(hg::Shape{c.embd}));
+    ln_2 = register_module("ln_2", std::make_shared<hg::nn::LayerNorm>(c.embd));
     mlp = register_module("mlp", std::make_shared<Mlp>(c));
   }
   Tensor forward(const Tensor& x) override {
@@ -108,7 +108,7 @@ class Transformer : public hg::nn::Module {
     wpe = register_module("wpe", std::make_shared<hg::nn::Embedding>(c.context, c.embd));
     h = register_module("h", std::make_shared<hg::nn::ModuleList>());
     for (int64_t i = 0; i < c.layers; ++i) h->push_back(std::make_shared<Block>(c));
-    ln_f = register_module("ln_f", std::make_shared<hg::nn::LayerNorm>(hg::Shape{c.embd}));
+    ln_f = register_module("ln_f", std::make_shared<hg::nn::LayerNorm>(c.embd));
   }
   std::shared_ptr<hg::nn::Embedding> wte, wpe;
   std::shared_ptr<hg::nn::ModuleList> h;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/cuda.h"
 #include "framework/cuda_backend.h"
 #include "framework/error.h"
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "framework/allocator.h"
 
@@ -27,7 +28,9 @@ bool cudnn_deterministic();
 
 namespace cuda {
 
-bool is_built();      // the CUDA backend module (libhalfgrad_cuda.so) is present and loads
+bool is_built();  // the CUDA backend module (libhalfgrad_cuda.so) is present and loads
+// Why is_built() is false (the dlerror text or the missing path); empty when it is true.
+std::string backend_error();
 bool is_available();  // built and at least one CUDA device is visible
 int device_count();   // 0 when not available
 // Blocks the host until all work queued on every device's current stream has finished.

@@ -1,5 +1,6 @@
 // Loading the CUDA backend: the module libhalfgrad_cuda.so (kernels/cuda) is opened with dlopen on
-// first CUDA use, so a CPU-only program never maps cudart, cuBLASLt or cuDNN.
+// first CUDA use, so a CPU-only program never maps cudart, cuBLASLt or cuDNN. Not installed: user
+// code asks hg::cuda::is_built() and backend_error() (framework/cuda.h).
 #pragma once
 
 #include <string>
@@ -11,7 +12,5 @@ namespace hg::cuda {
 // $HG_CUDA_BACKEND if set, else next to libhalfgrad. Every cuda:: query, the first CUDA tensor
 // and a CUDA kernel lookup call this, so user code need not. Returns whether it is loaded.
 bool load_backend();
-// Why load_backend() failed (the dlerror text or the missing path); empty when it is loaded.
-std::string backend_error();
 
 }  // namespace hg::cuda

@@ -1,5 +1,6 @@
 #include "framework/dispatch.h"
 
+#include "framework/cuda.h"
 #include "framework/cuda_backend.h"
 
 namespace hg {

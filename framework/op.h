@@ -1,3 +1,4 @@
+// Not installed: the core's plumbing, not user API (the recorder is framework/op_recorder.h).
 // The plumbing every public op goes through: its OpDef (name, listed in the op registry), and OpCall, which applies
 // autocast to the inputs, tells the op recorder what ran, and hands the backward formula to autograd. autocast and
 // autograd are hooks that the amp and autograd layers install, so the tensor core never depends on them.
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "framework/backward.h"
+#include "framework/op_recorder.h"
 #include "framework/tensor.h"
 
 namespace hg {
@@ -35,10 +38,6 @@ struct OpDef {
 const std::vector<const OpDef*>& op_registry();
 const OpDef* find_op(std::string_view name);
 
-// Maps the gradients of an op's outputs to the gradients of its inputs (one per input, an
-// undefined Tensor where an input gets none). A missing output gradient is an undefined Tensor.
-using BackwardFn = std::function<TensorList(const TensorList& grad_outputs)>;
-
 // ---- hooks filled by the upper layers ----
 struct AutocastResult {
   TensorList inputs;
@@ -57,45 +56,6 @@ struct AutogradHooks {
 };
 void set_autograd_hooks(AutogradHooks* hooks);
 AutogradHooks& autograd_hooks();  // throws when the autograd layer is not linked
-
-// ---- the op recorder (docs/AMP.md section 6) ----
-struct OpEvent {
-  std::string name;
-  bool backward = false;  // run by the autograd engine
-  Device device;
-  std::vector<Dtype> inputs;
-  std::vector<Dtype> outputs;
-  // Wall time from the op's start (after autocast cast its inputs: those casts are events of
-  // their own) to the end of its kernel, before its autograd node is recorded. An op that calls
-  // other ops includes their time.
-  double micros = 0;
-};
-
-// Records, while alive, every op run on this thread (nested recorders each see every op).
-class OpRecorder {
- public:
-  OpRecorder();
-  ~OpRecorder();
-  OpRecorder(const OpRecorder&) = delete;
-  OpRecorder& operator=(const OpRecorder&) = delete;
-  const std::vector<OpEvent>& events() const { return events_; }
-  void clear() { events_.clear(); }
-  // Events with this name (e.g. count("to") after an autocast region).
-  size_t count(std::string_view name, std::optional<bool> backward = std::nullopt) const;
-  // The events summed per op name and pass (forward or backward), the largest total time first:
-  // where a step's time goes, as PyTorch's profiler's key_averages() shows it.
-  struct Total {
-    std::string name;
-    bool backward = false;
-    size_t calls = 0;
-    double micros = 0;
-  };
-  std::vector<Total> totals() const;
-
- private:
-  friend class OpCall;
-  std::vector<OpEvent> events_;
-};
 
 // Whether the current thread is running a backward formula (set by the autograd engine).
 bool in_backward_pass();
@@ -176,32 +136,6 @@ class WidenedGradientGuard {
 
  private:
   std::vector<bool> prev_;
-};
-
-// A tensor kept for backward: its data (a detached alias), the storage version at save time and
-// its autograd identity. get() throws, naming the op, when the tensor was modified in place since.
-// With grad mode off (a plain backward) get() is the detached alias; with grad mode on (the
-// engine under create_graph) it is an alias that keeps the saved tensor's history, so the
-// recorded formula differentiates through it. An op's own output is saved with output(): it
-// keeps no link to its node (node -> saved output -> node would be a cycle, as in PyTorch) and
-// is linked to the node running the formula when unpacked.
-class SavedTensor {
- public:
-  SavedTensor() = default;
-  SavedTensor(const Tensor& t, const char* op);
-  // For output `output_nr` of the op that saves it (saved before call.finish()).
-  static SavedTensor output(const Tensor& t, const char* op, uint32_t output_nr = 0);
-  Tensor get() const;
-
- private:
-  Tensor tensor_;
-  uint32_t version_ = 0;
-  const char* op_ = "";
-  bool requires_grad_ = false;
-  bool is_output_ = false;
-  uint32_t output_nr_ = 0;
-  std::shared_ptr<autograd::Node> grad_fn_;  // a non-leaf input's producer
-  std::shared_ptr<AutogradMeta> leaf_;       // a leaf input's slot (shared with every handle of it)
 };
 
 }  // namespace hg

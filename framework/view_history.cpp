@@ -4,6 +4,7 @@
 
 #include "framework/grad_mode.h"
 #include "framework/memory_overlap.h"
+#include "framework/op.h"
 
 namespace hg {
 

@@ -10,13 +10,14 @@
 
 namespace hg::nn {
 
-MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias,
-                                       bool batch_first)
-    : Module("MultiheadAttention"),
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options)
+    : CallableModule("MultiheadAttention"),
       embed_dim_(embed_dim),
       num_heads_(num_heads),
-      dropout_(dropout),
-      batch_first_(batch_first) {
+      dropout_(options.dropout),
+      batch_first_(options.batch_first) {
+  const double dropout = options.dropout;
+  const bool bias = options.bias;
   HG_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0, "MultiheadAttention",
            "embed_dim ({}) must be a positive multiple of num_heads ({})", embed_dim, num_heads);
   HG_CHECK(dropout >= 0.0 && dropout < 1.0, "MultiheadAttention", "dropout must be in [0, 1), got {}", dropout);
@@ -27,7 +28,7 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
   if (bias) {
     register_parameter("in_proj_bias", in_proj_bias, zeros({3 * embed_dim}));
   }
-  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, LinearOptions{.bias = bias}));
   if (bias) init::zeros_(out_proj->bias);
 }
 

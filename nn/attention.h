@@ -8,14 +8,20 @@
 
 namespace hg::nn {
 
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;  // on the attention weights, in training
+  bool bias = true;
+  bool batch_first = true;  // PyTorch's default is false; [B, L, E] is what halfgrad's layers use
+};
+
 // forward(query, key, value): [B, L, E] (batch_first) or [L, B, E]; key/value [B, S, E] or [S, B, E].
 // attn_mask follows nn.MultiheadAttention, not the functional op: [L, S] or [B * num_heads, L, S],
 // bool true = NOT allowed to attend, or floating (added to the scores). Dropout applies to the
-// attention weights in training. Returns the output only (no averaged weights).
-class MultiheadAttention : public Module {
+// attention weights in training. Returns the output only (no averaged weights). Called as
+// mha(query, key, value[, attn_mask, is_causal]), with the hooks (see CallableModule).
+class MultiheadAttention : public CallableModule<MultiheadAttention> {
  public:
-  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
-                     bool batch_first = true);
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {});
   Tensor forward(const Tensor& x) override { return forward(x, x, x); }
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = Tensor(),
                  bool is_causal = false);

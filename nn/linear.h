@@ -6,10 +6,14 @@
 
 namespace hg::nn {
 
+struct LinearOptions {
+  bool bias = true;
+};
+
 // y = x W^T + b with W [out, in]; W and b ~ U(-1/sqrt(in), 1/sqrt(in)) as PyTorch.
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Linear(int64_t in_features, int64_t out_features, LinearOptions options = {});
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override {
     return fmt::format("in_features={}, out_features={}, bias={}", in_, out_, bias.defined());
@@ -37,10 +41,13 @@ class ReLU : public Module {
   Tensor forward(const Tensor& x) override { return x.relu(); }
 };
 
-// approximate = false: the exact erf form; true: the tanh approximation.
+struct GELUOptions {
+  std::string approximate = "none";  // "none": the exact erf form; "tanh": the tanh approximation
+};
+
 class GELU : public Module {
  public:
-  explicit GELU(bool tanh_approximation = false) : Module("GELU"), tanh_(tanh_approximation) {}
+  explicit GELU(GELUOptions options = {});
   Tensor forward(const Tensor& x) override { return x.gelu(tanh_); }
   std::string extra_repr() const override { return tanh_ ? "approximate='tanh'" : ""; }
 

@@ -11,11 +11,15 @@ Tensor Module::forward(const Tensor&) { fail(type_name_, "this module has no one
 
 Tensor Module::operator()(const Tensor& input) {
   if (hooks_->pre.empty() && hooks_->post.empty()) return forward(input);
+  return run_hooked(input, [this](const Tensor& x) { return forward(x); });
+}
+
+Tensor Module::run_hooked(const Tensor& input, const std::function<Tensor(const Tensor&)>& body) {
   // Copies: a hook may remove itself (or register another) while they run.
   Tensor x = input;
   for (const auto& [id, fn] : std::vector(hooks_->pre))
     if (std::optional<Tensor> r = fn(*this, x)) x = std::move(*r);
-  Tensor y = forward(x);
+  Tensor y = body(x);
   for (const auto& [id, fn] : std::vector(hooks_->post))
     if (std::optional<Tensor> r = fn(*this, x, y)) y = std::move(*r);
   return y;
@@ -70,24 +74,44 @@ Tensor& Module::register_buffer(const std::string& name, Tensor& slot, Tensor va
   return slot;
 }
 
+Tensor& Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_new_name(name);  // before the slot exists, so a refused name leaves nothing behind
+  return register_parameter(name, owned_slots_.emplace_back(), std::move(value), requires_grad);
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor value) {
+  check_new_name(name);
+  return register_buffer(name, owned_slots_.emplace_back(), std::move(value));
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   HG_CHECK(module != nullptr, type_name_, "submodule '{}' is null", name);
   children_.emplace_back(name, std::move(module));
 }
 
-template <class F>
-void Module::walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const {
+Module::Named Module::all_named(bool recurse, bool buffers) const {
+  Named out;
   for (const auto& [name, slot] : buffers ? buffers_ : params_)
-    if (slot->defined()) fn(prefix + name, *slot);
-  if (!recurse) return;
-  for (const auto& [name, child] : children_) child->walk(prefix + name + ".", true, buffers, fn);
+    if (slot->defined()) out.emplace_back(name, *slot);
+  if (!recurse) return out;
+  for (const auto& [name, child] : children_)
+    for (auto& [n, t] : child->all_named(true, buffers)) out.emplace_back(name + "." + n, std::move(t));
+  return out;
 }
 
+namespace {
+// Each tensor once, under the first of its names (PyTorch's remove_duplicate).
+std::vector<std::pair<std::string, Tensor>> first_names(std::vector<std::pair<std::string, Tensor>> all,
+                                                        std::set<const void*>& seen) {
+  std::erase_if(all, [&](const auto& entry) { return !seen.insert(entry.second.impl()).second; });
+  return all;
+}
+}  // namespace
+
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  walk("", recurse, false, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
-  return out;
+  std::set<const void*> seen;
+  return first_names(all_named(recurse, false), seen);
 }
 
 TensorList Module::parameters(bool recurse) const {
@@ -97,15 +121,44 @@ TensorList Module::parameters(bool recurse) const {
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  walk("", recurse, true, [&](const std::string& n, const Tensor& t) { out.emplace_back(n, t); });
-  return out;
+  std::set<const void*> seen;
+  return first_names(all_named(recurse, true), seen);
 }
 
 TensorList Module::buffers(bool recurse) const {
   TensorList out;
   for (auto& [_, t] : named_buffers(recurse)) out.push_back(t);
   return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  std::set<const Module*> seen;
+  auto visit = [&](auto& self, const std::string& prefix, Module& m) -> void {
+    if (!seen.insert(&m).second) return;
+    out.emplace_back(prefix, &m);
+    for (auto& [name, child] : m.children_) self(self, prefix.empty() ? name : prefix + "." + name, *child);
+  };
+  visit(visit, "", *this);
+  return out;
+}
+
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out;
+  for (auto& [_, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  HG_CHECK(fn != nullptr, "apply", "{}: the function is empty", type_name_);
+  for (auto& [_, child] : children_) child->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+Module& Module::requires_grad_(bool requires_grad) {
+  for (Tensor& p : parameters()) p.requires_grad_(requires_grad);
+  return *this;
 }
 
 int64_t Module::num_parameters() const {
@@ -148,19 +201,35 @@ void Module::train(bool on) {
 }
 
 void Module::convert(Device device, std::optional<Dtype> dtype) {
+  std::map<const void*, Tensor> done;
+  convert(device, dtype, done);
+}
+
+// `done` maps each tensor converted so far to its new self, so a tied tensor stays one tensor.
+// (The keys are the old tensors' addresses: a slot not yet converted still holds its old tensor,
+// so no address in the map can be a live unconverted tensor other than the one it names.)
+void Module::convert(Device device, std::optional<Dtype> dtype, std::map<const void*, Tensor>& done) {
   NoGradGuard no_grad;
   for (auto& [_, slot] : params_) {
     if (!slot->defined()) continue;
-    const bool rg = slot->requires_grad();
-    *slot = slot->to(device, dtype.value_or(slot->dtype())).detach();
-    if (rg) slot->requires_grad_(true);
+    auto [it, fresh] = done.try_emplace(slot->impl());
+    if (fresh) {
+      const bool rg = slot->requires_grad();
+      it->second = slot->to(device, dtype.value_or(slot->dtype())).detach();
+      if (rg) it->second.requires_grad_(true);
+    }
+    *slot = it->second;
   }
   for (auto& [_, slot] : buffers_) {
     if (!slot->defined()) continue;
-    const Dtype d = dtype && slot->is_floating_point() ? *dtype : slot->dtype();
-    *slot = slot->to(device, d).detach();
+    auto [it, fresh] = done.try_emplace(slot->impl());
+    if (fresh) {
+      const Dtype d = dtype && slot->is_floating_point() ? *dtype : slot->dtype();
+      it->second = slot->to(device, d).detach();
+    }
+    *slot = it->second;
   }
-  for (auto& [_, child] : children_) child->convert(device, dtype);
+  for (auto& [_, child] : children_) child->convert(device, dtype, done);
 }
 
 void Module::to(Device device) { convert(device, std::nullopt); }
@@ -190,22 +259,28 @@ void Module::zero_grad(bool set_to_none) {
 }
 
 StateDict Module::state_dict() const {
+  // A tied tensor once, under its first name: a safetensors file cannot hold two names for one
+  // tensor, and PyTorch's safetensors save_model drops the later names the same way.
+  std::set<const void*> seen;
   StateDict out;
-  walk("", true, false, [&](const std::string& n, const Tensor& t) { out[n] = t.detach(); });
-  walk("", true, true, [&](const std::string& n, const Tensor& t) { out[n] = t.detach(); });
+  for (auto& [n, t] : first_names(all_named(true, false), seen)) out[n] = t.detach();
+  for (auto& [n, t] : first_names(all_named(true, true), seen)) out[n] = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::pair<std::string, Tensor>> mine = named_parameters();
-  for (auto& nb : named_buffers()) mine.push_back(nb);
+  Named mine = all_named(true, false);
+  for (auto& nb : all_named(true, true)) mine.push_back(nb);
+  // A tied tensor is satisfied by any one of its names (a file saved with or without the others).
+  std::map<const void*, int> found;
+  for (const auto& [name, t] : mine) found[t.impl()] += static_cast<int>(state.count(name));
   std::vector<std::string> missing, unexpected, mismatched;
   std::set<std::string> known;
   for (const auto& [name, t] : mine) {
     known.insert(name);
     auto it = state.find(name);
     if (it == state.end()) {
-      missing.push_back(name);
+      if (found[t.impl()] == 0) missing.push_back(name);
     } else if (it->second.shape() != t.shape()) {
       mismatched.push_back(
           fmt::format("'{}' has shape {} in the state dict, {} in the module", name, it->second.shape(), t.shape()));

@@ -7,12 +7,19 @@
 //   };
 //
 // Call a module as module(x): that runs its forward pre-hooks, forward, then its forward hooks
-// (as PyTorch's __call__); calling forward() directly skips the hooks. fmt::print("{}", module)
-// (or std::cout << module) prints the tree as PyTorch's repr, with parameter counts.
+// (as PyTorch's __call__); calling forward() directly skips the hooks. A module whose forward takes
+// more arguments derives from CallableModule<Self> (below), so module(x, mask) runs them too.
+// fmt::print("{}", module) (or std::cout << module) prints the tree as PyTorch's repr, with
+// parameter counts.
+//
+// A tensor registered under two names (weight tying: head->weight = emb->weight) is one
+// parameter, as in PyTorch: parameters(), named_parameters() and state_dict() list it once, under
+// the first name met, and load_state_dict() accepts a file holding either name or both.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <deque>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -61,11 +68,19 @@ class Module {
   std::string to_string() const;
 
   // ---- walking the tree (names are dotted paths: "0.weight", "fc1.bias") ----
+  // Each tensor once, under the first name met (a tied weight is one parameter).
   TensorList parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   TensorList buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // This module (named "") and every module below it, depth first, each once however often it is
+  // registered (as PyTorch's named_modules). The pointers live as long as this module.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<Module*> modules();
+  // Runs fn on every child's tree, then on this module (PyTorch's apply, e.g. to initialise
+  // weights); returns *this.
+  Module& apply(const std::function<void(Module&)>& fn);
   int64_t num_parameters() const;
 
   // ---- modes and conversions ----
@@ -78,6 +93,8 @@ class Module {
   void to(Dtype dtype);
   void to(Device device, Dtype dtype);
   void zero_grad(bool set_to_none = true);
+  // Sets requires_grad on every parameter of the tree (freezing a submodule: sub->requires_grad_(false)).
+  Module& requires_grad_(bool requires_grad = true);
 
   // ---- checkpoints ----
   // Parameters and buffers by dotted name; the tensors alias the module's (as PyTorch's do):
@@ -87,10 +104,15 @@ class Module {
   // a shape mismatch always is. Errors name every offending key.
   void load_state_dict(const StateDict& state, bool strict = true);
 
- protected:
-  // Registers a member tensor as a parameter (requires grad) or a buffer; returns it.
+  // ---- registration (public, as PyTorch's: a module can be extended from outside) ----
+  // Registers a member tensor as a parameter (requires grad) or a buffer; returns it. The slot
+  // is read through on every walk, so assigning to the member (head->weight = emb->weight)
+  // changes what is registered.
   Tensor& register_parameter(const std::string& name, Tensor& slot, Tensor value, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor& slot, Tensor value);
+  // The same, with the slot kept by the module (no member to hold it); returns the slot.
+  Tensor& register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -98,11 +120,18 @@ class Module {
   }
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
+ protected:
+  // Runs body(input) inside this module's forward hooks: the pre-hooks may replace input, the
+  // forward hooks the output (what operator() does around forward).
+  Tensor run_hooked(const Tensor& input, const std::function<Tensor(const Tensor&)>& body);
+
  private:
+  using Named = std::vector<std::pair<std::string, Tensor>>;
   void check_new_name(const std::string& name) const;
+  // Every registered name, a tied tensor under each of its names.
+  Named all_named(bool recurse, bool buffers) const;
+  void convert(Device device, std::optional<Dtype> dtype, std::map<const void*, Tensor>& done);
   void convert(Device device, std::optional<Dtype> dtype);
-  template <class F>
-  void walk(const std::string& prefix, bool recurse, bool buffers, F&& fn) const;
   void append_repr(std::string& out, int indent) const;
 
   std::string type_name_;
@@ -110,6 +139,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> params_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::deque<Tensor> owned_slots_;  // a deque: registered slots must not move
   struct Hooks {
     uint64_t next_id = 0;
     std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
@@ -119,6 +149,27 @@ class Module {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// The base of a module whose forward takes more than one tensor (MultiheadAttention's
+// forward(q, k, v), a block's forward(x, mask)): module(args...) calls the Derived forward that
+// takes them, inside the hooks. The hooks see the first argument as the input (a pre-hook may
+// replace it) and the output, as a one-tensor call shows them.
+//   struct Block : hg::nn::CallableModule<Block> {
+//     Block() : CallableModule("Block") {}
+//     hg::Tensor forward(const hg::Tensor& x, const hg::Tensor& mask);
+//   };
+//   block(x, mask);
+template <class Derived>
+class CallableModule : public Module {
+ public:
+  using Module::Module;
+  template <class... Args>
+  Tensor operator()(const Tensor& input, Args&&... args) {
+    auto& self = static_cast<Derived&>(*this);
+    if (!has_forward_hooks()) return self.forward(input, std::forward<Args>(args)...);
+    return run_hooked(input, [&](const Tensor& x) { return self.forward(x, std::forward<Args>(args)...); });
+  }
+};
 
 }  // namespace hg::nn
 

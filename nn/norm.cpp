@@ -6,10 +6,12 @@
 
 namespace hg::nn {
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
-    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(eps) {
+LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions options)
+    : Module("LayerNorm"), shape_(std::move(normalized_shape)), eps_(options.eps) {
   HG_CHECK(!shape_.empty(), "LayerNorm", "normalized_shape must not be empty");
-  if (elementwise_affine) {
+  for (int64_t n : shape_) HG_CHECK(n > 0, "LayerNorm", "normalized_shape must be positive, got {}", shape_);
+  HG_CHECK(options.eps > 0, "LayerNorm", "eps must be positive, got {}", options.eps);
+  if (options.elementwise_affine) {
     register_parameter("weight", weight, ones(shape_));
     register_parameter("bias", bias, zeros(shape_));
   }
@@ -17,11 +19,11 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, shape_, weight, bias, eps_); }
 
-GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
-    : Module("GroupNorm"), groups_(num_groups), channels_(num_channels), eps_(eps) {
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions options)
+    : Module("GroupNorm"), groups_(num_groups), channels_(num_channels), eps_(options.eps) {
   HG_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, "GroupNorm",
            "num_channels {} must be a positive multiple of num_groups {}", num_channels, num_groups);
-  if (affine) {
+  if (options.affine) {
     register_parameter("weight", weight, ones({num_channels}));
     register_parameter("bias", bias, zeros({num_channels}));
   }
@@ -29,14 +31,17 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool 
 
 Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, groups_, weight, bias, eps_); }
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine, bool track_running_stats)
-    : Module("BatchNorm2d"), features_(num_features), eps_(eps), momentum_(momentum) {
+BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions options)
+    : Module("BatchNorm2d"), features_(num_features), eps_(options.eps), momentum_(options.momentum) {
   HG_CHECK(num_features > 0, "BatchNorm2d", "num_features must be positive, got {}", num_features);
-  if (affine) {
+  HG_CHECK(options.eps > 0, "BatchNorm2d", "eps must be positive, got {}", options.eps);
+  HG_CHECK(options.momentum >= 0 && options.momentum <= 1, "BatchNorm2d", "momentum must be in [0, 1], got {}",
+           options.momentum);
+  if (options.affine) {
     register_parameter("weight", weight, ones({num_features}));
     register_parameter("bias", bias, zeros({num_features}));
   }
-  if (track_running_stats) {
+  if (options.track_running_stats) {
     register_buffer("running_mean", running_mean, zeros({num_features}));
     register_buffer("running_var", running_var, ones({num_features}));
     register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, kInt64));

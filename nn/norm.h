@@ -5,10 +5,18 @@
 
 namespace hg::nn {
 
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+};
+
 // Normalises over the trailing normalized_shape dims; weight = 1, bias = 0 at start.
+// LayerNorm(64) normalises the last dim, LayerNorm({8, 64}) the last two.
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNorm(Shape normalized_shape, LayerNormOptions options = {});
+  explicit LayerNorm(int64_t normalized_size, LayerNormOptions options = {})
+      : LayerNorm(Shape{normalized_size}, options) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override {
     return fmt::format("{}, eps={}, elementwise_affine={}", shape_, eps_, weight.defined());
@@ -20,10 +28,15 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;
+};
+
 // x [N, C, ...]: hg::group_norm over num_groups groups of channels; weight = 1, bias = 0 ([C]).
 class GroupNorm : public Module {
  public:
-  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions options = {});
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override {
     return fmt::format("{}, {}, eps={}, affine={}", groups_, channels_, eps_, weight.defined());
@@ -35,12 +48,18 @@ class GroupNorm : public Module {
   double eps_;
 };
 
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
+  bool affine = true;
+  bool track_running_stats = true;
+};
+
 // x [N, C, H, W]. Buffers running_mean (0), running_var (1) and num_batches_tracked (int64),
 // as PyTorch's, so checkpoints carry the same keys.
 class BatchNorm2d : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
-                       bool track_running_stats = true);
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override {
     return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", features_, eps_, momentum_,

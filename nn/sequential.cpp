@@ -1,5 +1,8 @@
 #include "nn/sequential.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <typeinfo>
 
 #include "nn/conv.h"
@@ -15,6 +18,21 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
   add_child(std::to_string(layers_.size()), module);
   layers_.push_back(std::move(module));
   return *this;
+}
+
+namespace {
+// "hg::nn::Linear" rather than the mangled "N2hg2nn6LinearE".
+std::string readable(const std::type_info& type) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && name ? name : type.name();
+  std::free(name);
+  return out;
+}
+}  // namespace
+
+void Sequential::wrong_type(size_t i, const std::type_info& wanted) const {
+  fail("Sequential", "get<{}>({}): module {} is a {}", readable(wanted), i, i, layers_[i]->type_name());
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <typeinfo>
 
 #include "nn/module.h"
 
@@ -12,6 +13,11 @@ class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  // Any number of modules of any types, so make_shared (and nn::sequential) can forward them:
+  // make_shared<Sequential>(std::initializer_list<...>{...}) is what the list form needs.
+  template <class... M>
+  requires(sizeof...(M) > 0 && (std::is_base_of_v<Module, M> && ...)) explicit Sequential(std::shared_ptr<M>... modules)
+      : Sequential({std::shared_ptr<Module>(std::move(modules))...}) {}
   // Appends a module (named by its position); returns *this for chaining.
   Sequential& push_back(std::shared_ptr<Module> module);
   Tensor forward(const Tensor& x) override;
@@ -20,9 +26,25 @@ class Sequential : public Module {
     HG_CHECK(i < layers_.size(), "Sequential", "no module {} (there are {})", i, layers_.size());
     return layers_[i];
   }
+  // The module at i as its own type; throws "[Sequential] ..." naming both types when it is not an M.
+  template <class M>
+  std::shared_ptr<M> get(size_t i) const {
+    auto typed = std::dynamic_pointer_cast<M>((*this)[i]);
+    if (!typed) wrong_type(i, typeid(M));
+    return typed;
+  }
 
  private:
+  [[noreturn]] void wrong_type(size_t i, const std::type_info& wanted) const;
   std::vector<std::shared_ptr<Module>> layers_;
 };
+
+// A shared Sequential of the given modules, for a member in one line:
+//   std::shared_ptr<nn::Sequential> body = register_module("body", nn::sequential(
+//       std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>()));
+template <class... M>
+std::shared_ptr<Sequential> sequential(std::shared_ptr<M>... modules) {
+  return std::make_shared<Sequential>(std::move(modules)...);
+}
 
 }  // namespace hg::nn

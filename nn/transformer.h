@@ -11,12 +11,21 @@
 
 namespace hg::nn {
 
-// activation: "relu" or "gelu". Input [B, L, d_model] (batch_first) or [L, B, d_model].
-class TransformerEncoderLayer : public Module {
+struct TransformerEncoderLayerOptions {
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // or "gelu"
+  double layer_norm_eps = 1e-5;
+  bool batch_first = true;  // PyTorch's default is false
+  bool norm_first = false;
+  bool bias = true;
+};
+
+// Input [B, L, d_model] (batch_first) or [L, B, d_model]. Called as layer(src[, src_mask,
+// is_causal]), with the hooks (see CallableModule).
+class TransformerEncoderLayer : public CallableModule<TransformerEncoderLayer> {
  public:
-  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048, double dropout = 0.1,
-                          const std::string& activation = "relu", double layer_norm_eps = 1e-5, bool batch_first = true,
-                          bool norm_first = false, bool bias = true);
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerEncoderLayerOptions options = {});
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }
   // src_mask as MultiheadAttention's attn_mask; is_causal masks future positions.
   Tensor forward(const Tensor& src, const Tensor& src_mask, bool is_causal = false);

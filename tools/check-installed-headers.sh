@@ -18,7 +18,15 @@ while IFS= read -r h; do
   if grep -Eq 'HG_DECLARE_STUB\(|HG_DEFINE_STUB\(|HG_REGISTER_KERNEL\(|DispatchStub<' "$h"; then
     echo "installed header declares kernel plumbing: $h"; bad=1
   fi
-  case "$h" in *_kernels.h | ./framework/dispatch.h | ./framework/ops/internal.h) echo "installed internal header: $h"; bad=1 ;; esac
+  case "$h" in
+    *_kernels.h | ./framework/dispatch.h | ./framework/ops/internal.h | ./framework/op.h | ./framework/view_history.h | \
+      ./framework/cuda_backend.h | ./amp/policy.h | ./amp/autocast_hook.h | ./distributed/backend.h)
+      echo "installed internal header: $h"; bad=1 ;;
+  esac
+  # The op-call plumbing by name, wherever it might be declared again.
+  if grep -Eq '^(class|struct) (OpCall|AutogradHooks)\b|set_autocast_hook\(|\bWidenedGradientGuard\b|\bCurrentBackwardNodeGuard\b' "$h"; then
+    echo "installed header declares op-call plumbing: $h"; bad=1
+  fi
   while IFS= read -r dep; do
     [ -f "$dep" ] || { echo "$h includes \"$dep\", which is not installed"; bad=1; }
   done < <(sed -n 's/^#include "\(.*\)"/\1/p' "$h")

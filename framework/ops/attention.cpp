@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/attention_kernels.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"

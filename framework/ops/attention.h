@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

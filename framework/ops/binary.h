@@ -1,7 +1,7 @@
 // Elementwise binary arithmetic and comparisons, with broadcasting and type promotion.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

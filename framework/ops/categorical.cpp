@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"

@@ -2,7 +2,7 @@
 // manual_seed like rand/randn). Neither has a gradient.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -3,6 +3,7 @@
 #include "framework/ops/conv_kernels.h"
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"

@@ -2,7 +2,7 @@
 // filter) are in conv_kernels.h, shaped so a CUDA backend can plug cuDNN's matching calls into each one.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -1,6 +1,7 @@
 #include "framework/ops/copy_kernels.h"
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/views.h"

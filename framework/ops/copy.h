@@ -1,7 +1,7 @@
 // Copies and conversions: to(dtype/device), contiguous, clone, copy_ (kernels in copy_kernels.h).
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -1,6 +1,7 @@
 // gather / scatter_add and index_select / index_add: each pair is the other's gradient.
 #include "framework/ops/indexing_kernels.h"
 
+#include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"

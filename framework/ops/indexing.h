@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include "framework/op.h"
 #include "framework/ops/minmax.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

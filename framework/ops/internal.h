@@ -6,6 +6,7 @@
 
 #include <optional>
 
+#include "framework/op.h"
 #include "framework/tensor.h"
 
 namespace hg::internal {

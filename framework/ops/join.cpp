@@ -1,5 +1,6 @@
 // cat and stack: one kernel copy per input into its slice of the output; the gradient of each
 // input is its slice of the output's gradient.
+#include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"

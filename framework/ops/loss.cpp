@@ -3,6 +3,7 @@
 #include "framework/ops/loss_kernels.h"
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
 #include "framework/ops/categorical.h"

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -3,6 +3,7 @@
 // forward is one kernel pass plus the reduction; backward formulas are composed from ops.
 #include "framework/dispatch.h"
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"

@@ -1,5 +1,6 @@
 #include "framework/ops/matmul_kernels.h"
 
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
 #include "framework/ops/creation.h"

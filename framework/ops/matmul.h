@@ -1,7 +1,7 @@
 // Matrix products: mm, bmm, matmul (with batch broadcasting) and linear.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "framework/dispatch.h"
+#include "framework/op.h"
 #include "framework/ops/matmul.h"
 
 namespace hg {

@@ -1,6 +1,7 @@
 // embedding (index_select on rows, index_add back) and dropout (one mask kernel, one multiply).
 #include "framework/ops/nn_misc_kernels.h"
 
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
 #include "framework/ops/copy.h"

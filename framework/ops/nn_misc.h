@@ -1,7 +1,7 @@
 // Layers that are single ops: embedding (a row lookup) and dropout.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

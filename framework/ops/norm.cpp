@@ -5,6 +5,7 @@
 #include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
 #include "framework/memory_overlap.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"

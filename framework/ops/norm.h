@@ -3,7 +3,7 @@
 // 16-bit inputs (float64 for float64).
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -2,7 +2,7 @@
 // avg_pool2d, with PyTorch's padding, ceil_mode and count_include_pad rules.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"

@@ -2,6 +2,7 @@
 // upstream gradient, written with public ops (flip, cumsum) so it can be differentiated again.
 #include "framework/ops/scan_kernels.h"
 
+#include "framework/op.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/shaping.h"

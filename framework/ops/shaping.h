@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -2,6 +2,7 @@
 #include "framework/ops/softmax_kernels.h"
 
 #include "framework/grad_mode.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"

@@ -2,6 +2,7 @@
 // last and keeps the first k of each; argsort is sort's indices.
 #include "framework/ops/sorting_kernels.h"
 
+#include "framework/op.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

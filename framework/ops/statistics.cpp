@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"

@@ -2,7 +2,7 @@
 // (p = 1, 2 or infinity). An empty dims list means every dim.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg::indexing {
 

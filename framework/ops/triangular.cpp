@@ -1,6 +1,7 @@
 // tril/triu through one masking kernel; the gradient is the same triangle of the upstream one.
 #include "framework/ops/triangular_kernels.h"
 
+#include "framework/op.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 

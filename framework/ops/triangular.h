@@ -1,7 +1,7 @@
 // tril and triu: the lower or upper triangle of the last two dims (batched), the rest zero.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

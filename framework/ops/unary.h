@@ -1,7 +1,7 @@
 // Elementwise unary maths and activations.
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

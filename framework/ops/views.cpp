@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"

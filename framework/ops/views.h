@@ -1,7 +1,7 @@
 // View ops: results share storage with their input (reshape copies only when it must).
 #pragma once
 
-#include "framework/op.h"
+#include "framework/tensor.h"
 
 namespace hg {
 

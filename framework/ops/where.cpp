@@ -1,6 +1,7 @@
 // where and masked_fill: elementwise selection with broadcasting; the gradient of each branch
 // is the upstream gradient where that branch was picked.
 #include "framework/dispatch.h"
+#include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"

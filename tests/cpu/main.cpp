@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/op.h"
+
 namespace {
 // Every differentiable op in the registry that no gradcheck in this run reached.
 std::vector<std::string> ops_without_gradcheck() {

@@ -1,5 +1,7 @@
 // amp on the functional ops: losses in float32 (cross_entropy included), cat/stack promote,
 // softmax passes through on the cpu and honours the cuda row's float32 output dtype.
+#include "amp/autocast_hook.h"
+#include "framework/op.h"
 #include "helpers.h"
 
 using namespace hg;

@@ -1,6 +1,8 @@
 // amp policy table: it matches the op registry both ways; each policy and eligibility rule in action.
 #include <set>
 
+#include "amp/autocast_hook.h"
+#include "framework/op.h"
 #include "helpers.h"
 
 using namespace hg;

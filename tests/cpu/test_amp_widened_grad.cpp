@@ -1,6 +1,7 @@
 // A float32 weight used by linear under autocast gets its gradient written as float32 in one
 // pass (widened_gradient_wanted, framework/op.h) where nothing else can see the 16-bit gradient:
 // bit for bit what the cast back gives, and the cast taken whenever something could see it.
+#include "framework/op.h"
 #include "helpers.h"
 
 using namespace hg;

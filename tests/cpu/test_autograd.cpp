@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "autograd/node.h"
+#include "framework/op.h"
 #include "helpers.h"
 
 using namespace hg;

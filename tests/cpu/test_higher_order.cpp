@@ -2,6 +2,7 @@
 // refuse double backward, and double backward under autocast.
 #include <set>
 
+#include "framework/op.h"
 #include "helpers.h"
 
 using namespace hg;

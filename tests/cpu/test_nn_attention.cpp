@@ -59,7 +59,7 @@ TEST_CASE("MultiheadAttention matches attention written by hand (self, cross, ma
   check_close(m.forward(x, kv, kv, hmask), mha_ref(m, x, kv, hmask.reshape({3, 2, 5, 7}), false));
   // Sequence-first gives the same numbers transposed.
   manual_seed(21);
-  nn::MultiheadAttention s(8, 2, 0.0, true, false);
+  nn::MultiheadAttention s(8, 2, {.batch_first = false});
   s.to(kFloat64);
   s.load_state_dict(m.state_dict());
   check_close(s.forward(x.transpose(0, 1)).transpose(0, 1), m.forward(x));
@@ -94,7 +94,8 @@ TEST_CASE("TransformerEncoderLayer matches its composite, post-norm and pre-norm
     for (const char* act : {"relu", "gelu"}) {
       CAPTURE(norm_first);
       manual_seed(23);
-      nn::TransformerEncoderLayer layer(8, 2, 16, 0.1, act, 1e-5, true, norm_first);
+      nn::TransformerEncoderLayer layer(
+          8, 2, {.dim_feedforward = 16, .dropout = 0.1, .activation = act, .norm_first = norm_first});
       layer.to(kFloat64);
       layer.eval();  // dropout off
       const Tensor x = randn({2, 5, 8}, TensorOptions(kFloat64));
@@ -118,7 +119,7 @@ TEST_CASE("TransformerEncoderLayer matches its composite, post-norm and pre-norm
     }
   }
   const auto names = [] {
-    nn::TransformerEncoderLayer l(8, 2, 16);
+    nn::TransformerEncoderLayer l(8, 2, {.dim_feedforward = 16});
     std::vector<std::string> n;
     for (auto& [name, t] : l.named_parameters()) n.push_back(name);
     return n;
@@ -127,5 +128,6 @@ TEST_CASE("TransformerEncoderLayer matches its composite, post-norm and pre-norm
                                           "self_attn.out_proj.weight", "self_attn.out_proj.bias", "linear1.weight",
                                           "linear1.bias", "linear2.weight", "linear2.bias", "norm1.weight",
                                           "norm1.bias", "norm2.weight", "norm2.bias"});
-  check_error([] { nn::TransformerEncoderLayer(8, 2, 16, 0.1, "tanh"); }, {"[TransformerEncoderLayer]", "activation"});
+  check_error([] { nn::TransformerEncoderLayer(8, 2, {.dim_feedforward = 16, .activation = "tanh"}); },
+              {"[TransformerEncoderLayer]", "activation"});
 }

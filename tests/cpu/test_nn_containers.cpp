@@ -107,7 +107,7 @@ TEST_CASE("group_norm and GroupNorm match PyTorch") {
   nn::GroupNorm gn(2, 4);
   CHECK(gn.weight.shape() == Shape{4});
   check_close(gn(x), group_norm(x, 2, ones({4}, kFloat64), zeros({4}, kFloat64)), {1e-6, 1e-6});
-  CHECK(nn::GroupNorm(2, 4, 1e-5, false).parameters().empty());
+  CHECK(nn::GroupNorm(2, 4, {.affine = false}).parameters().empty());
 
   CHECK(autograd::gradcheck([](const TensorList& in) { return group_norm(in[0], 2, in[1], in[2]); },
                             {randn({2, 4, 3}), randn({4}), randn({4})}));
@@ -159,7 +159,7 @@ TEST_CASE("conv1d and Conv1d match PyTorch") {
 
 TEST_CASE("modules print as PyTorch's repr, with parameter counts") {
   nn::Sequential seq{std::make_shared<nn::Linear>(4, 2), std::make_shared<nn::ReLU>(),
-                     std::make_shared<nn::Linear>(2, 1, false)};
+                     std::make_shared<nn::Linear>(2, 1, nn::LinearOptions{.bias = false})};
   const std::string want =
       "Sequential(  # 12 parameters\n"
       "  (0): Linear(in_features=4, out_features=2, bias=true)  # 10 parameters\n"

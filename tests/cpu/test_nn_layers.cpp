@@ -94,7 +94,7 @@ TEST_CASE("LayerNorm against float64, gradients, state_dict") {
   ln.to(kFloat32);
   nn::LayerNorm other({4});
   hg::test::check_state_dict_round_trip(ln, other);
-  CHECK(nn::LayerNorm({4}, 1e-5, false).parameters().empty());
+  CHECK(nn::LayerNorm(4, {.elementwise_affine = false}).parameters().empty());
 }
 
 TEST_CASE("BatchNorm2d: batch statistics and running stats in training, running stats in eval") {

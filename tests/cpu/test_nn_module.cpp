@@ -12,9 +12,9 @@ namespace {
 struct Net : nn::Module {
   Net() : Module("Net") { register_buffer("steps", steps, zeros({1}, kInt64)); }
   std::shared_ptr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 3));
-  std::shared_ptr<nn::Sequential> body =
-      register_module("body", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-                                  std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(3, 2, false)}));
+  std::shared_ptr<nn::Sequential> body = register_module(
+      "body", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                  std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(3, 2, nn::LinearOptions{.bias = false})}));
   Tensor steps;
   Tensor forward(const Tensor& x) override { return body->forward(fc1->forward(x)); }
 };
@@ -113,7 +113,7 @@ TEST_CASE("Linear: PyTorch's init bounds, forward against float64, gradients") {
 
   nn::Linear small(3, 2);
   hg::test::check_module_gradients(small, randn({4, 3}));
-  nn::Linear nobias(3, 2, false);
+  nn::Linear nobias(3, 2, {.bias = false});
   CHECK(nobias.parameters().size() == 1);
   hg::test::check_module_gradients(nobias, randn({2, 3}));
   nn::Linear other(3, 2);
@@ -130,7 +130,7 @@ TEST_CASE("ReLU, GELU, Flatten, Sequential forward and gradients") {
   std::vector<double> gt;
   for (double v : x.to_vector<double>())
     gt.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))));
-  check_close(nn::GELU(true)(x), tensor(gt, {2, 2}));
+  check_close(nn::GELU({.approximate = "tanh"})(x), tensor(gt, {2, 2}));
   CHECK(nn::Flatten()(zeros({2, 3, 4, 5})).shape() == Shape{2, 60});
   CHECK(nn::Flatten(0, 1)(zeros({2, 3, 4})).shape() == Shape{6, 4});
 

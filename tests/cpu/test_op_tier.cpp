@@ -1,6 +1,7 @@
 // The internal op tier and the outermost-op autocast rule: ops build their insides without
 // recording extra events, a nested public op does not autocast again but still records autograd,
 // and backward kernels are recorded (marked backward) for every op family.
+#include "framework/op.h"
 #include "helpers.h"
 
 using namespace hg;

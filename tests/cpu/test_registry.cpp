@@ -2,7 +2,9 @@
 // CPU kernel unless it is declared optional (HG_DEFINE_OPTIONAL_STUB: the op falls back).
 #include <set>
 
+#include "framework/cuda_backend.h"
 #include "framework/dispatch.h"
+#include "framework/op.h"
 #include "helpers.h"
 
 TEST_CASE("op names are unique in the registry") {
