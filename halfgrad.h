@@ -65,5 +65,6 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "serialize/chrome_trace.h"
 #include "serialize/safetensors.h"
 #include "serialize/state_value.h"

@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
   std::string init_from, reduce_dtype = "off", vocab_dir = "datasets/gpt2", prompt;
   int64_t layers = 0, heads = 0, embd = 0, context = 0, vocab = 50257, sample = 0, top_k = 0, print_every = 0;
   int64_t save_every = 0, threads = 0, stop_after = 0, profile = 0;
-  std::string dump_logits;
+  std::string dump_logits, trace;
   double temperature = 1.0;
   uint64_t seed = 0;
   bool distributed = false;
@@ -313,8 +313,11 @@ int main(int argc, char** argv) {
                  "write the float32 logits of the first validation micro-batch (safetensors 'logits', 'tokens') "
                  "before training, to check a loaded model against another implementation");
   app.add_option("--resume", resume, "continue from a checkpoint written by --save");
-  app.add_option("--profile", profile, "time every op over the last N steps and print the totals per op")
-      ->check(examples::whole_number(1, 100'000'000));
+  CLI::Option* profile_opt =
+      app.add_option("--profile", profile, "time every op over the last N steps and print the totals per op")
+          ->check(examples::whole_number(1, 100'000'000));
+  app.add_option("--trace", trace, "with --profile: write those steps as a Chrome trace (Perfetto, chrome://tracing)")
+      ->needs(profile_opt);
   CLI::Option* sample_opt = app.add_option("--sample", sample, "tokens to generate after training")
                                 ->capture_default_str()
                                 ->check(examples::whole_number(0, 1 << 20));
@@ -461,7 +464,10 @@ int main(int argc, char** argv) {
         save_checkpoint(save, model, opt, scaler, step + 1, train_pos, meta);
     }
 
-    if (recorder && parallel.is_main()) examples::print_op_profile(*recorder, std::min(profile, end - start));
+    if (recorder && parallel.is_main()) {
+      examples::print_op_profile(*recorder, std::min(profile, end - start));
+      if (!trace.empty()) hg::write_chrome_trace(*recorder, trace);
+    }
     recorder.reset();
     if (!parallel.is_main()) return 0;  // the replicas are identical: rank 0 evaluates and reports
     val_loss = evaluate(model, val, t, T, device, amp);

@@ -101,9 +101,11 @@ bool OpCall::needs_grad() const {
 
 void OpCall::finish(const std::vector<Tensor*>& outputs, BackwardFn backward) {
   if (!t_recorders.empty()) {
-    OpEvent e{op_.name, t_in_backward, kCPU, {}, {}, 0};
-    if (start_ != std::chrono::steady_clock::time_point{})
+    OpEvent e{op_.name, t_in_backward, kCPU, {}, {}, 0, 0};
+    if (start_ != std::chrono::steady_clock::time_point{}) {
       e.micros = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+      e.start_micros = std::chrono::duration<double, std::micro>(start_.time_since_epoch()).count();
+    }
     bool device_set = false;
     for (const Tensor& t : inputs_) {
       if (!t.defined()) continue;

@@ -22,6 +22,9 @@ struct OpEvent {
   // their own) to the end of its kernel, before its autograd node is recorded. An op that calls
   // other ops includes their time.
   double micros = 0;
+  // When it started, in microseconds of the steady clock: the timeline of a Chrome trace
+  // (serialize/chrome_trace.h). Only differences between events mean anything.
+  double start_micros = 0;
 };
 
 // Records, while alive, every op run on this thread (nested recorders each see every op).

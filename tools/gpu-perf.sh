@@ -6,7 +6,8 @@
 #      D64 causal, bf16 (op_bench / F.scaled_dot_product_attention);
 #   4. the GPT-2 d12 step, T=1024 (amp_bench's gpt2 cell): tokens/s, MFU, peak memory, beside
 #      PyTorch eager (bf16, fp16) and torch.compile (bf16);
-#   5. the op recorder's per-op table of a d12 bf16 step (examples/gpt2 --profile).
+#   5. the op recorder's per-op table of a d12 bf16 step and its Chrome trace (examples/gpt2
+#      --profile --trace: open gpt2_trace.json in Perfetto).
 # Writes $OUT/gpu-perf.json and $OUT/gpu-perf.md (tools/gpu_perf_report.py), logs beside them.
 # After tools/gpu-bundle.sh here:
 #   run(command="bash tools/gpu-perf.sh", carry=[".carry"], timeout_s=540)
@@ -79,7 +80,7 @@ step "gpt2 step, PyTorch eager" amp_bench_gpt2.txt 180 "$build/tools/amp_bench" 
 step "gpt2 step, torch.compile" amp_bench_gpt2_compile.txt 150 "$build/tools/amp_bench" "${gpt2_args[@]}" \
   --precisions bf16 --torch-compile --json "$out/amp_bench_gpt2_compile.json"
 step "gpt2 op profile" gpt2_profile.txt 90 "$build/examples/gpt2" "${profile_args[@]}" --amp bf16 --steps 4 \
-  --profile 2 --print-every 1
+  --profile 2 --print-every 1 --trace "$out/gpt2_trace.json"
 
 "$python" tools/gpu_perf_report.py "$out" > /dev/null || status=1
 cat "$out/gpu-perf.md"
