@@ -23,8 +23,8 @@ import torch.nn.functional as F
 import gpt2_torch  # GPT-2, as examples/gpt2_model.h
 import mnist_models  # the models, defined once for every PyTorch twin
 
-MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp", "gpt2"]
-DEFAULT_MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp"]  # gpt2 when asked for
+MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp", "resnet", "gpt2"]
+DEFAULT_MODELS = ["linear", "mnist_mlp", "mnist_cnn", "wide_mlp"]  # resnet and gpt2 when asked for
 PRECISIONS = ["fp32", "bf16", "fp16", "tf32"]
 DEVICES = ["cpu", "cuda"]
 BATCHES_PER_CELL = 4  # kBatchesPerCell in tools/amp_bench/data.h
@@ -57,13 +57,49 @@ def model_info(name):
     """(sample shape, classes, MNIST-shaped)."""
     if name == "wide_mlp":
         return (4096,), 4096, False
+    if name == "resnet":
+        return (3, 32, 32), 10, False
     return (1, 28, 28), 10, True
 
 
+class BasicBlock(torch.nn.Module):
+    """tools/amp_bench/resnet.cpp's block, parameters registered in the same order."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        nn = torch.nn
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + (self.shortcut(x) if self.shortcut is not None else x))
+
+
+def resnet18(classes):
+    nn = torch.nn
+    layers = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
+    cin = 64
+    for width in (64, 128, 256, 512):
+        for block in range(2):
+            layers.append(BasicBlock(cin, width, 2 if block == 0 and width != 64 else 1))
+            cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes)]
+    return nn.Sequential(*layers)
+
+
 def build_model(name, seed):
-    if name not in mnist_models.LAYERS:
+    if name == "resnet":
+        model = resnet18(10)
+    elif name in mnist_models.LAYERS:
+        model = mnist_models.build(torch, name)
+    else:
         raise ValueError(f"unknown model {name}")
-    model = mnist_models.build(torch, name)
     bound = 1.0
     with torch.no_grad():
         for k, p in enumerate(model.parameters()):
@@ -341,6 +377,8 @@ def main(argv=None):
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--max-seconds", type=float, default=60.0,
                    help="stop timing a cell after this many seconds (at least 3 steps)")
+    p.add_argument("--resnet-batch-cpu", type=int, default=32)
+    p.add_argument("--resnet-batch-cuda", type=int, default=256)
     p.add_argument("--gpt2-cpu", default="d4:256:4", help="gpt2 on cpu as SIZE:CONTEXT:BATCH")
     p.add_argument("--gpt2-cuda", default="d12:1024:16", help="gpt2 on cuda as SIZE:CONTEXT:BATCH")
     p.add_argument("--gpt2-lr", type=float, default=3e-4)
@@ -364,7 +402,11 @@ def main(argv=None):
             c, batch = gpt2_spec(args.gpt2_cuda if d == "cuda" else args.gpt2_cpu, "--gpt2-" + d)
             data = gpt2_batches(c, batch, args.seed)
         else:
-            batch = (args.wide_batch_cuda if d == "cuda" else args.wide_batch_cpu) if m == "wide_mlp" else args.batch
+            batch = args.batch
+            if m == "wide_mlp":
+                batch = args.wide_batch_cuda if d == "cuda" else args.wide_batch_cpu
+            elif m == "resnet":
+                batch = args.resnet_batch_cuda if d == "cuda" else args.resnet_batch_cpu
             data = mnist if mnist is not None and model_info(m)[2] else synthetic_batches(m, batch, args.seed)
         try:
             r = run_cell(args, m, pr, d, data)

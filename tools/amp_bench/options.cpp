@@ -75,6 +75,12 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.add_option("--wide-batch-cuda", o.wide_batch_cuda, "batch size of wide_mlp on cuda")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--resnet-batch-cpu", o.resnet_batch_cpu, "batch size of resnet (ResNet-18, 3x32x32) on cpu")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--resnet-batch-cuda", o.resnet_batch_cuda, "batch size of resnet on cuda")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   auto* gpt2_cpu =
       app.add_option("--gpt2-cpu", o.gpt2_cpu,
                      "gpt2 cell on cpu as SIZE:CONTEXT:BATCH (size d12, d6, d4 or tiny; examples/gpt2_model.h)")

@@ -7,8 +7,8 @@
 
 namespace amp_bench {
 
-inline const std::vector<std::string> kAllModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp", "gpt2"};
-// gpt2 runs when asked for (--models gpt2, or all): its cells take minutes on a CPU.
+inline const std::vector<std::string> kAllModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp", "resnet", "gpt2"};
+// resnet and gpt2 run when asked for (--models resnet,gpt2, or all): their cells take minutes on a CPU.
 inline const std::vector<std::string> kDefaultModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp"};
 inline const std::vector<std::string> kAllPrecisions = {"fp32", "bf16", "fp16", "tf32"};
 inline const std::vector<std::string> kAllDevices = {"cpu", "cuda"};
@@ -23,6 +23,8 @@ struct Options {
   int64_t batch = 128;               // the MNIST-shaped models
   int64_t wide_batch_cpu = 64;       // wide_mlp on cpu (4096 is minutes per step there)
   int64_t wide_batch_cuda = 4096;
+  int64_t resnet_batch_cpu = 32;  // resnet (ResNet-18, 3x32x32) on cpu
+  int64_t resnet_batch_cuda = 256;
   std::string gpt2_cpu = "d4:256:4";      // gpt2 SIZE:CONTEXT:BATCH on cpu
   std::string gpt2_cuda = "d12:1024:16";  // and on cuda
   double gpt2_lr = 3e-4;                  // its AdamW learning rate (constant)

@@ -10,6 +10,7 @@ namespace amp_bench {
 
 int64_t batch_for(const Options& options, const std::string& model, const std::string& device) {
   if (model == "wide_mlp") return device == "cuda" ? options.wide_batch_cuda : options.wide_batch_cpu;
+  if (model == "resnet") return device == "cuda" ? options.resnet_batch_cuda : options.resnet_batch_cpu;
   if (model == "gpt2") return gpt2_spec(options, device).batch;
   return options.batch;
 }

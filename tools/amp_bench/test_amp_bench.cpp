@@ -105,7 +105,7 @@ TEST_CASE("amp_bench: flags") {
     CHECK(p.options.warmup == 1);
   }
   SUBCASE("bad flags stop with an error status") {
-    for (auto args : std::vector<std::vector<const char*>>{{"--models", "resnet"},
+    for (auto args : std::vector<std::vector<const char*>>{{"--models", "resnet50"},
                                                            {"--precisions", "fp8"},
                                                            {"--devices", "tpu"},
                                                            {"--steps", "0"},
@@ -151,7 +151,11 @@ TEST_CASE("amp_bench: models and FLOP floors") {
         doctest::Approx(2.0 * (26 * 26 * 32 * 9 + 24 * 24 * 64 * 288 + 9216 * 128 + 128 * 10)));
   CHECK(model_info("wide_mlp").classes == 4096);
   CHECK_FALSE(model_info("wide_mlp").mnist_shaped);
-  CHECK_THROWS_WITH_AS(model_info("resnet"), doctest::Contains("unknown model 'resnet'"), hg::Error);
+  CHECK_THROWS_WITH_AS(model_info("vgg"), doctest::Contains("unknown model 'vgg'"), hg::Error);
+  // ResNet-18 at 3x32x32: 555,422,720 multiply-adds and 11,173,962 parameters (counted on
+  // tools/amp_bench_torch.py's resnet18(10) with forward hooks in PyTorch 1.13).
+  CHECK(model_info("resnet").forward_flops_per_sample == 2.0 * 555422720);
+  CHECK(build_model("resnet", 1)->num_parameters() == 11173962);
   const auto cnn = build_model("mnist_cnn", 1);
   CHECK(cnn->num_parameters() == 32 * 9 + 32 + 64 * 288 + 64 + 9216 * 128 + 128 + 1280 + 10);
   const auto w = cnn->parameters()[0].to_vector<float>();

@@ -1,0 +1,81 @@
+#include "resnet.h"
+
+namespace amp_bench {
+
+namespace nn = hg::nn;
+
+namespace {
+
+// Counts the FLOPs of the convolutions as the network is built, tracking the feature map's side.
+struct FlopCounter {
+  int64_t side = 32;
+  double flops = 0;
+  std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
+    const int64_t out_side = (side + 2 * (k / 2) - k) / stride + 1;
+    flops += 2.0 * static_cast<double>(in * out * k * k * out_side * out_side);
+    return std::make_shared<nn::Conv2d>(
+        in, out, k, nn::Conv2dOptions{.stride = {stride, stride}, .padding = {k / 2, k / 2}, .bias = false});
+  }
+};
+
+// Two 3x3 convolutions with batch norm, and the input added back (through a strided 1x1
+// convolution where the shape changes).
+class BasicBlock : public nn::Module {
+ public:
+  BasicBlock(FlopCounter& f, int64_t in, int64_t out, int64_t stride) : Module("BasicBlock") {
+    const int64_t side = f.side;
+    conv1 = register_module("conv1", f.conv(in, out, 3, stride));
+    f.side = (side - 1) / stride + 1;
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
+    conv2 = register_module("conv2", f.conv(out, out, 3, 1));
+    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
+    if (stride != 1 || in != out) {
+      const int64_t after = f.side;
+      f.side = side;
+      auto conv = f.conv(in, out, 1, stride);
+      f.side = after;
+      shortcut = register_module("shortcut", std::make_shared<nn::Sequential>());
+      shortcut->push_back(conv).push_back(std::make_shared<nn::BatchNorm2d>(out));
+    }
+  }
+  hg::Tensor forward(const hg::Tensor& x) override {
+    const hg::Tensor y = (*bn2)((*conv2)((*bn1)((*conv1)(x)).relu()));
+    return (y + (shortcut ? (*shortcut)(x) : x)).relu();
+  }
+
+ private:
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
+  std::shared_ptr<nn::Sequential> shortcut;
+};
+
+// The mean over the feature map: [N, C, H, W] -> [N, C] (PyTorch: AdaptiveAvgPool2d(1) + Flatten).
+class GlobalAvgPool : public nn::Module {
+ public:
+  GlobalAvgPool() : Module("GlobalAvgPool") {}
+  hg::Tensor forward(const hg::Tensor& x) override { return x.mean({2, 3}); }
+};
+
+}  // namespace
+
+std::shared_ptr<nn::Sequential> resnet18(int64_t classes, double* forward_flops) {
+  FlopCounter f;
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(f.conv(3, 64, 3, 1))
+      .push_back(std::make_shared<nn::BatchNorm2d>(64))
+      .push_back(std::make_shared<nn::ReLU>());
+  int64_t in = 64;
+  for (const int64_t width : {64, 128, 256, 512}) {
+    for (int block = 0; block < 2; ++block) {
+      const int64_t stride = block == 0 && width != 64 ? 2 : 1;
+      net->push_back(std::make_shared<BasicBlock>(f, in, width, stride));
+      in = width;
+    }
+  }
+  net->push_back(std::make_shared<GlobalAvgPool>()).push_back(std::make_shared<nn::Linear>(512, classes));
+  f.flops += 2.0 * 512.0 * static_cast<double>(classes);
+  if (forward_flops != nullptr) *forward_flops = f.flops;
+  return net;
+}
+
+}  // namespace amp_bench
