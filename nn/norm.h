@@ -1,5 +1,8 @@
-// LayerNorm, GroupNorm and BatchNorm2d (running statistics in buffers; batch statistics when training).
+// LayerNorm, RMSNorm, GroupNorm, BatchNorm1d and BatchNorm2d (running statistics in buffers; batch
+// statistics when training).
 #pragma once
+
+#include <optional>
 
 #include "nn/module.h"
 
@@ -20,6 +23,22 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+// hg::rms_norm over the trailing normalized_shape dims; weight = 1 at start (none without
+// elementwise_affine). eps unset: the compute dtype's machine epsilon, as PyTorch's eps=None.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  explicit RMSNorm(int64_t normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true)
+      : RMSNorm(Shape{normalized_shape}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Tensor weight;
+
+ private:
+  Shape shape_;
+  std::optional<double> eps_;
+};
+
 // x [N, C, ...]: hg::group_norm over num_groups groups of channels; weight = 1, bias = 0 ([C]).
 class GroupNorm : public Module {
  public:
@@ -33,6 +52,24 @@ class GroupNorm : public Module {
  private:
   int64_t groups_, channels_;
   double eps_;
+};
+
+// x [N, C] or [N, C, L], as BatchNorm2d otherwise (the same batch_norm op and kernels, which take
+// [N, C, ...]): running statistics, train/eval and state-dict keys as PyTorch's.
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", features_, eps_, momentum_,
+                       weight.defined(), running_mean.defined());
+  }
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t features_;
+  double eps_, momentum_;
 };
 
 // x [N, C, H, W]. Buffers running_mean (0), running_var (1) and num_batches_tracked (int64),
