@@ -67,6 +67,7 @@
 #include "optim/clip_grad.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "optim/reduce_lr_on_plateau.h"
 #include "optim/sgd.h"
 #include "serialize/safetensors.h"
 #include "serialize/state_value.h"

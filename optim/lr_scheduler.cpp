@@ -76,6 +76,38 @@ double StepLR::lr_at(int64_t epoch, double base_lr) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
+  name_ = "MultiStepLR";
+  for (int64_t m : milestones_) HG_CHECK(m >= 0, name_, "milestones must be non-negative, got {}", m);
+  std::sort(milestones_.begin(), milestones_.end());
+  apply();
+}
+
+double MultiStepLR::lr_at(int64_t epoch, double base_lr) const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
+  return base_lr * std::pow(gamma_, static_cast<double>(passed));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
+  name_ = "ExponentialLR";
+  HG_CHECK(std::isfinite(gamma) && gamma >= 0, name_, "gamma must be finite and non-negative, got {}", gamma);
+  apply();
+}
+
+double ExponentialLR::lr_at(int64_t epoch, double base_lr) const {
+  return base_lr * std::pow(gamma_, static_cast<double>(epoch));
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda)
+    : LRScheduler(optimizer), lambda_(std::move(lr_lambda)) {
+  name_ = "LambdaLR";
+  HG_CHECK(static_cast<bool>(lambda_), name_, "lr_lambda is empty");
+  apply();
+}
+
+double LambdaLR::lr_at(int64_t epoch, double base_lr) const { return base_lr * lambda_(epoch); }
+
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
     : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
   name_ = "CosineAnnealingLR";

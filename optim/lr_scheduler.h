@@ -1,8 +1,11 @@
 // Learning-rate schedules: each step() sets every parameter group's lr from a closed form of
 // the epoch (or step) count and that group's base lr, as PyTorch's schedulers do when given an
-// epoch. StepLR, CosineAnnealingLR, LinearLR (warm-up), OneCycleLR, and SequentialLR to chain them.
+// epoch. StepLR, MultiStepLR, ExponentialLR, LambdaLR, CosineAnnealingLR, LinearLR (warm-up),
+// OneCycleLR, and SequentialLR to chain them. ReduceLROnPlateau follows a metric instead
+// (optim/reduce_lr_on_plateau.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,45 @@ class StepLR : public LRScheduler {
  private:
   int64_t step_size_;
   double gamma_;
+};
+
+// lr = base_lr * gamma^(how many milestones are <= epoch); a milestone listed twice counts twice,
+// as PyTorch's (a Counter).
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+
+ private:
+  std::vector<int64_t> milestones_;  // sorted
+  double gamma_;
+};
+
+// lr = base_lr * gamma^epoch.
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, double gamma);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+
+ private:
+  double gamma_;
+};
+
+// lr = base_lr * lr_lambda(epoch). One function for every group (PyTorch also accepts one per
+// group); it must be a pure function of the epoch, as the state dict keeps only the epoch.
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+
+ private:
+  std::function<double(int64_t)> lambda_;
 };
 
 // lr = eta_min + (base_lr - eta_min) (1 + cos(pi epoch / t_max)) / 2.
