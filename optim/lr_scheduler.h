@@ -39,6 +39,9 @@ class LRScheduler {
 
  protected:
   virtual double lr_at(int64_t epoch, double base_lr) const = 0;
+  // The lr of one group; schedules that differ per group (LambdaLR with one function per group)
+  // override it, the others are lr_at for every group.
+  virtual double group_lr_at(int64_t epoch, double base_lr, size_t /*group*/) const { return lr_at(epoch, base_lr); }
   // Sets every group's lr for last_epoch(); derived constructors call it once they are set up.
   void apply();
   Optimizer& optimizer() const { return optimizer_; }
@@ -90,17 +93,19 @@ class ExponentialLR : public LRScheduler {
   double gamma_;
 };
 
-// lr = base_lr * lr_lambda(epoch). One function for every group (PyTorch also accepts one per
-// group); it must be a pure function of the epoch, as the state dict keeps only the epoch.
+// lr = base_lr * lr_lambda(epoch), with one function for every group or one per group, as
+// PyTorch's. The functions must be pure functions of the epoch: the state dict keeps only the epoch.
 class LambdaLR : public LRScheduler {
  public:
   LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda);
+  LambdaLR(Optimizer& optimizer, std::vector<std::function<double(int64_t)>> lr_lambdas);
 
  protected:
   double lr_at(int64_t epoch, double base_lr) const override;
+  double group_lr_at(int64_t epoch, double base_lr, size_t group) const override;
 
  private:
-  std::function<double(int64_t)> lambda_;
+  std::vector<std::function<double(int64_t)>> lambdas_;  // one, or one per group
 };
 
 // lr = eta_min + (base_lr - eta_min) (1 + cos(pi epoch / t_max)) / 2.

@@ -57,6 +57,21 @@ TEST_CASE("MultiStepLR, ExponentialLR and LambdaLR follow PyTorch's rates") {
     CHECK(s2.last_epoch() == 8);
     CHECK(opt2.lr() == doctest::Approx(0.011111111111111112));
   }
+  {
+    // One function per group: LambdaLR(opt, [lambda e: 0.5 ** e, lambda e: 1 + e]) on groups of lr 0.1 and 0.01.
+    Tensor q = zeros({1}).requires_grad_(true);
+    optim::SGD opt({{{p}, {.lr = 0.1}}, {{q}, {.lr = 0.01}}});
+    optim::LambdaLR s(opt, {[](int64_t e) { return std::pow(0.5, static_cast<double>(e)); },
+                            [](int64_t e) { return 1.0 + static_cast<double>(e); }});
+    for (int i = 0; i < 3; ++i) opt.step(), s.step();
+    CHECK(opt.lr(0) == doctest::Approx(0.0125));
+    CHECK(opt.lr(1) == doctest::Approx(0.04));
+    check_error(
+        [&] {
+          optim::LambdaLR(opt, {[](int64_t) { return 1.0; }, [](int64_t) { return 1.0; }, [](int64_t) { return 1.0; }});
+        },
+        {"[LambdaLR]", "3 lr_lambdas for 2 parameter groups"});
+  }
 }
 
 TEST_CASE("ReduceLROnPlateau follows PyTorch's rates, in both modes and threshold modes") {
