@@ -83,6 +83,11 @@ constexpr PolicyRow kTable[] = {
   {"tanh",                               Pass,    Pass,    "not listed: bounded output"},
   {"gelu",                               Pass,    Pass,    "not listed"},
   {"erf",                                Pass,    Pass,    "not listed (erfinv would be fp32)"},
+  {"leaky_relu",                         Pass,    Pass,    "not listed"},
+  {"elu",                                Pass,    Pass,    "not listed"},
+  {"selu",                               Pass,    Pass,    "not listed"},
+  {"mish",                               Pass,    Pass,    "not listed"},
+  {"hardswish",                          Pass,    Pass,    "not listed"},
   {"exp",                                Pass,    F32,     "cuda: overflows float16 quickly"},
   {"log",                                Pass,    F32,     "cuda: needs float32 range near 0"},
   {"log1p",                              Pass,    F32,     "cuda: needs float32 precision near 0"},
@@ -102,6 +107,7 @@ constexpr PolicyRow kTable[] = {
   {"cumsum",                             Pass,    F32Out,  "cuda: running sums write float32"},
   {"sort",                               Pass,    Pass,    "exact in any dtype"},
   {"topk",                               Pass,    Pass,    "exact in any dtype"},
+  {"logsumexp",                          Pass,    F32,     "cuda: exp and a sum (PyTorch's fp32 list)"},
   // -- matrix products and convolutions: the lower-precision family --
   {"mm",                                 Lower,   Lower,   "GEMM"},
   {"bmm",                                Lower,   Lower,   "GEMM"},
@@ -115,6 +121,7 @@ constexpr PolicyRow kTable[] = {
   {"log_softmax",                        Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
   {"layer_norm",                         Pass,    F32,     "cuda: mean/variance need float32"},
   {"batch_norm",                         Pass,    Pass,    "not listed: kernels keep float32 statistics"},
+  {"rms_norm",                           Pass,    Pass,    "not listed: statistics in float32 inside, output in the input's dtype"},
   // -- losses: float32 on both --
   {"cross_entropy",                      F32,     F32,     "loss"},
   {"cross_entropy_fused_",               Pass,    Pass,    "loss in float32 inside; its gradient written over the logits in their dtype"},

@@ -3,6 +3,7 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/norm.h"
+#include "framework/ops/rms_norm.h"
 
 namespace hg::nn {
 
@@ -19,6 +20,19 @@ LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions options)
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, shape_, weight, bias, eps_); }
 
+RMSNorm::RMSNorm(Shape normalized_shape, RMSNormOptions options)
+    : Module("RMSNorm"), shape_(std::move(normalized_shape)), eps_(options.eps) {
+  HG_CHECK(!shape_.empty(), "RMSNorm", "normalized_shape must not be empty");
+  if (options.elementwise_affine) register_parameter("weight", weight, ones(shape_));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, shape_, weight, eps_); }
+
+std::string RMSNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, elementwise_affine={}", shape_, eps_ ? fmt::format("{}", *eps_) : "None",
+                     weight.defined());
+}
+
 GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions options)
     : Module("GroupNorm"), groups_(num_groups), channels_(num_channels), eps_(options.eps) {
   HG_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, "GroupNorm",
@@ -30,6 +44,38 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions 
 }
 
 Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, groups_, weight, bias, eps_); }
+
+BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions options)
+    : Module("BatchNorm1d"), features_(num_features), eps_(options.eps), momentum_(options.momentum) {
+  HG_CHECK(num_features > 0, "BatchNorm1d", "num_features must be positive, got {}", num_features);
+  HG_CHECK(options.eps > 0, "BatchNorm1d", "eps must be positive, got {}", options.eps);
+  HG_CHECK(options.momentum >= 0 && options.momentum <= 1, "BatchNorm1d", "momentum must be in [0, 1], got {}",
+           options.momentum);
+  if (options.affine) {
+    register_parameter("weight", weight, ones({num_features}));
+    register_parameter("bias", bias, zeros({num_features}));
+  }
+  if (options.track_running_stats) {
+    register_buffer("running_mean", running_mean, zeros({num_features}));
+    register_buffer("running_var", running_var, ones({num_features}));
+    register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, kInt64));
+  }
+}
+
+Tensor BatchNorm1d::forward(const Tensor& x) {
+  HG_CHECK((x.dim() == 2 || x.dim() == 3) && x.size(1) == features_, "BatchNorm1d",
+           "expected input [N, {0}] or [N, {0}, L], got shape {1}", features_, x.shape());
+  const bool use_batch_stats = is_training() || !running_mean.defined();
+  // A batch variance needs two values per channel (PyTorch refuses the same).
+  HG_CHECK(!use_batch_stats || x.numel() / features_ > 1, "BatchNorm1d",
+           "expected more than 1 value per channel when training, got input shape {}", x.shape());
+  if (is_training() && num_batches_tracked.defined()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1.0);
+  }
+  // batch_norm takes [N, C, ...]: [N, C] is [N, C] with no trailing dims, no reshape needed.
+  return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
+}
 
 BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions options)
     : Module("BatchNorm2d"), features_(num_features), eps_(options.eps), momentum_(options.momentum) {

@@ -1,5 +1,8 @@
-// LayerNorm, GroupNorm and BatchNorm2d (running statistics in buffers; batch statistics when training).
+// LayerNorm, RMSNorm, GroupNorm, BatchNorm1d and BatchNorm2d (running statistics in buffers; batch
+// statistics when training).
 #pragma once
+
+#include <optional>
 
 #include "nn/module.h"
 
@@ -28,6 +31,26 @@ class LayerNorm : public Module {
   double eps_;
 };
 
+struct RMSNormOptions {
+  std::optional<double> eps;  // unset: the compute dtype's machine epsilon, as PyTorch's eps=None
+  bool elementwise_affine = true;
+};
+
+// hg::rms_norm over the trailing normalized_shape dims; weight = 1 at start (none without
+// elementwise_affine).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Shape normalized_shape, RMSNormOptions options = {});
+  explicit RMSNorm(int64_t normalized_shape, RMSNormOptions options = {}) : RMSNorm(Shape{normalized_shape}, options) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  Tensor weight;
+
+ private:
+  Shape shape_;
+  std::optional<double> eps_;
+};
+
 struct GroupNormOptions {
   double eps = 1e-5;
   bool affine = true;
@@ -53,6 +76,23 @@ struct BatchNormOptions {
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
   bool affine = true;
   bool track_running_stats = true;
+};
+
+// x [N, C] or [N, C, L], as BatchNorm2d otherwise (the same batch_norm op and kernels, which take
+// [N, C, ...]): running statistics, train/eval and state-dict keys as PyTorch's.
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override {
+    return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", features_, eps_, momentum_,
+                       weight.defined(), running_mean.defined());
+  }
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t features_;
+  double eps_, momentum_;
 };
 
 // x [N, C, H, W]. Buffers running_mean (0), running_var (1) and num_batches_tracked (int64),

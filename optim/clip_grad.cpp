@@ -62,4 +62,14 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
   return total;
 }
 
+void clip_grad_value_(const TensorList& params, double clip_value) {
+  HG_CHECK(!std::isnan(clip_value), "clip_grad_value_", "clip_value must not be NaN");
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    Tensor g = p.grad();
+    g.clamp_(-clip_value, clip_value);
+  }
+}
+
 }  // namespace hg::optim

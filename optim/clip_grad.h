@@ -1,4 +1,4 @@
-// Gradient clipping by total norm, as torch.nn.utils.clip_grad_norm_.
+// Gradient clipping by total norm and by value, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
 #pragma once
 
 #include <limits>
@@ -17,5 +17,9 @@ inline constexpr double kInfNorm = std::numeric_limits<double>::infinity();
 // gradient are skipped.
 Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
+
+// Clamps every gradient of `params` in place to [-clip_value, clip_value] (NaN stays NaN, as
+// PyTorch's clamp_). Parameters without a gradient are skipped.
+void clip_grad_value_(const TensorList& params, double clip_value);
 
 }  // namespace hg::optim

@@ -19,7 +19,7 @@ void LRScheduler::apply() {
   // A group added to the optimizer after the scheduler was made starts from its lr then.
   for (size_t g = base_lrs_.size(); g < optimizer_.num_param_groups(); ++g) base_lrs_.push_back(optimizer_.lr(g));
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
-    const double lr = lr_at(last_epoch_, base_lrs_[g]);
+    const double lr = group_lr_at(last_epoch_, base_lrs_[g], g);
     HG_CHECK(std::isfinite(lr) && lr >= 0, name_, "epoch {} gives group {} the learning rate {}", last_epoch_, g, lr);
     optimizer_.set_lr(g, lr);
   }
@@ -74,6 +74,50 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
 
 double StepLR::lr_at(int64_t epoch, double base_lr) const {
   return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
+  name_ = "MultiStepLR";
+  for (int64_t m : milestones_) HG_CHECK(m >= 0, name_, "milestones must be non-negative, got {}", m);
+  std::sort(milestones_.begin(), milestones_.end());
+  apply();
+}
+
+double MultiStepLR::lr_at(int64_t epoch, double base_lr) const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin();
+  return base_lr * std::pow(gamma_, static_cast<double>(passed));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
+  name_ = "ExponentialLR";
+  HG_CHECK(std::isfinite(gamma) && gamma >= 0, name_, "gamma must be finite and non-negative, got {}", gamma);
+  apply();
+}
+
+double ExponentialLR::lr_at(int64_t epoch, double base_lr) const {
+  return base_lr * std::pow(gamma_, static_cast<double>(epoch));
+}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda)
+    : LambdaLR(optimizer, std::vector<std::function<double(int64_t)>>{std::move(lr_lambda)}) {}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<std::function<double(int64_t)>> lr_lambdas)
+    : LRScheduler(optimizer), lambdas_(std::move(lr_lambdas)) {
+  name_ = "LambdaLR";
+  HG_CHECK(lambdas_.size() == 1 || lambdas_.size() == optimizer.num_param_groups(), name_,
+           "got {} lr_lambdas for {} parameter groups (expected 1 or one per group)", lambdas_.size(),
+           optimizer.num_param_groups());
+  for (size_t i = 0; i < lambdas_.size(); ++i)
+    HG_CHECK(static_cast<bool>(lambdas_[i]), name_, "lr_lambda {} is empty", i);
+  apply();
+}
+
+double LambdaLR::lr_at(int64_t epoch, double base_lr) const { return base_lr * lambdas_[0](epoch); }
+
+double LambdaLR::group_lr_at(int64_t epoch, double base_lr, size_t group) const {
+  // A group added after construction (PyTorch would fail) takes the first function.
+  return base_lr * lambdas_[lambdas_.size() == 1 || group >= lambdas_.size() ? 0 : group](epoch);
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)

@@ -1,8 +1,11 @@
 // Learning-rate schedules: each step() sets every parameter group's lr from a closed form of
 // the epoch (or step) count and that group's base lr, as PyTorch's schedulers do when given an
-// epoch. StepLR, CosineAnnealingLR, LinearLR (warm-up), OneCycleLR, and SequentialLR to chain them.
+// epoch. StepLR, MultiStepLR, ExponentialLR, LambdaLR, CosineAnnealingLR, LinearLR (warm-up),
+// OneCycleLR, and SequentialLR to chain them. ReduceLROnPlateau follows a metric instead
+// (optim/reduce_lr_on_plateau.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,9 @@ class LRScheduler {
 
  protected:
   virtual double lr_at(int64_t epoch, double base_lr) const = 0;
+  // The lr of one group; schedules that differ per group (LambdaLR with one function per group)
+  // override it, the others are lr_at for every group.
+  virtual double group_lr_at(int64_t epoch, double base_lr, size_t /*group*/) const { return lr_at(epoch, base_lr); }
   // Sets every group's lr for last_epoch(); derived constructors call it once they are set up.
   void apply();
   Optimizer& optimizer() const { return optimizer_; }
@@ -59,6 +65,47 @@ class StepLR : public LRScheduler {
  private:
   int64_t step_size_;
   double gamma_;
+};
+
+// lr = base_lr * gamma^(how many milestones are <= epoch); a milestone listed twice counts twice,
+// as PyTorch's (a Counter).
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+
+ private:
+  std::vector<int64_t> milestones_;  // sorted
+  double gamma_;
+};
+
+// lr = base_lr * gamma^epoch.
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, double gamma);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+
+ private:
+  double gamma_;
+};
+
+// lr = base_lr * lr_lambda(epoch), with one function for every group or one per group, as
+// PyTorch's. The functions must be pure functions of the epoch: the state dict keeps only the epoch.
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> lr_lambda);
+  LambdaLR(Optimizer& optimizer, std::vector<std::function<double(int64_t)>> lr_lambdas);
+
+ protected:
+  double lr_at(int64_t epoch, double base_lr) const override;
+  double group_lr_at(int64_t epoch, double base_lr, size_t group) const override;
+
+ private:
+  std::vector<std::function<double(int64_t)>> lambdas_;  // one, or one per group
 };
 
 // lr = eta_min + (base_lr - eta_min) (1 + cos(pi epoch / t_max)) / 2.

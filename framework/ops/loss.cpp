@@ -15,6 +15,7 @@
 #include "framework/ops/reduce.h"
 #include "framework/ops/reduce_kernels.h"
 #include "framework/ops/softmax.h"
+#include "framework/ops/unary.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -66,8 +67,12 @@ ClassLayout class_layout(std::string_view op, const Tensor& x, const Tensor& tar
   HG_CHECK(x.device() == target.device(), op, "input and target are on different devices: {} and {}", x.device(),
            target.device());
   HG_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got {} (shape {})", x.dtype(), x.shape());
-  HG_CHECK(target.dtype() == kInt64, op,
+  // Integer indices of another width are indices all the same: a cast is the fix. A floating
+  // target is not one (cross_entropy takes it as probabilities before getting here).
+  HG_CHECK(target.dtype() == kInt64 || is_floating(target.dtype()), op,
            "expected target to hold int64 class indices, got {} (shape {}); convert it with to(hg::kInt64)",
+           target.dtype(), target.shape());
+  HG_CHECK(target.dtype() == kInt64, op, "expected target to hold int64 class indices, got {} (shape {})",
            target.dtype(), target.shape());
   HG_CHECK(x.dim() >= 1, op, "expected an input of shape [N, C, ...] or [C], got a 0-d tensor");
   Shape want;  // the target shape the input implies
@@ -126,6 +131,59 @@ Tensor class_loss_grad_recorded(const Tensor& logits, const Shape& x_shape, Dtyp
   const Tensor gx = logits.defined() ? (softmax(logits.to(compute).reshape({n, c, s}), 1) - q) * w : -(q * w);
   return gx.reshape(x_shape).to(x_dtype);
 }
+
+// cross_entropy with class probabilities q of the logits' shape (soft labels), as PyTorch:
+// -sum_c q'_c log_softmax(x)_c per sample with q' = q (1 - s) + s / C. Built on log_softmax's
+// fused kernels (every backend), with both gradients in public ops (so they differentiate again):
+// x: (softmax(x) sum_c q' - q') w, q: -(1 - s) log_softmax(x) w, w the upstream gradient per sample.
+Tensor cross_entropy_probs(OpCall& call, Reduction reduction, double smoothing) {
+  const Tensor& x = call.input(0);
+  const Tensor& target = call.input(1);
+  HG_CHECK(x.device() == target.device(), "cross_entropy", "input and target are on different devices: {} and {}",
+           x.device(), target.device());
+  HG_CHECK(is_floating(x.dtype()), "cross_entropy", "expected a floating-point input, got {} (shape {})", x.dtype(),
+           x.shape());
+  HG_CHECK(x.dim() >= 1, "cross_entropy", "expected an input of shape [N, C, ...] or [C], got a 0-d tensor");
+  HG_CHECK(target.shape() == x.shape(), "cross_entropy",
+           "a {} target holds class probabilities and must have the input's shape {}, got shape {} (class indices "
+           "are int64)",
+           target.dtype(), x.shape(), target.shape());
+  const int64_t cdim = x.dim() == 1 ? 0 : 1, c = x.shape()[static_cast<size_t>(cdim)];
+  const Dtype compute = detail::loss_compute_dtype(x.dtype());
+  // q' from q (a public-op composition, so the formulas below can record it under create_graph).
+  auto smoothed = [smoothing, c, compute](const Tensor& q) {
+    const Tensor qc = q.to(compute);
+    return smoothing > 0 ? qc * (1.0 - smoothing) + smoothing / static_cast<double>(c) : qc;
+  };
+  Tensor losses;
+  {
+    NoGradGuard no_grad;
+    losses = neg(sum(log_softmax(x.to(compute), cdim) * smoothed(target), {cdim}));
+  }
+  const int64_t count = losses.numel();
+  Tensor out = detail::reduce_loss(internal::contiguous(losses), reduction, count, x.dtype());
+  BackwardFn bw;
+  if (call.needs_grad()) {
+    bw = [sx = SavedTensor(x, "cross_entropy"), st = SavedTensor(target, "cross_entropy"), smoothed, reduction, count,
+          cdim, compute, smoothing, need_x = x.requires_grad(),
+          need_t = target.requires_grad()](const TensorList& g) -> TensorList {
+      const Tensor x = sx.get(), t = st.get();
+      Tensor w = g[0].to(compute);
+      if (reduction == Reduction::None) w = w.unsqueeze(cdim);
+      if (reduction == Reduction::Mean) w = w / static_cast<double>(count);
+      const Tensor lsm = log_softmax(x.to(compute), cdim);
+      Tensor gx, gt;
+      if (need_x) {
+        const Tensor q = smoothed(t);
+        gx = ((exp(lsm) * sum(q, {cdim}, true) - q) * w).to(x.dtype());
+      }
+      if (need_t) gt = (lsm * (-(1.0 - smoothing)) * w).to(t.dtype());
+      return {gx, gt};
+    };
+  }
+  call.finish({&out}, std::move(bw));
+  return out;
+}
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
@@ -135,6 +193,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   HG_CHECK(reduction != Reduction::BatchMean, "cross_entropy", "Reduction::BatchMean is for kl_div only");
   HG_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy",
            "label_smoothing must be in [0, 1], got {}", label_smoothing);
+  HG_CHECK(x.defined() && call.input(1).defined(), "cross_entropy", "got an undefined tensor");
+  if (is_floating(call.input(1).dtype())) return cross_entropy_probs(call, reduction, label_smoothing);
   ClassLayout l = class_layout("cross_entropy", x, call.input(1));
   const int64_t n = l.input.shape()[0], s = l.input.shape()[2];
   const Dtype compute = detail::loss_compute_dtype(x.dtype());

@@ -23,8 +23,11 @@ enum class PointwiseLoss : uint8_t {
   KlDivLogTarget
 };
 
-// logits [N, C] or [N, C, d1, ...] (or [C] with a 0-d target), target int64 class indices
-// [N] / [N, d1, ...]. Mean divides by the number of targets that are not ignore_index.
+// logits [N, C] or [N, C, d1, ...] (or [C] with a 0-d target), and target either int64 class
+// indices [N] / [N, d1, ...] (Mean divides by the number of targets that are not ignore_index) or
+// class probabilities of the logits' shape and a floating dtype (soft labels; ignore_index does not
+// apply and Mean divides by N * d1 * ...), as PyTorch's. label_smoothing in [0, 1] mixes either
+// target with the uniform distribution: q (1 - label_smoothing) + label_smoothing / C.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
                      int64_t ignore_index = -100, double label_smoothing = 0.0);
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = Reduction::Mean,

@@ -6,6 +6,7 @@
 #include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/indexing.h"
 #include "framework/view_history.h"
 
 namespace hg {
@@ -31,6 +32,14 @@ const OpDef kGelu{"gelu", true};
 const OpDef kSoftplus{"softplus", true};
 const OpDef kPowScalar{"pow", true};
 const OpDef kErf{"erf", true};
+const OpDef kLeakyRelu{"leaky_relu", true};
+const OpDef kElu{"elu", true};
+const OpDef kSelu{"selu", true};
+const OpDef kMish{"mish", true};
+const OpDef kHardswish{"hardswish", true};
+// selu's constants, as PyTorch's.
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
 // The fused gradient kernels, recorded as ops of their own (marked backward by the engine).
 const OpDef kReluBackward{"relu_backward", false};
 const OpDef kGeluBackward{"gelu_backward", false};
@@ -102,6 +111,21 @@ Tensor derivative(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y,
     }
     case UnaryOp::Erf: return g * exp(x * x * -1.0) * M_2_SQRTPI;
     case UnaryOp::PowScalar: return p0 == 0 ? zeros_like(g) : g * pow(x, p0 - 1.0) * p0;
+    // The piecewise gradients select with where(), not a 0/1 mask times each branch: a branch
+    // that overflows where it is not taken (exp(x) for large x) would make inf * 0 = NaN.
+    case UnaryOp::LeakyRelu: return where(gt(x, zeros_like(x)), g, g * p0);
+    case UnaryOp::Elu: return where(gt(x, zeros_like(x)), g * p1, g * exp(x) * (p0 * p1));
+    case UnaryOp::Mish: {
+      // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x), as PyTorch's mish_backward.
+      Tensor th = tanh(softplus(x));
+      return g * (th + x * sigmoid(x) * (1.0 - th * th));
+    }
+    case UnaryOp::Hardswish: {
+      // 0 below -3, x / 3 + 1/2 on [-3, 3), 1 from 3 on (PyTorch 1.13's hardswish_backward, boundaries
+      // included: 1 at x = 3, -1/2 at x = -3).
+      Tensor mid = where(lt(x, full_like(x, 3.0)), g * (x / 3.0 + 0.5), g);
+      return where(lt(x, full_like(x, -3.0)), zeros_like(g), mid);
+    }
   }
   return Tensor();
 }
@@ -144,6 +168,17 @@ Tensor softplus(const Tensor& t, double beta, double threshold) {
   return run(kSoftplus, UnaryOp::Softplus, t, beta, threshold);
 }
 Tensor erf(const Tensor& t) { return run(kErf, UnaryOp::Erf, t); }
+Tensor leaky_relu(const Tensor& t, double negative_slope) {
+  HG_CHECK(std::isfinite(negative_slope), "leaky_relu", "negative_slope must be finite, got {}", negative_slope);
+  return run(kLeakyRelu, UnaryOp::LeakyRelu, t, negative_slope);
+}
+Tensor elu(const Tensor& t, double alpha) {
+  HG_CHECK(std::isfinite(alpha), "elu", "alpha must be finite, got {}", alpha);
+  return run(kElu, UnaryOp::Elu, t, alpha, 1.0);
+}
+Tensor selu(const Tensor& t) { return run(kSelu, UnaryOp::Elu, t, kSeluAlpha, kSeluScale); }
+Tensor mish(const Tensor& t) { return run(kMish, UnaryOp::Mish, t); }
+Tensor hardswish(const Tensor& t) { return run(kHardswish, UnaryOp::Hardswish, t); }
 Tensor pow(const Tensor& t, double exponent) { return run(kPowScalar, UnaryOp::PowScalar, t, exponent); }
 
 Tensor& Tensor::relu_() {

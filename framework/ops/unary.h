@@ -21,7 +21,11 @@ enum class UnaryOp : uint8_t {
   GeluTanh,
   Softplus,
   PowScalar,
-  Erf
+  Erf,
+  LeakyRelu,
+  Elu,
+  Mish,
+  Hardswish
 };
 
 Tensor neg(const Tensor& t);
@@ -40,6 +44,16 @@ Tensor gelu(const Tensor& t, bool tanh_approximation = false);
 // log(1 + exp(beta x)) / beta, linear above threshold (as PyTorch).
 Tensor softplus(const Tensor& t, double beta = 1.0, double threshold = 20.0);
 Tensor pow(const Tensor& t, double exponent);
+// x where x > 0, else negative_slope * x (as PyTorch's leaky_relu).
+Tensor leaky_relu(const Tensor& t, double negative_slope = 0.01);
+// x where x > 0, else alpha (exp(x) - 1) (as PyTorch's elu).
+Tensor elu(const Tensor& t, double alpha = 1.0);
+// scale * elu(x, alpha) with PyTorch's fixed alpha = 1.6732632423543772 and scale = 1.0507009873554805.
+Tensor selu(const Tensor& t);
+// x tanh(softplus(x)).
+Tensor mish(const Tensor& t);
+// x relu6(x + 3) / 6.
+Tensor hardswish(const Tensor& t);
 Tensor erf(const Tensor& t);
 
 }  // namespace hg

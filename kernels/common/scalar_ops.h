@@ -131,6 +131,40 @@ struct Erf {
     return std::erf(x);
   }
 };
+// x where x > 0, else slope x (NaN propagates through the product).
+struct LeakyRelu {
+  double slope = 0.01;
+  template <class T>
+  HG_HOST_DEVICE T operator()(T x) const {
+    return x > T(0) ? x : x * T(slope);
+  }
+};
+// scale x where x > 0, else scale alpha expm1(x): elu (scale 1) and selu share it, as in PyTorch.
+struct Elu {
+  double alpha = 1, scale = 1;
+  template <class T>
+  HG_HOST_DEVICE T operator()(T x) const {
+    return x > T(0) ? T(scale) * x : T(scale * alpha) * std::expm1(x);
+  }
+};
+// x tanh(log1p(exp(x))), PyTorch's formula: exp overflows to inf for large x, where
+// tanh(inf) = 1 gives x.
+struct Mish {
+  template <class T>
+  HG_HOST_DEVICE T operator()(T x) const {
+    return x * std::tanh(std::log1p(std::exp(x)));
+  }
+};
+// x min(max(x + 3, 0), 6) / 6, with ternaries (not std::min/max) so NaN propagates on both
+// backends.
+struct Hardswish {
+  template <class T>
+  HG_HOST_DEVICE T operator()(T x) const {
+    const T r = x + T(3);
+    const T c = r < T(0) ? T(0) : (r > T(6) ? T(6) : r);
+    return x * c / T(6);
+  }
+};
 
 // ---- fused gradients: g times the derivative at x, in one pass (no intermediate tensors) ----
 // d/dx x Phi(x) = Phi(x) + x phi(x). At x = -inf the product x phi(x) is 0, not inf * 0.
@@ -246,7 +280,7 @@ struct Ge {
 // clang-format off
 #define HG_UNARY_OPS(X) \
   X(Neg) X(Exp) X(Log) X(Log1p) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Abs) X(Sigmoid) X(Tanh) X(Relu) X(Gelu) \
-  X(GeluTanh) X(Softplus) X(PowScalar) X(Erf)
+  X(GeluTanh) X(Softplus) X(PowScalar) X(Erf) X(LeakyRelu) X(Elu) X(Mish) X(Hardswish)
 // clang-format on
 #define HG_ARITH_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Maximum) X(Minimum)
 #define HG_COMPARE_OPS(X) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge)
@@ -263,7 +297,7 @@ inline constexpr bool keeps_integers = requires {
 };
 
 // The functor for a unary op with its parameters: the exponent for PowScalar; beta and
-// threshold for Softplus.
+// threshold for Softplus; the slope for LeakyRelu; alpha and scale for Elu.
 template <class F>
 F make_unary(double p0, double p1) {
   if constexpr (requires { F{p0, p1}; }) {

@@ -174,6 +174,11 @@ TEST_CASE("unary ops match the CPU in float32, float16 and bfloat16") {
       {"softplus", [](const Tensor& t) { return softplus(t, 2.0, 5.0); }, false},
       {"pow", [](const Tensor& t) { return pow(t, 2.5); }, true},
       {"erf", [](const Tensor& t) { return erf(t); }, false},
+      {"leaky_relu", [](const Tensor& t) { return leaky_relu(t, 0.2); }, false},
+      {"elu", [](const Tensor& t) { return elu(t, 0.7); }, false},
+      {"selu", [](const Tensor& t) { return selu(t); }, false},
+      {"mish", [](const Tensor& t) { return mish(t); }, false},
+      {"hardswish", [](const Tensor& t) { return hardswish(t); }, false},
   };
   for (Dtype d : {kFloat32, kFloat16, kBFloat16, kFloat64}) {
     CAPTURE(dtype_name(d));
