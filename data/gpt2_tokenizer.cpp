@@ -12,7 +12,7 @@ namespace hg::data {
 
 namespace {
 
-constexpr std::string_view kOp = "gpt2_tokenizer";
+constexpr std::string_view kTokenizerOp = "gpt2_tokenizer";
 // GPT-2's files are 1.0 MB and 0.45 MB; anything far larger is not a vocabulary.
 constexpr uint64_t kMaxFileBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxTokenizerVocab = uint64_t{1} << 22;
@@ -71,7 +71,7 @@ std::string shown(std::string_view s) {
 }
 
 std::string read_text(const std::string& path) {
-  const std::vector<char> bytes = read_regular_file(path, kOp, kMaxFileBytes);
+  const std::vector<char> bytes = read_regular_file(path, kTokenizerOp, kMaxFileBytes);
   return std::string(bytes.begin(), bytes.end());
 }
 
@@ -145,43 +145,44 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
     const std::string text = read_text(encoder_path);
     EncoderReader reader;
     const bool ok = nlohmann::json::sax_parse(text, &reader);
-    HG_CHECK(ok && reader.error.empty(), kOp, "{}: {}", encoder_path,
+    HG_CHECK(ok && reader.error.empty(), kTokenizerOp, "{}: {}", encoder_path,
              reader.error.empty() ? std::string("not a JSON object of token ids") : reader.error);
     const size_t n = reader.entries.size();
-    HG_CHECK(n >= 257, kOp, "{}: holds {} tokens; a byte-level vocabulary needs the 256 bytes and <|endoftext|>",
-             encoder_path, n);
+    HG_CHECK(n >= 257, kTokenizerOp,
+             "{}: holds {} tokens; a byte-level vocabulary needs the 256 bytes and <|endoftext|>", encoder_path, n);
     token_bytes_.assign(n, std::string());
     std::vector<bool> seen(n, false);
     id_of.reserve(n);
     for (auto& [key, id] : reader.entries) {
-      HG_CHECK(id < n, kOp, "{}: key {} has the id {}, but the {} ids must be 0 to {}", encoder_path, shown(key), id, n,
-               n - 1);
-      HG_CHECK(!seen[id], kOp, "{}: the id {} is given to two keys (the second is {})", encoder_path, id, shown(key));
+      HG_CHECK(id < n, kTokenizerOp, "{}: key {} has the id {}, but the {} ids must be 0 to {}", encoder_path,
+               shown(key), id, n, n - 1);
+      HG_CHECK(!seen[id], kTokenizerOp, "{}: the id {} is given to two keys (the second is {})", encoder_path, id,
+               shown(key));
       std::optional<std::string> bytes = symbol_bytes(key);
-      HG_CHECK(bytes.has_value(), kOp, "{}: key {} has a character outside GPT-2's byte alphabet", encoder_path,
-               shown(key));
-      HG_CHECK(!bytes->empty(), kOp, "{}: the empty key has the id {}", encoder_path, id);
-      HG_CHECK(id_of.emplace(*bytes, static_cast<int32_t>(id)).second, kOp, "{}: key {} appears twice", encoder_path,
-               shown(key));
+      HG_CHECK(bytes.has_value(), kTokenizerOp, "{}: key {} has a character outside GPT-2's byte alphabet",
+               encoder_path, shown(key));
+      HG_CHECK(!bytes->empty(), kTokenizerOp, "{}: the empty key has the id {}", encoder_path, id);
+      HG_CHECK(id_of.emplace(*bytes, static_cast<int32_t>(id)).second, kTokenizerOp, "{}: key {} appears twice",
+               encoder_path, shown(key));
       seen[id] = true;
       token_bytes_[id] = std::move(*bytes);
     }
     for (int b = 0; b < 256; ++b) {
       const auto it = id_of.find(std::string(1, static_cast<char>(b)));
-      HG_CHECK(it != id_of.end(), kOp, "{}: has no token for the byte 0x{:02x}, so some text could not be encoded",
-               encoder_path, b);
+      HG_CHECK(it != id_of.end(), kTokenizerOp,
+               "{}: has no token for the byte 0x{:02x}, so some text could not be encoded", encoder_path, b);
       byte_token_[b] = it->second;
     }
     const auto eot = id_of.find("<|endoftext|>");
-    HG_CHECK(eot != id_of.end(), kOp, "{}: has no <|endoftext|> token", encoder_path);
+    HG_CHECK(eot != id_of.end(), kTokenizerOp, "{}: has no <|endoftext|> token", encoder_path);
     eot_ = eot->second;
   }
 
   // ---- vocab.bpe: "#version" line, then one merge "a b" a line, ranked by order ----
   const std::string text = read_text(vocab_path);
-  HG_CHECK(text.starts_with("#version"), kOp, "{}: does not start with a '#version' line (not a vocab.bpe file?)",
-           vocab_path);
-  HG_CHECK(text.back() == '\n', kOp, "{}: does not end with a newline (truncated?)", vocab_path);
+  HG_CHECK(text.starts_with("#version"), kTokenizerOp,
+           "{}: does not start with a '#version' line (not a vocab.bpe file?)", vocab_path);
+  HG_CHECK(text.back() == '\n', kTokenizerOp, "{}: does not end with a newline (truncated?)", vocab_path);
   std::vector<bool> made(token_bytes_.size(), false);
   for (int b = 0; b < 256; ++b) made[byte_token_[b]] = true;
   size_t pos = text.find('\n') + 1;
@@ -193,28 +194,29 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
     const size_t space = row.find(' ');
     HG_CHECK(space != std::string_view::npos && space > 0 && space + 1 < row.size() &&
                  row.find(' ', space + 1) == std::string_view::npos,
-             kOp, "{}: line {} is {}, expected two symbols separated by one space", vocab_path, line, shown(row));
+             kTokenizerOp, "{}: line {} is {}, expected two symbols separated by one space", vocab_path, line,
+             shown(row));
     std::array<int32_t, 2> ids{};
     std::string merged;
     for (int k = 0; k < 2; ++k) {
       const std::string_view sym = k == 0 ? row.substr(0, space) : row.substr(space + 1);
       const std::optional<std::string> bytes = symbol_bytes(sym);
-      HG_CHECK(bytes.has_value(), kOp, "{}: line {}: symbol {} has a character outside GPT-2's byte alphabet",
+      HG_CHECK(bytes.has_value(), kTokenizerOp, "{}: line {}: symbol {} has a character outside GPT-2's byte alphabet",
                vocab_path, line, shown(sym));
       const auto it = id_of.find(*bytes);
-      HG_CHECK(it != id_of.end(), kOp, "{}: line {}: symbol {} is not a token of {}", vocab_path, line, shown(sym),
-               encoder_path);
+      HG_CHECK(it != id_of.end(), kTokenizerOp, "{}: line {}: symbol {} is not a token of {}", vocab_path, line,
+               shown(sym), encoder_path);
       // Every symbol is a byte or the result of an earlier merge; encode() relies on it (a merge
       // never makes a pair that ranks before itself).
-      HG_CHECK(made[it->second], kOp, "{}: line {}: symbol {} is used before a merge makes it", vocab_path, line,
-               shown(sym));
+      HG_CHECK(made[it->second], kTokenizerOp, "{}: line {}: symbol {} is used before a merge makes it", vocab_path,
+               line, shown(sym));
       ids[k] = it->second;
       merged += *bytes;
     }
     const auto result = id_of.find(merged);
-    HG_CHECK(result != id_of.end(), kOp, "{}: line {}: the merge of {} makes a token that is not in {}", vocab_path,
-             line, shown(row), encoder_path);
-    HG_CHECK(merges_.emplace(pair_key(ids[0], ids[1]), Merge{rank, result->second}).second, kOp,
+    HG_CHECK(result != id_of.end(), kTokenizerOp, "{}: line {}: the merge of {} makes a token that is not in {}",
+             vocab_path, line, shown(row), encoder_path);
+    HG_CHECK(merges_.emplace(pair_key(ids[0], ids[1]), Merge{rank, result->second}).second, kTokenizerOp,
              "{}: line {}: the merge {} appears twice", vocab_path, line, shown(row));
     made[result->second] = true;
     ++rank;
@@ -222,7 +224,8 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& encoder_path, const std::string&
 }
 
 const std::string& Gpt2Tokenizer::token_bytes(int32_t id) const {
-  HG_CHECK(id >= 0 && id < vocab_size(), kOp, "decode: token id {} is outside the vocabulary of {}", id, vocab_size());
+  HG_CHECK(id >= 0 && id < vocab_size(), kTokenizerOp, "decode: token id {} is outside the vocabulary of {}", id,
+           vocab_size());
   return token_bytes_[static_cast<size_t>(id)];
 }
 

@@ -7,7 +7,7 @@ namespace hg::data {
 
 namespace {
 
-constexpr std::string_view kOp = "TokenDataset";
+constexpr std::string_view kTokenDatasetOp = "TokenDataset";
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -53,8 +53,8 @@ TokenDataset::TokenDataset(const std::string& path, TokenDatasetOptions options,
 
 TokenDataset TokenDataset::synthetic(int64_t num_tokens, int32_t vocab_size, uint64_t token_seed,
                                      TokenDatasetOptions options) {
-  HG_CHECK(vocab_size >= 1, kOp, "synthetic: vocabulary size {} must be positive", vocab_size);
-  HG_CHECK(num_tokens >= 0, kOp, "synthetic: negative token count {}", num_tokens);
+  HG_CHECK(vocab_size >= 1, kTokenDatasetOp, "synthetic: vocabulary size {} must be positive", vocab_size);
+  HG_CHECK(num_tokens >= 0, kTokenDatasetOp, "synthetic: negative token count {}", num_tokens);
   return TokenDataset(std::nullopt, num_tokens, vocab_size, token_seed, options, "synthetic");
 }
 
@@ -67,14 +67,15 @@ TokenDataset::TokenDataset(std::optional<TokenFile> file, int64_t num_tokens, in
       options_(options),
       name_(std::move(name)) {
   const auto& o = options_;
-  HG_CHECK(o.batch_size >= 1 && o.seq_len >= 1, kOp, "{}: batch_size {} and seq_len {} must be positive", name_,
-           o.batch_size, o.seq_len);
-  HG_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, kOp,
+  HG_CHECK(o.batch_size >= 1 && o.seq_len >= 1, kTokenDatasetOp, "{}: batch_size {} and seq_len {} must be positive",
+           name_, o.batch_size, o.seq_len);
+  HG_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, kTokenDatasetOp,
            "{}: rank {} is not in 0..world_size-1 (world_size {})", name_, o.rank, o.world_size);
-  HG_CHECK(o.seq_len < num_tokens_, kOp, "{}: a window of seq_len + 1 = {} tokens is larger than the {} tokens there",
-           name_, o.seq_len + 1, num_tokens_);
+  HG_CHECK(o.seq_len < num_tokens_, kTokenDatasetOp,
+           "{}: a window of seq_len + 1 = {} tokens is larger than the {} tokens there", name_, o.seq_len + 1,
+           num_tokens_);
   num_windows_ = (num_tokens_ - 1) / o.seq_len;
-  HG_CHECK(o.batch_size <= num_windows_ / o.world_size, kOp,
+  HG_CHECK(o.batch_size <= num_windows_ / o.world_size, kTokenDatasetOp,
            "{}: {} tokens make {} windows of {} tokens, fewer than one step needs (batch_size {} x world_size {})",
            name_, num_tokens_, num_windows_, o.seq_len + 1, o.batch_size, o.world_size);
   steps_per_epoch_ = num_windows_ / (o.batch_size * o.world_size);
@@ -87,7 +88,7 @@ int64_t TokenDataset::token(int64_t pos) const {
 }
 
 int64_t TokenDataset::window_start(TokenDatasetState at, int64_t row) const {
-  HG_CHECK(row >= 0 && row < options_.batch_size, kOp, "{}: row {} is not in 0..{}", name_, row,
+  HG_CHECK(row >= 0 && row < options_.batch_size, kTokenDatasetOp, "{}: row {} is not in 0..{}", name_, row,
            options_.batch_size - 1);
   // The step's B * world_size window slots, this rank's B of them, then the epoch's permutation.
   const int64_t slot = (at.step * options_.world_size + options_.rank) * options_.batch_size + row;
@@ -100,7 +101,7 @@ int64_t TokenDataset::window_start(TokenDatasetState at, int64_t row) const {
 }
 
 TokenBatch TokenDataset::batch(TokenDatasetState at) const {
-  HG_CHECK(at.epoch >= 0 && at.step >= 0 && at.step < steps_per_epoch_, kOp,
+  HG_CHECK(at.epoch >= 0 && at.step >= 0 && at.step < steps_per_epoch_, kTokenDatasetOp,
            "{}: state (epoch {}, step {}) is outside the {} steps of an epoch", name_, at.epoch, at.step,
            steps_per_epoch_);
   const int64_t b = options_.batch_size, t = options_.seq_len;
@@ -128,7 +129,7 @@ TokenBatch TokenDataset::next() {
 }
 
 void TokenDataset::set_state(TokenDatasetState state) {
-  HG_CHECK(state.epoch >= 0 && state.step >= 0 && state.step < steps_per_epoch_, kOp,
+  HG_CHECK(state.epoch >= 0 && state.step >= 0 && state.step < steps_per_epoch_, kTokenDatasetOp,
            "{}: cannot resume at (epoch {}, step {}): an epoch has {} steps", name_, state.epoch, state.step,
            steps_per_epoch_);
   state_ = state;
