@@ -45,21 +45,32 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions 
 
 Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, groups_, weight, bias, eps_); }
 
-BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions options)
-    : Module("BatchNorm1d"), features_(num_features), eps_(options.eps), momentum_(options.momentum) {
-  HG_CHECK(num_features > 0, "BatchNorm1d", "num_features must be positive, got {}", num_features);
-  HG_CHECK(options.eps > 0, "BatchNorm1d", "eps must be positive, got {}", options.eps);
-  HG_CHECK(options.momentum >= 0 && options.momentum <= 1, "BatchNorm1d", "momentum must be in [0, 1], got {}",
+namespace {
+
+// BatchNorm1d and BatchNorm2d differ only in the input shapes they take: the options' checks,
+// the parameters and the running statistics are set up here for both.
+template <class BatchNorm>
+void init_batch_norm(BatchNorm& m, const char* name, int64_t num_features, const BatchNormOptions& options) {
+  HG_CHECK(num_features > 0, name, "num_features must be positive, got {}", num_features);
+  HG_CHECK(options.eps > 0, name, "eps must be positive, got {}", options.eps);
+  HG_CHECK(options.momentum >= 0 && options.momentum <= 1, name, "momentum must be in [0, 1], got {}",
            options.momentum);
   if (options.affine) {
-    register_parameter("weight", weight, ones({num_features}));
-    register_parameter("bias", bias, zeros({num_features}));
+    m.register_parameter("weight", m.weight, ones({num_features}));
+    m.register_parameter("bias", m.bias, zeros({num_features}));
   }
   if (options.track_running_stats) {
-    register_buffer("running_mean", running_mean, zeros({num_features}));
-    register_buffer("running_var", running_var, ones({num_features}));
-    register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, kInt64));
+    m.register_buffer("running_mean", m.running_mean, zeros({num_features}));
+    m.register_buffer("running_var", m.running_var, ones({num_features}));
+    m.register_buffer("num_batches_tracked", m.num_batches_tracked, zeros({}, kInt64));
   }
+}
+
+}  // namespace
+
+BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions options)
+    : Module("BatchNorm1d"), features_(num_features), eps_(options.eps), momentum_(options.momentum) {
+  init_batch_norm(*this, "BatchNorm1d", num_features, options);
 }
 
 Tensor BatchNorm1d::forward(const Tensor& x) {
@@ -79,19 +90,7 @@ Tensor BatchNorm1d::forward(const Tensor& x) {
 
 BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions options)
     : Module("BatchNorm2d"), features_(num_features), eps_(options.eps), momentum_(options.momentum) {
-  HG_CHECK(num_features > 0, "BatchNorm2d", "num_features must be positive, got {}", num_features);
-  HG_CHECK(options.eps > 0, "BatchNorm2d", "eps must be positive, got {}", options.eps);
-  HG_CHECK(options.momentum >= 0 && options.momentum <= 1, "BatchNorm2d", "momentum must be in [0, 1], got {}",
-           options.momentum);
-  if (options.affine) {
-    register_parameter("weight", weight, ones({num_features}));
-    register_parameter("bias", bias, zeros({num_features}));
-  }
-  if (options.track_running_stats) {
-    register_buffer("running_mean", running_mean, zeros({num_features}));
-    register_buffer("running_var", running_var, ones({num_features}));
-    register_buffer("num_batches_tracked", num_batches_tracked, zeros({}, kInt64));
-  }
+  init_batch_norm(*this, "BatchNorm2d", num_features, options);
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
