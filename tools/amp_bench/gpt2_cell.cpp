@@ -109,12 +109,6 @@ void init_portable(gpt2::GPT2& model, uint64_t seed) {
   model.transformer->wte->weight.narrow(0, c.vocab, c.padded_vocab() - c.vocab).zero_();
 }
 
-std::optional<hg::Dtype> autocast_dtype(const std::string& precision) {
-  if (precision == "bf16") return hg::kBFloat16;
-  if (precision == "fp16") return hg::kFloat16;
-  return std::nullopt;
-}
-
 hg::Tensor loss_of(gpt2::GPT2& model, const Batch& b, std::optional<hg::Dtype> dtype, hg::DeviceType device) {
   hg::amp::AutocastGuard autocast(device, dtype, dtype.has_value());
   const hg::Tensor logits = model(b.x);
@@ -186,12 +180,7 @@ void measure_gpt2(const Options& options, CellResult& cell, const std::vector<Ba
     if (step >= options.warmup) step_ms.push_back(ms);
     if (on_step) on_step(step + 1, total);
   }
-  if (!on_cuda) {
-    r.peak_bytes = host_peak_bytes();
-    r.cell_bytes = r.peak_bytes - rss_start;
-  } else {
-    r.peak_bytes = cuda_peak_bytes();
-  }
+  record_memory(r, on_cuda, rss_start);
   {
     hg::NoGradGuard no_grad;
     r.final_loss = loss_of(model, batches[0], std::nullopt, device.type).item<double>();

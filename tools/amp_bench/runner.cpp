@@ -15,13 +15,22 @@ int64_t batch_for(const Options& options, const std::string& model, const std::s
   return options.batch;
 }
 
-namespace {
-
 std::optional<hg::Dtype> autocast_dtype(const std::string& precision) {
   if (precision == "bf16") return hg::kBFloat16;
   if (precision == "fp16") return hg::kFloat16;
   return std::nullopt;  // fp32, tf32
 }
+
+void record_memory(SideResult& r, bool on_cuda, int64_t rss_start) {
+  if (on_cuda) {
+    r.peak_bytes = cuda_peak_bytes();
+    return;
+  }
+  r.peak_bytes = host_peak_bytes();
+  r.cell_bytes = r.peak_bytes - rss_start;
+}
+
+namespace {
 
 void measure(const Options& options, CellResult& cell, const std::vector<Batch>& host_batches,
              const StepCallback& on_step) {
@@ -65,11 +74,8 @@ void measure(const Options& options, CellResult& cell, const std::vector<Batch>&
   if (!on_cuda) {
     r.allocs_per_step = static_cast<double>(hg::cpu_memory_stats().system_allocations - system_allocs_at_timing) /
                         static_cast<double>(options.steps);
-    r.peak_bytes = host_peak_bytes();
-    r.cell_bytes = r.peak_bytes - rss_start;
-  } else {
-    r.peak_bytes = cuda_peak_bytes();
   }
+  record_memory(r, on_cuda, rss_start);
 
   // The numerics check: the loss on the first batch after training, in float32, no autocast.
   {

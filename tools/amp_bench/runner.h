@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "data.h"
@@ -13,6 +14,12 @@ namespace amp_bench {
 
 // Called with (step done, steps in all) while a cell runs, for the progress line.
 using StepCallback = std::function<void(int64_t, int64_t)>;
+
+// The autocast dtype of a precision: bfloat16 or float16, none for fp32 and tf32.
+std::optional<hg::Dtype> autocast_dtype(const std::string& precision);
+// A cell's memory after its steps: CUDA's allocator peak, or on the CPU the resident peak and its
+// growth since rss_start.
+void record_memory(SideResult& r, bool on_cuda, int64_t rss_start);
 
 int64_t batch_for(const Options& options, const std::string& model, const std::string& device);
 
