@@ -6,21 +6,15 @@
 # Usage: gpt2_twin.sh AMP_BENCH
 set -euo pipefail
 bench="$1"
-if ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1; then
-  if [ "${HG_TEST_WITHOUT_TORCH:-0}" = 1 ]; then
-    echo "no python with torch: skipped (HG_TEST_WITHOUT_TORCH=1)"
-    exit 77
-  fi
-  echo "/usr/bin/python3 cannot import torch: install python3-torch (tools/setup-debian.sh), or set HG_TEST_WITHOUT_TORCH=1"
-  exit 1
-fi
+# shellcheck source=tests/amp_bench/torch_python.sh
+. "$(dirname "$0")/torch_python.sh"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$bench" --models gpt2 --gpt2-cpu tiny:32:2 --precisions fp32,bf16 --devices cpu --steps 3 --warmup 0 \
-  --threads 1 --python /usr/bin/python3 --json "$tmp/out.json" >"$tmp/table.txt"
+  --threads 1 --python "$python" --json "$tmp/out.json" >"$tmp/table.txt"
 cat "$tmp/table.txt"
 grep -q "^gpt2 fp32  cpu  64 tokens/step: halfgrad .* tokens/s" "$tmp/table.txt"
-/usr/bin/python3 - "$tmp/out.json" <<'PY'
+"$python" - "$tmp/out.json" <<'PY'
 import json, math, sys
 d = json.load(open(sys.argv[1]))
 cells = {r["precision"]: r for r in d["results"]}

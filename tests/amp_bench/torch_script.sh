@@ -5,19 +5,8 @@
 # Usage: torch_script.sh SCRIPT
 set -euo pipefail
 script="$1"
-python=""
-for p in /usr/bin/python3 python3; do
-  if "$p" -c "import torch" >/dev/null 2>&1; then python="$p"; break; fi
-done
-if [ -z "$python" ]; then
-  if [ "${HG_TEST_WITHOUT_TORCH:-0}" = 1 ]; then
-    echo "no python with torch: skipped (HG_TEST_WITHOUT_TORCH=1)"
-    exit 77
-  fi
-  echo "no python with torch (tried /usr/bin/python3, python3): install python3-torch (tools/setup-debian.sh)," \
-    "or set HG_TEST_WITHOUT_TORCH=1 to skip the PyTorch twin tests"
-  exit 1
-fi
+# shellcheck source=tests/amp_bench/torch_python.sh
+. "$(dirname "$0")/torch_python.sh"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$python" "$script" --models linear --precisions fp32,bf16,fp16 --devices cpu --steps 1 --warmup 0 --threads 1 \
