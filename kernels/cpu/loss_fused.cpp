@@ -3,11 +3,11 @@
 // and the gradient written back over the row in its dtype. cross_entropy's own kernels convert
 // element by element and read each row three times, which made the loss of bf16 GPT-2 logits
 // take a fifth of a CPU training step.
-#include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "framework/ops/loss_fused_kernels.h"
+#include "kernels/cpu/class_targets.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/cpu/simd/convert.h"
 
@@ -16,16 +16,13 @@ namespace {
 
 template <class T, class C>
 void fused_rows(C* loss, T* x, const int64_t* target, int64_t n, int64_t c, int64_t ignore, C eps, C w, bool write_grad,
-                std::atomic<int64_t>& bad) {
+                BadTarget& bad) {
   const C keep = C(1) - eps, spread = eps / static_cast<C>(c);
   for_each_row(n, c, 1, [&](int64_t r, int64_t base, auto) {
     T* row = x + base;
     const int64_t t = target[r];
     if (t == ignore || t < 0 || t >= c) {
-      if (t != ignore) {
-        int64_t none = -1;
-        bad.compare_exchange_strong(none, r, std::memory_order_relaxed);
-      }
+      if (t != ignore) bad.note(r);
       loss[r] = C(0);
       if (write_grad)
         for (int64_t i = 0; i < c; ++i) row[i] = T(0);
@@ -57,10 +54,9 @@ void cross_entropy_fused_cpu(const Tensor& losses, const Tensor& count, const Te
                              int64_t ignore_index, double label_smoothing, bool mean, bool write_grad) {
   const int64_t n = logits.shape()[0], c = logits.shape()[1];
   const auto* target = static_cast<const int64_t*>(target_t.raw_data());
-  int64_t kept = 0;  // known before the rows, so the mean's 1 / count goes into the one pass
-  for (int64_t i = 0; i < n; ++i) kept += target[i] != ignore_index;
-  *static_cast<int64_t*>(count.raw_data()) = kept;
-  std::atomic<int64_t> bad{-1};
+  // Counted before the rows, so the mean's 1 / count goes into the one pass.
+  const int64_t kept = count_kept(count, target, n, ignore_index);
+  BadTarget bad;
   dispatch_float(logits.dtype(), [&]<class T>(TypeTag<T>) {
     dispatch_float(losses.dtype(), [&]<class C>(TypeTag<C>) {
       if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
@@ -72,12 +68,7 @@ void cross_entropy_fused_cpu(const Tensor& losses, const Tensor& count, const Te
       }
     });
   });
-  const int64_t r = bad.load();
-  if (r >= 0)
-    fail("cross_entropy",
-         "target {} (at position {}) is out of range for {} classes: expected 0 <= target < {} or "
-         "ignore_index",
-         target[r], r, c, c);
+  bad.check("cross_entropy", target, c);
 }
 
 }  // namespace
