@@ -139,8 +139,7 @@ void finish_leaf(GraphTask& task, LeafState& leaf) {
 // create_graph needs the formulas to be differentiable: an op whose backward runs a raw kernel
 // refuses here rather than hand back gradients without history.
 void check_double_backward(const Node& node) {
-  const OpDef* op = find_op(node.name());
-  HG_CHECK(op == nullptr || op->double_differentiable, node.name(),
+  HG_CHECK(node.op() == nullptr || node.op()->double_differentiable, node.name(),
            "double backward is not supported (create_graph=true needs its backward formula to be differentiable; "
            "docs/GUIDE.md lists the ops that refuse)");
 }
@@ -214,7 +213,8 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
   auto may_widen = [&](const Edge& e) {
     if (task.create_graph || !e.node || !is_reduced_float(e.dtype)) return false;
     Node* cast = e.node.get();
-    if (cast->name() != "to" || cast->num_outputs() != 1 || cast->next_edges().size() != 1) return false;
+    if (!cast->op() || !cast->op()->dtype_cast || cast->num_outputs() != 1 || cast->next_edges().size() != 1)
+      return false;
     const Edge& source = cast->next_edges()[0];
     if (!source.active() || source.dtype != kFloat32 || source.device != e.device) return false;
     if (deps.at(cast) != 1 || buffers.count(cast) != 0 || cast->has_tensor_hooks()) return false;
@@ -276,7 +276,8 @@ void run(GraphTask& task, const TensorList& roots, const TensorList& root_grads)
         }
       }
       if (task.create_graph) check_double_backward(*node);
-      for (size_t i = 0; i < node->next_edges().size(); ++i) widened[i] = may_widen(node->next_edges()[i]);
+      if (node->op() && node->op()->writes_widened_gradients)
+        for (size_t i = 0; i < node->next_edges().size(); ++i) widened[i] = may_widen(node->next_edges()[i]);
       AutocastReplay replay(node->autocast_state());
       BackwardPassGuard in_backward;
       CurrentBackwardNodeGuard current(nodes.at(node));

@@ -35,7 +35,7 @@ void detail::attach_function(std::string_view name, const TensorList& inputs, st
   for (Tensor* t : outputs) *t = t->detach();  // forward may return a view of an input: give it its own history
   const size_t n_inputs = inputs.size();
   std::string label(name);
-  autograd_hooks().attach(name, inputs, outputs, [ctx, backward, n_inputs, label](const TensorList& g) {
+  autograd_hooks().attach(nullptr, name, inputs, outputs, [ctx, backward, n_inputs, label](const TensorList& g) {
     TensorList grads = backward(ctx.get(), g);
     HG_CHECK(grads.size() == n_inputs, label, "backward returned {} gradients for {} tensor inputs", grads.size(),
              n_inputs);

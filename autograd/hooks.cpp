@@ -7,7 +7,7 @@ namespace {
 
 class EngineHooks final : public AutogradHooks {
  public:
-  void attach(std::string_view name, const TensorList& inputs, const std::vector<Tensor*>& outputs,
+  void attach(const OpDef* op, std::string_view name, const TensorList& inputs, const std::vector<Tensor*>& outputs,
               BackwardFn backward) override {
     std::vector<Edge> edges;
     edges.reserve(inputs.size());
@@ -15,7 +15,7 @@ class EngineHooks final : public AutogradHooks {
     std::vector<Node::OutputMeta> metas;
     for (const Tensor* t : outputs) metas.push_back({t->shape(), t->dtype(), t->device()});
     auto node = std::make_shared<Node>(std::string(name), std::move(edges), std::move(backward), std::move(metas),
-                                       hg::autocast_state());
+                                       hg::autocast_state(), op);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& out = *outputs[i];
       if (!is_floating(out.dtype())) {  // integer outputs (indices) carry no gradient

@@ -8,8 +8,9 @@
 namespace hg::autograd {
 
 Node::Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::vector<OutputMeta> outputs,
-           AutocastState autocast)
-    : name_(std::move(name)),
+           AutocastState autocast, const OpDef* op)
+    : op_(op),
+      name_(std::move(name)),
       edges_(std::move(edges)),
       backward_(std::move(backward)),
       outputs_(std::move(outputs)),

@@ -9,6 +9,10 @@
 #include "framework/autocast_state.h"
 #include "framework/backward.h"
 
+namespace hg {
+struct OpDef;  // framework/op.h
+}
+
 namespace hg::autograd {
 
 class Node;
@@ -32,14 +36,17 @@ class Node {
     Dtype dtype;
     Device device;
   };
+  // `op`: the public op whose backward this is, or null (a custom Function, a test's node).
   Node(std::string name, std::vector<Edge> edges, BackwardFn backward, std::vector<OutputMeta> outputs,
-       AutocastState autocast);
+       AutocastState autocast, const OpDef* op = nullptr);
   // Frees the graph behind this node without recursion (see node.cpp).
   virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
   const std::string& name() const { return name_; }
+  // The op's definition, whose traits (OpTraits) the engine reads; null for a custom Function.
+  const OpDef* op() const { return op_; }
   const std::vector<Edge>& next_edges() const { return edges_; }
   size_t num_outputs() const { return outputs_.size(); }
   const OutputMeta& output(size_t i) const { return outputs_[i]; }
@@ -63,6 +70,7 @@ class Node {
   bool has_tensor_hooks() const { return !tensor_hooks_.empty(); }
 
  private:
+  const OpDef* op_;
   std::string name_;
   std::vector<Edge> edges_;
   BackwardFn backward_;

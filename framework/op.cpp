@@ -28,8 +28,14 @@ bool GradMode::is_enabled() { return t_grad_mode; }
 void GradMode::set_enabled(bool enabled) { t_grad_mode = enabled; }
 AutocastState& autocast_state() { return t_autocast; }
 
-OpDef::OpDef(const char* n, bool diff, bool double_diff)
-    : name(n), differentiable(diff), double_differentiable(double_diff) {
+OpDef::OpDef(const char* n, bool diff, bool double_diff) : OpDef(n, OpTraits{diff, double_diff}) {}
+
+OpDef::OpDef(const char* n, OpTraits traits)
+    : name(n),
+      differentiable(traits.differentiable),
+      double_differentiable(traits.double_differentiable),
+      dtype_cast(traits.dtype_cast),
+      writes_widened_gradients(traits.writes_widened_gradients) {
   registry().push_back(this);
 }
 
@@ -119,7 +125,7 @@ void OpCall::finish(const std::vector<Tensor*>& outputs, BackwardFn backward) {
     }
     for (OpRecorder* r : t_recorders) r->events_.push_back(e);
   }
-  if (backward && needs_grad()) autograd_hooks().attach(op_.name, inputs_, outputs, std::move(backward));
+  if (backward && needs_grad()) autograd_hooks().attach(&op_, op_.name, inputs_, outputs, std::move(backward));
 }
 
 const std::shared_ptr<autograd::Node>& current_backward_node() { return t_backward_node; }

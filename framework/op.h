@@ -18,18 +18,35 @@
 
 namespace hg {
 
-struct OpDef {
-  const char* name;
+// How an op takes part in autograd. The last two name the training step's widened-gradient fast
+// path (docs/AMP.md, "What the training step fuses"), so the engine reads a flag, never an op's name.
+struct OpTraits {
   bool differentiable = true;
   // Whether the backward formula is itself differentiable (written in public ops), so that
   // create_graph can record it. false: the backward calls a raw kernel, and the engine refuses
   // create_graph through the op ("[op] double backward is not supported").
   bool double_differentiable = true;
+  // A cast between dtypes whose backward casts the gradient back: where its input is float32 and
+  // its only gradient arrives already rounded to its 16-bit dtype but held as float32, the engine
+  // may pass that gradient straight on (widened_gradient_wanted).
+  bool dtype_cast = false;
+  // A backward formula that may write an input's gradient widened when the engine grants it
+  // (widened_gradient_wanted; linear's weight gradient).
+  bool writes_widened_gradients = false;
+};
+
+struct OpDef {
+  const char* name;
+  bool differentiable = true;
+  bool double_differentiable = true;  // see OpTraits
+  bool dtype_cast = false;
+  bool writes_widened_gradients = false;
   // The op's autocast policy row, bound by the autocast layer the first time the op runs inside a
   // region (amp/policy_table.cpp), so no call looks the name up again. Opaque to the core.
   mutable std::atomic<const void*> autocast_row{nullptr};
 
   explicit OpDef(const char* name, bool differentiable = true, bool double_differentiable = true);
+  OpDef(const char* name, OpTraits traits);
   OpDef(const OpDef&) = delete;
   OpDef& operator=(const OpDef&) = delete;
 };
@@ -48,8 +65,9 @@ void set_autocast_hook(AutocastHook hook);
 
 struct AutogradHooks {
   virtual ~AutogradHooks() = default;
-  virtual void attach(std::string_view name, const TensorList& inputs, const std::vector<Tensor*>& outputs,
-                      BackwardFn backward) = 0;
+  // `op` is the public op that ran, or null for a custom autograd Function (named by `name`).
+  virtual void attach(const OpDef* op, std::string_view name, const TensorList& inputs,
+                      const std::vector<Tensor*>& outputs, BackwardFn backward) = 0;
   virtual void backward(const TensorList& roots, const TensorList& grads, bool retain_graph, bool create_graph) = 0;
   // A gradient hook on a non-leaf tensor (kept on its grad_fn; leaves keep theirs in AutogradMeta).
   virtual RemovableHandle register_node_hook(const Tensor& t, GradHook fn) = 0;
@@ -92,6 +110,7 @@ class OpCall {
   const TensorList& inputs() const { return inputs_; }
   std::optional<Dtype> output_dtype() const { return output_dtype_; }
   std::string_view name() const { return op_.name; }
+  const OpDef& op() const { return op_; }
   bool needs_grad() const;
   void finish(const std::vector<Tensor*>& outputs, BackwardFn backward = nullptr);
 

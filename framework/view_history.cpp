@@ -126,7 +126,7 @@ void finish_in_place(OpCall& call, Tensor& self, BackwardFn backward) {
   const std::shared_ptr<const ViewInfo> view = self.impl()->view;
   if (!view) {
     // Input 0 (self's old value) is linked to self's old history before self moves on to the node.
-    autograd_hooks().attach(call.name(), call.inputs(), {&self}, std::move(backward));
+    autograd_hooks().attach(&call.op(), call.name(), call.inputs(), {&self}, std::move(backward));
     return;
   }
   // On a view: the base's new value is its old one with the view's region passed through the op.
@@ -147,7 +147,7 @@ void finish_in_place(OpCall& call, Tensor& self, BackwardFn backward) {
     grads[0] = grad_base;
     return grads;
   };
-  autograd_hooks().attach(call.name(), inputs, {&base}, std::move(through_base));
+  autograd_hooks().attach(&call.op(), call.name(), inputs, {&base}, std::move(through_base));
   remake_view_history(self);
 }
 

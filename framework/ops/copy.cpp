@@ -15,7 +15,7 @@ HG_DEFINE_OPTIONAL_STUB(cross_device_copy_stub, CopyFn);
 HG_DEFINE_STUB(fill_stub, FillFn);
 
 namespace {
-const OpDef kTo{"to", true};
+const OpDef kTo{"to", {.dtype_cast = true}};
 const OpDef kContiguous{"contiguous", true};
 const OpDef kClone{"clone", true};
 const OpDef kCopyInPlace{"copy_", true};

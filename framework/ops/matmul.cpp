@@ -17,7 +17,7 @@ HG_DEFINE_OPTIONAL_STUB(gemm_widened_stub, GemmWidenedFn);
 namespace {
 const OpDef kMm{"mm", true};
 const OpDef kBmm{"bmm", true};
-const OpDef kLinear{"linear", true};
+const OpDef kLinear{"linear", {.writes_widened_gradients = true}};
 
 void check_operands(std::string_view op, const Tensor& a, const Tensor& b) {
   HG_CHECK(a.defined() && b.defined(), op, "got an undefined tensor");
