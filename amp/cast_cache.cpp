@@ -7,8 +7,10 @@
 #include "amp/autocast_scope.h"
 #include "framework/autocast_state.h"
 #include "framework/grad_mode.h"
+#include "framework/inference_mode.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/internal.h"
+#include "optim/warm_cast.h"
 
 namespace hg::amp {
 
@@ -22,8 +24,9 @@ thread_local std::map<std::pair<const TensorImpl*, Dtype>, Entry> t_cache;
 }  // namespace
 
 bool is_cacheable(const Tensor& t, Dtype dtype) {
-  return autocast_nesting_depth() > 0 && autocast_state()[t.device().type].cache_enabled && is_reduced_float(dtype) &&
-         t.dtype() == kFloat32 && t.is_leaf() && t.requires_grad() && internal::owns_whole_storage(t);
+  return autocast_nesting_depth() > 0 && autocast_state()[t.device().type].cache_enabled &&
+         !is_inference_mode_enabled() && is_reduced_float(dtype) && t.dtype() == kFloat32 && t.is_leaf() &&
+         t.requires_grad() && internal::owns_whole_storage(t);
 }
 
 Tensor cast_for_autocast(const Tensor& t, Dtype dtype) {
@@ -33,17 +36,18 @@ Tensor cast_for_autocast(const Tensor& t, Dtype dtype) {
   auto it = t_cache.find(key);
   if (it != t_cache.end() && it->second.version == t.version()) return it->second.cast;
   GradModeGuard record(true);
-  // A warm cast (WarmCast: written by the last fused optimizer step) holds exactly these values
+  // A warm cast (optim/warm_cast.h: written by the last fused optimizer step) holds exactly these values
   // while the weight's version has not moved since; otherwise cast, and ask the next optimizer
   // step to keep this dtype's copy warm.
   // Threads running autocast regions on the same weights share its slot: read and set under the
   // leaf's lock.
   AutogradMeta& meta = *t.impl()->autograd;
-  std::shared_ptr<WarmCast> warm;
+  std::shared_ptr<optim::WarmCast> warm;
   {
     std::lock_guard lock(meta.lock);
-    warm = meta.warm_cast;
-    if (!warm || warm->dtype != dtype) meta.warm_cast = std::make_shared<WarmCast>(WarmCast{dtype, Tensor(), 0});
+    warm = optim::warm_cast_of(meta);
+    if (!warm || warm->dtype != dtype)
+      optim::set_warm_cast(meta, std::make_shared<optim::WarmCast>(optim::WarmCast{dtype, Tensor(), 0}));
   }
   Tensor cast;
   if (warm && warm->dtype == dtype && warm->value.defined() && warm->version == t.version()) {

@@ -17,9 +17,9 @@ bool is_cacheable(const Tensor& t, Dtype dtype);
 // t cast to dtype on its device; from (and into) the cache when is_cacheable. Cached casts are
 // made with grad recording on, so a cast first made under NoGradGuard still links to the weight
 // when a later op in the region records a graph (PyTorch issue 112583). A weight written in
-// place since it was cached (its version moved) is cast again. halfgrad has no inference mode
-// yet; when it gets one, casts made in it must not be cached.
-// Across regions: caching a weight's cast marks the weight (WarmCast, framework/tensor.h), the
+// place since it was cached (its version moved) is cast again. Casts made under
+// InferenceModeGuard are not cached: they carry no history a later training region could use.
+// Across regions: caching a weight's cast marks the weight (WarmCast, optim/warm_cast.h), the
 // fused SGD/Adam step then also writes the new weights rounded to that dtype, and the next
 // region's first cast of the weight reuses them, bit for bit what casting would give, while the
 // weight has not been written since (its version). One such copy per weight stays alive between

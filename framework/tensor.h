@@ -281,16 +281,6 @@ class Tensor {
 };
 
 // What autograd keeps for a tensor. Filled by the autograd layer; the core only stores it.
-// A leaf's autocast cast kept warm across autocast regions: amp's cast cache sets `dtype` when it
-// caches a cast of the leaf, the fused optimizer step then writes `value` (the updated weights
-// rounded to dtype) beside the new float32 weights, and the next region uses it instead of
-// casting again while the leaf's version is still `version` (amp/cast_cache.h).
-struct WarmCast {
-  Dtype dtype = kFloat32;
-  Tensor value;
-  uint32_t version = 0;
-};
-
 // Guards a leaf's .grad and hook lists: backward passes on several threads may reach the same leaf
 // (PyTorch's AccumulateGrad takes such a lock). Recursive, because a post-accumulate-grad hook runs
 // under it and may read or set .grad. A copied meta gets a lock of its own.
@@ -309,8 +299,10 @@ struct AutogradMeta {
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
-  std::shared_ptr<WarmCast> warm_cast;      // leaves used under autocast only
-  uint32_t view_version = 0;                // a view's grad_fn matches its base's history as of this version
+  // A leaf's warm autocast cast (optim/warm_cast.h), held opaquely: the core defines no amp or
+  // optimizer state, it only keeps the slot alive with the leaf.
+  std::shared_ptr<void> warm_cast;
+  uint32_t view_version = 0;  // a view's grad_fn matches its base's history as of this version
   // A leaf's hooks, by id (a non-leaf's gradient hooks live on its grad_fn, which outlives it).
   std::vector<std::pair<uint64_t, GradHook>> grad_hooks;
   std::vector<std::pair<uint64_t, std::function<void()>>> post_accumulate_grad_hooks;

@@ -7,6 +7,7 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "optim/warm_cast.h"
 #include "serialize/state_value.h"
 
 namespace hg::optim {
@@ -136,16 +137,16 @@ void Optimizer::step_unscaling(float inv_scale) {
 }
 
 Tensor Optimizer::warm_cast_output(const Tensor& param) {
-  const auto& meta = param.impl()->autograd;
-  if (!meta || !meta->warm_cast || param.dtype() != kFloat32 || !param.is_contiguous()) return Tensor();
-  return empty(param.shape(), TensorOptions(meta->warm_cast->dtype).device(param.device()));
+  const std::shared_ptr<WarmCast> warm = warm_cast_of(param);
+  if (!warm || param.dtype() != kFloat32 || !param.is_contiguous()) return Tensor();
+  return empty(param.shape(), TensorOptions(warm->dtype).device(param.device()));
 }
 
 void Optimizer::publish_warm_cast(const Tensor& param, const Tensor& value) {
   if (!value.defined()) return;
-  WarmCast& warm = *param.impl()->autograd->warm_cast;
-  warm.value = value;
-  warm.version = param.version();
+  const std::shared_ptr<WarmCast> warm = warm_cast_of(param);
+  warm->value = value;
+  warm->version = param.version();
 }
 
 Tensor Optimizer::skip_flag(Device device) const {

@@ -78,7 +78,7 @@ class Optimizer {
   // read on the device; undefined when there is none (or it was already checked on the host).
   Tensor skip_flag(Device device) const;
   // For the fused kernels: an empty float16/bfloat16 tensor when `param` (float32, contiguous)
-  // keeps a warm autocast cast (WarmCast in framework/tensor.h), which the kernel fills with the
+  // keeps a warm autocast cast (optim/warm_cast.h), which the kernel fills with the
   // new weights rounded to that dtype; undefined otherwise.
   static Tensor warm_cast_output(const Tensor& param);
   // After the update and its version bump: `value` (from warm_cast_output) becomes param's warm cast.

@@ -41,6 +41,16 @@ TEST_CASE("amp: cache_enabled=false casts on every use") {
   CHECK(amp::cast_cache_size() == 0);
 }
 
+TEST_CASE("amp: casts under InferenceModeGuard are not cached") {
+  Tensor w = weight({4, 4}), x = randn({2, 4}, kBFloat16);
+  InferenceModeGuard inference;
+  OpRecorder rec;
+  amp::AutocastGuard g(kCPU, kBFloat16);
+  mm(mm(x, w), w);
+  CHECK(rec.count("to") == 2);
+  CHECK(amp::cast_cache_size() == 0);
+}
+
 TEST_CASE("amp: only float32 leaf weights that own their storage are cached") {
   Tensor x = randn({2, 4}, kBFloat16);
   amp::AutocastGuard g(kCPU, kBFloat16);

@@ -3,6 +3,7 @@
 
 #include "helpers.h"
 #include "kernels/cpu/stream_store.h"
+#include "optim/warm_cast.h"
 
 using namespace hg;
 using hg::test::bitwise_equal;
@@ -39,7 +40,7 @@ TEST_CASE("amp: the optimizer step leaves each autocast weight's cast warm, bit 
       if (which == 2) opt = std::make_unique<optim::AdamW>(TensorList{w1, w2}, optim::AdamWOptions{.lr = 0.01});
       train_step(*opt, w1, w2, x, dtype);  // the first region casts and marks the weights
       for (const Tensor& w : {w1, w2}) {
-        const auto& warm = w.impl()->autograd->warm_cast;
+        const auto warm = optim::warm_cast_of(w);
         REQUIRE(warm != nullptr);
         CHECK(warm->dtype == dtype);
         REQUIRE(warm->value.defined());  // written by the step
@@ -51,7 +52,7 @@ TEST_CASE("amp: the optimizer step leaves each autocast weight's cast warm, bit 
         OpRecorder rec;
         amp::AutocastGuard g(kCPU, dtype);
         const Tensor c = amp::cast_for_autocast(w1, dtype);
-        CHECK(c.storage() == w1.impl()->autograd->warm_cast->value.storage());
+        CHECK(c.storage() == optim::warm_cast_of(w1)->value.storage());
         CHECK(rec.count("to") == 1);
         CHECK(c.requires_grad());  // still linked to the weight
       }
@@ -63,7 +64,7 @@ TEST_CASE("amp: the optimizer step leaves each autocast weight's cast warm, bit 
       {
         amp::AutocastGuard g(kCPU, dtype);
         const Tensor c = amp::cast_for_autocast(w1, dtype);
-        CHECK(c.storage() != w1.impl()->autograd->warm_cast->value.storage());
+        CHECK(c.storage() != optim::warm_cast_of(w1)->value.storage());
         CHECK(bitwise_equal(c, w1.detach().to(dtype)));
       }
     }
@@ -121,11 +122,11 @@ TEST_CASE("amp: a step skipped by the GradScaler keeps the warm cast valid") {
   step(false);
   REQUIRE(scaler.get_scale() == 64.0);  // the first step was not skipped
   const uint32_t version = w.version();
-  const Tensor warm = w.impl()->autograd->warm_cast->value;
+  const Tensor warm = optim::warm_cast_of(w)->value;
   step(true);  // skipped: the weight and its warm copy stay as they are
   CHECK(w.version() == version);
-  CHECK(w.impl()->autograd->warm_cast->value.storage() == warm.storage());
-  CHECK(bitwise_equal(w.impl()->autograd->warm_cast->value, w.detach().to(kFloat16)));
+  CHECK(optim::warm_cast_of(w)->value.storage() == warm.storage());
+  CHECK(bitwise_equal(optim::warm_cast_of(w)->value, w.detach().to(kFloat16)));
 }
 
 TEST_CASE("amp: a weight whose update overflows the cache gets its warm copy by streaming stores, the same bits") {
@@ -148,7 +149,7 @@ TEST_CASE("amp: a weight whose update overflows the cache gets its warm copy by 
           amp::cast_for_autocast(w, dtype).to(kFloat32).sum().backward();  // marks w, grad of ones
         }
         opt->step();
-        const auto& warm = w.impl()->autograd->warm_cast;
+        const auto warm = optim::warm_cast_of(w);
         REQUIRE(warm != nullptr);
         REQUIRE(warm->value.defined());
         CHECK(warm->version == w.version());

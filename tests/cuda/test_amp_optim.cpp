@@ -3,6 +3,7 @@
 // AMP training step that never makes the host wait.
 #include "amp/scaler_ops.h"
 #include "helpers.h"
+#include "optim/warm_cast.h"
 
 using namespace hg;
 using hg::test::check_close;
@@ -277,7 +278,7 @@ TEST_CASE("cuda warm casts: the fused step writes each autocast weight's cast, b
       loss.backward();
       opt.step();
     }
-    const auto& warm = w.impl()->autograd->warm_cast;
+    const auto warm = optim::warm_cast_of(w);
     REQUIRE(warm != nullptr);
     REQUIRE(warm->value.defined());
     CHECK(warm->version == w.version());
