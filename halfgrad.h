@@ -57,6 +57,7 @@
 #include "nn/distributed.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
+#include "nn/fuse.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"

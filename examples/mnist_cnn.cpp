@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
     hg::manual_seed(args.seed);
     const hg::Device device = examples::pick_device(args);
     auto model = examples::mnist_cnn();
+    // conv -> ReLU -> conv -> ReLU -> 2x2 max-pool run as two fused ops (conv2d_relu,
+    // conv2d_relu_max_pool2d): the same values and gradients, fewer passes over the activations.
+    hg::nn::fuse(*model);
     model->to(device);
     const auto train = hg::data::mnist(args.data, hg::data::Split::Train);
     const auto test = hg::data::mnist(args.data, hg::data::Split::Test);

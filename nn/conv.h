@@ -23,11 +23,11 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv2dOptions options = {})
       : Conv2d(in_channels, out_channels, std::vector<int64_t>{kernel_size, kernel_size}, std::move(options)) {}
   Tensor forward(const Tensor& x) override;
-  // relu(forward(x)) as one op (conv2d_relu), without this module's hooks: what Sequential runs
-  // for a hook-free Conv2d followed by a hook-free ReLU.
+  // relu(forward(x)) as one op (conv2d_relu), without this module's hooks: for a custom Module's
+  // forward, and what a Sequential runs after nn::fuse (nn/fuse.h).
   Tensor forward_relu(const Tensor& x);
-  // max_pool2d(relu(forward(x)), 2) as one op (conv2d_relu_max_pool2d), without hooks: what
-  // Sequential runs for a hook-free Conv2d, ReLU, and 2x2 MaxPool2d (MaxPool2d::is_plain_2x2).
+  // max_pool2d(relu(forward(x)), 2) as one op (conv2d_relu_max_pool2d), without hooks; likewise
+  // (nn::fuse joins a 2x2 MaxPool2d, MaxPool2d::is_plain_2x2).
   Tensor forward_relu_max_pool(const Tensor& x);
   std::string extra_repr() const override;
   Tensor weight, bias;

@@ -56,8 +56,8 @@ class Module {
   // Each returns a handle whose remove() unregisters the hook (the handle may outlive the module).
   RemovableHandle register_forward_pre_hook(ForwardPreHook fn);
   RemovableHandle register_forward_hook(ForwardHook fn);
-  // Whether any forward pre-hook or forward hook is registered (Sequential fuses only modules
-  // without them, so every hook sees the tensors it would see unfused).
+  // Whether any forward pre-hook or forward hook is registered (a fused Sequential, nn/fuse.h,
+  // fuses only modules without them, so every hook sees the tensors it would see unfused).
   bool has_forward_hooks() const { return !hooks_->pre.empty() || !hooks_->post.empty(); }
   const std::string& type_name() const { return type_name_; }
   // The key configuration shown inside the parentheses when printed, as PyTorch's extra_repr:

@@ -1,10 +1,10 @@
 #include "nn/sequential.h"
 
-#include <cxxabi.h>
+#include <fmt/format.h>
 
-#include <cstdlib>
 #include <typeinfo>
 
+#include "framework/type_name.h"
 #include "nn/conv.h"
 #include "nn/linear.h"
 
@@ -20,19 +20,8 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
   return *this;
 }
 
-namespace {
-// "hg::nn::Linear" rather than the mangled "N2hg2nn6LinearE".
-std::string readable(const std::type_info& type) {
-  int status = 0;
-  char* name = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
-  std::string out = status == 0 && name ? name : type.name();
-  std::free(name);
-  return out;
-}
-}  // namespace
-
 void Sequential::wrong_type(size_t i, const std::type_info& wanted) const {
-  fail("Sequential", "get<{}>({}): module {} is a {}", readable(wanted), i, i, layers_[i]->type_name());
+  fail("Sequential", "get<{}>({}): module {} is a {}", demangle(wanted.name()), i, i, layers_[i]->type_name());
 }
 
 namespace {
@@ -49,19 +38,35 @@ bool fusable_pool(Module& m) {
 }
 }  // namespace
 
+std::vector<std::string> Sequential::fuse() {
+  fused_.assign(layers_.size(), 0);
+  std::vector<std::string> runs;
+  for (size_t i = 0; i + 1 < layers_.size(); ++i) {
+    if (!fusable_conv_relu(*layers_[i], *layers_[i + 1])) continue;
+    const bool pool = i + 2 < layers_.size() && fusable_pool(*layers_[i + 2]);
+    fused_[i] = pool ? 3 : 2;
+    runs.push_back(pool ? fmt::format("{}+{}+{} -> conv2d_relu_max_pool2d", i, i + 1, i + 2)
+                        : fmt::format("{}+{} -> conv2d_relu", i, i + 1));
+    i += fused_[i] - 1;
+  }
+  return runs;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (i + 1 < layers_.size()) {
+    // A fused run, unless a module in it was replaced or got a hook since fuse(): then each
+    // module runs alone, with its hooks. Same values and gradients either way.
+    const size_t run = i < fused_.size() && i + fused_[i] <= layers_.size() ? fused_[i] : 0;
+    if (run >= 2) {
       if (Conv2d* conv = fusable_conv_relu(*layers_[i], *layers_[i + 1])) {
-        // The same values and gradients as the modules, in one op.
-        if (i + 2 < layers_.size() && fusable_pool(*layers_[i + 2])) {
+        if (run == 3 && fusable_pool(*layers_[i + 2])) {
           y = conv->forward_relu_max_pool(y);
           i += 2;
-        } else {
-          y = conv->forward_relu(y);
-          ++i;
+          continue;
         }
+        y = conv->forward_relu(y);  // the pool, if any, runs alone next (it got a hook)
+        ++i;
         continue;
       }
     }

@@ -1,9 +1,12 @@
-// Sequential: submodules named "0", "1", ... applied in order. A Conv2d directly followed by a
-// ReLU, neither with forward hooks, runs as one conv2d_relu op (same values and gradients).
+// Sequential: submodules named "0", "1", ... applied in order. After nn::fuse (nn/fuse.h), runs
+// of modules it found fusable (Conv2d, ReLU[, 2x2 MaxPool2d]) run as one op; never without it.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <typeinfo>
+#include <vector>
 
 #include "nn/module.h"
 
@@ -26,6 +29,9 @@ class Sequential : public Module {
     HG_CHECK(i < layers_.size(), "Sequential", "no module {} (there are {})", i, layers_.size());
     return layers_[i];
   }
+  // Marks the fusable runs of modules (Conv2d, ReLU, and a 2x2 MaxPool2d after them) to run as one
+  // op, and returns them as "i+j[+k] -> op". nn::fuse calls it for every Sequential in a model.
+  std::vector<std::string> fuse();
   // The module at i as its own type; throws "[Sequential] ..." naming both types when it is not an M.
   template <class M>
   std::shared_ptr<M> get(size_t i) const {
@@ -37,6 +43,8 @@ class Sequential : public Module {
  private:
   [[noreturn]] void wrong_type(size_t i, const std::type_info& wanted) const;
   std::vector<std::shared_ptr<Module>> layers_;
+  // fused_[i]: how many modules from i on run as one op (0 or 1: none); set by fuse().
+  std::vector<uint8_t> fused_;
 };
 
 // A shared Sequential of the given modules, for a member in one line:

@@ -147,12 +147,19 @@ std::shared_ptr<nn::Sequential> conv_relu_model(std::shared_ptr<nn::Module> firs
 }
 }  // namespace
 
-TEST_CASE("Sequential runs a hook-free Conv2d + ReLU as conv2d_relu, with the same output and gradients") {
+TEST_CASE("nn::fuse runs a hook-free Conv2d + ReLU as conv2d_relu, with the same output and gradients") {
   manual_seed(14);
   auto model = conv_relu_model(std::make_shared<nn::Conv2d>(2, 4, 3));
   const Tensor x = randn({3, 2, 8, 8});
   OpRecorder rec;
+  // Nothing is fused until the model asks for it.
+  const Tensor y_plain = (*model)(x);
+  CHECK(rec.count("conv2d_relu") == 0);
+  CHECK(rec.count("conv2d") == 1);
+  CHECK(nn::fuse(*model) == std::vector<std::string>{": 0+1 -> conv2d_relu"});
+  rec.clear();
   const Tensor y = (*model)(x);
+  CHECK(bitwise_equal(y, y_plain));
   CHECK(rec.count("conv2d_relu") == 1);
   CHECK(rec.count("conv2d") == 0);
   CHECK(rec.count("relu") == 0);
@@ -183,8 +190,43 @@ TEST_CASE("Sequential runs a hook-free Conv2d + ReLU as conv2d_relu, with the sa
 
   // A subclass of Conv2d keeps its own forward.
   auto shifted = conv_relu_model(std::make_shared<ShiftedConv2d>(2, 4, 3));
+  CHECK(nn::fuse(*shifted).empty());
   rec.clear();
   (*shifted)(x);
   CHECK(rec.count("conv2d_relu") == 0);
+  CHECK(rec.count("conv2d") == 1);
+}
+
+namespace {
+// A model written as a custom Module, with a Sequential inside it: nn::fuse finds it by name.
+struct TwoStage : nn::Module {
+  std::shared_ptr<nn::Sequential> features;
+  std::shared_ptr<nn::Linear> head;
+  TwoStage() : Module("TwoStage") {
+    features =
+        register_module("features", nn::sequential(std::make_shared<nn::Conv2d>(2, 4, 3), std::make_shared<nn::ReLU>(),
+                                                   std::make_shared<nn::MaxPool2d>(2)));
+    head = register_module("head", std::make_shared<nn::Linear>(4 * 3 * 3, 2));
+  }
+  Tensor forward(const Tensor& x) override { return (*head)((*features)(x).flatten(1)); }
+};
+}  // namespace
+
+TEST_CASE("nn::fuse reaches the Sequentials inside a custom Module and names what it fused") {
+  manual_seed(15);
+  TwoStage model;
+  const Tensor x = randn({2, 2, 8, 8});
+  const Tensor plain = model(x);
+  CHECK(nn::fuse(model) == std::vector<std::string>{"features: 0+1+2 -> conv2d_relu_max_pool2d"});
+  OpRecorder rec;
+  const Tensor fused = model(x);
+  CHECK(rec.count("conv2d_relu_max_pool2d") == 1);
+  CHECK(bitwise_equal(fused, plain));
+  // A hook added after fuse() unfuses the run: the plan is checked at every call.
+  (*model.features)[1]->register_forward_hook(
+      [](nn::Module&, const Tensor&, const Tensor&) { return std::optional<Tensor>(); });
+  rec.clear();
+  model(x);
+  CHECK(rec.count("conv2d_relu_max_pool2d") == 0);
   CHECK(rec.count("conv2d") == 1);
 }

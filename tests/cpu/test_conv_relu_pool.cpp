@@ -168,7 +168,7 @@ TEST_CASE("conv2d_relu_max_pool2d errors name the op") {
       {"[conv2d_relu_max_pool2d]", "1x1", "2x2"});
 }
 
-TEST_CASE("Sequential runs a hook-free Conv2d, ReLU, MaxPool2d(2) as conv2d_relu_max_pool2d") {
+TEST_CASE("nn::fuse runs a hook-free Conv2d, ReLU, MaxPool2d(2) as conv2d_relu_max_pool2d") {
   manual_seed(34);
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Conv2d>(2, 4, 3))
@@ -176,6 +176,7 @@ TEST_CASE("Sequential runs a hook-free Conv2d, ReLU, MaxPool2d(2) as conv2d_relu
       .push_back(std::make_shared<nn::MaxPool2d>(2))
       .push_back(std::make_shared<nn::Flatten>())
       .push_back(std::make_shared<nn::Linear>(4 * 3 * 3, 2));
+  CHECK(model->fuse() == std::vector<std::string>{"0+1+2 -> conv2d_relu_max_pool2d"});
   const Tensor x = randn({3, 2, 8, 8});
   OpRecorder rec;
   const Tensor y = (*model)(x);
@@ -210,6 +211,7 @@ TEST_CASE("Sequential runs a hook-free Conv2d, ReLU, MaxPool2d(2) as conv2d_relu
     other->push_back(std::make_shared<nn::Conv2d>(2, 4, 3))
         .push_back(std::make_shared<nn::ReLU>())
         .push_back(std::make_shared<nn::MaxPool2d>(2, o));
+    CHECK(other->fuse() == std::vector<std::string>{"0+1 -> conv2d_relu"});
     rec.clear();
     (*other)(x);
     CHECK(rec.count("conv2d_relu_max_pool2d") == 0);

@@ -58,6 +58,7 @@ std::shared_ptr<nn::Sequential> layers(const std::string& name) {
 
 std::shared_ptr<nn::Sequential> build_model(const std::string& name, uint64_t seed) {
   auto model = layers(name);
+  nn::fuse(*model);  // as the examples do: mnist_cnn's convolutions run as their fused ops
   hg::NoGradGuard no_grad;
   const auto params = model->named_parameters();
   // A bias takes the bound of the weight registered just before it (same layer).
