@@ -1,7 +1,7 @@
 // The 2x2, stride-2 max pool of conv2d_relu_max_pool2d and its backward as plane-level functions,
 // so the CPU convolution can pool each sample's output block while it is still in cache, and make
 // each sample's output gradient right before its backward passes (kernels/cpu/conv/conv.cpp,
-// conv/onednn.cpp); the pool kernels run them over whole tensors (pool.cpp).
+// conv/onednn.cpp); pool_2x2.cpp also runs them over whole tensors, as the op's kernels.
 #pragma once
 
 #include <cstdint>
