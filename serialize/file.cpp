@@ -1,6 +1,7 @@
 #include "serialize/file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "framework/error.h"
 
@@ -63,52 +66,145 @@ std::vector<char> read_regular_file(const std::string& path, std::string_view op
   return bytes;
 }
 
-void write_file_atomic(const std::string& path, std::string_view op, std::initializer_list<std::string_view> parts) {
+namespace {
+// Where a write really goes: a symlink followed to its final target.
+struct WriteTarget {
+  std::string file;         // the path that is renamed over
+  std::string dir;          // its directory
+  std::string temp_prefix;  // "<dir>/.<name>.tmp." (the name shortened when long)
+  std::optional<mode_t> existing_mode;
+};
+
+WriteTarget resolve_write_target(const std::string& path, std::string_view op) {
   namespace fs = std::filesystem;
-  const fs::path target(path);
-  HG_CHECK(target.has_filename(), op, "{}: names a directory, expected a file name", path);
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  // The temporary sits in the same directory: rename is atomic only within one file system.
-  // O_EXCL with a random name rather than mkstemp, so the file gets 0666 less the umask as any
-  // file a program creates (mkstemp makes it 0600).
-  const std::string prefix = (fs::path(dir) / ("." + target.filename().string() + ".tmp.")).string();
-  std::string tmp;
-  Fd f{-1};
+  HG_CHECK(!path.empty(), op, "empty path");
+  fs::path p(path);
+  std::error_code ec;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    HG_CHECK(hops < 40, op, "{}: too many levels of symbolic links", path);
+    const fs::path link = fs::read_symlink(p, ec);
+    HG_CHECK(!ec, op, "{}: cannot read the symbolic link {}: {}", path, p.string(), ec.message());
+    p = link.is_absolute() ? link : p.parent_path() / link;
+  }
+  WriteTarget t;
+  t.file = p.string();
+  HG_CHECK(p.has_filename(), op, "{}: names a directory, expected a file name", path);
+  t.dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  struct stat st {};
+  if (::stat(t.file.c_str(), &st) == 0) {
+    HG_CHECK(S_ISREG(st.st_mode), op, "{}: {} exists and is not a regular file; refusing to replace it", path, t.file);
+    t.existing_mode = st.st_mode;
+  } else {
+    HG_CHECK(errno == ENOENT, op, "{}: cannot check {}: {}", path, t.file, std::strerror(errno));
+    struct stat dst {};
+    HG_CHECK(::stat(t.dir.c_str(), &dst) == 0 && S_ISDIR(dst.st_mode), op,
+             "{}: cannot create a temporary file in {}: the directory does not exist", path, t.dir);
+  }
+  // NAME_MAX is 255: ".", ".tmp." and a 6-character suffix must fit beside the name.
+  std::string name = p.filename().string();
+  if (name.size() > 200) name = name.substr(0, 200);
+  t.temp_prefix = (fs::path(t.dir) / ("." + name + ".tmp.")).string();
+  return t;
+}
+
+std::string temp_suffix() {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   std::random_device rd;
-  for (int attempt = 0; attempt < 100 && f.fd < 0; ++attempt) {
-    tmp = prefix + std::to_string(rd());
-    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (f.fd < 0 && errno != EEXIST) break;
+  std::string s(6, 'x');
+  for (char& c : s) c = kChars[rd() % (sizeof(kChars) - 1)];
+  return s;
+}
+
+// Temporaries of earlier writes to the same target that were killed before their rename. One
+// still being written by a live writer holds its lock and is left alone.
+void remove_stale_temporaries(const WriteTarget& target) {
+  namespace fs = std::filesystem;
+  const std::string prefix = fs::path(target.temp_prefix).filename().string();
+  std::error_code ec;
+  for (fs::directory_iterator it(target.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != prefix.size() + 6 || !name.starts_with(prefix)) continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      ::unlink(it->path().c_str());
+    ::close(fd);
   }
-  HG_CHECK(f.fd >= 0, op, "{}: cannot create a temporary file in {}: {}", path, dir, std::strerror(errno));
-  try {
-    for (std::string_view part : parts) {
-      const char* p = part.data();
-      size_t left = part.size();
-      while (left > 0) {
-        const ssize_t w = ::write(f.fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        HG_CHECK(w > 0, op, "{}: write failed: {}", path, std::strerror(errno));
-        p += w;
-        left -= static_cast<size_t>(w);
-      }
-    }
-    HG_CHECK(::fsync(f.fd) == 0, op, "{}: fsync failed: {}", path, std::strerror(errno));
-    const int fd = f.fd;
-    f.fd = -1;
-    HG_CHECK(::close(fd) == 0, op, "{}: close failed: {}", path, std::strerror(errno));
-    HG_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, op, "{}: rename from {} failed: {}", path, tmp,
-             std::strerror(errno));
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
+}
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path, std::string_view op) : path_(path), op_(op) {
+  const WriteTarget target = resolve_write_target(path, op);
+  target_ = target.file;
+  dir_ = target.dir;
+  remove_stale_temporaries(target);
+  // O_EXCL: a fresh file; 0666 so the kernel applies the umask, as for any file a program creates.
+  for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+    temp_ = target.temp_prefix + temp_suffix();
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0 && errno != EEXIST) break;
   }
+  if (fd_ < 0) {
+    const int err = errno;
+    temp_.clear();
+    fail(op_, "{}: cannot create a temporary file in {}: {}", path_, dir_, std::strerror(err));
+  }
+  // Held until the descriptor closes: tells a concurrent writer's cleanup this file is in use.
+  ::flock(fd_, LOCK_EX | LOCK_NB);
+  // Replacing a file keeps its permissions.
+  if (target.existing_mode) ::fchmod(fd_, *target.existing_mode & 07777);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+  HG_CHECK(fd_ >= 0 && !committed_, op_, "{}: write after the file was committed", path_);
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    HG_CHECK(w > 0, op_, "{}: write failed: {}", path_, std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void AtomicFileWriter::commit(const std::function<void(const char*)>& after_step) {
+  HG_CHECK(fd_ >= 0 && !committed_, op_, "{}: the file was already committed", path_);
+  const auto step = [&](const char* name) {
+    if (after_step) after_step(name);
+  };
+  HG_CHECK(::fsync(fd_) == 0, op_, "{}: fsync failed: {}", path_, std::strerror(errno));
+  step("fsync");
+  const int fd = std::exchange(fd_, -1);
+  HG_CHECK(::close(fd) == 0, op_, "{}: close failed: {}", path_, std::strerror(errno));
+  step("close");
+  HG_CHECK(::rename(temp_.c_str(), target_.c_str()) == 0, op_, "{}: rename from {} failed: {}", path_, temp_,
+           std::strerror(errno));
+  committed_ = true;
+  step("rename");
   // Makes the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void write_file_atomic(const std::string& path, std::string_view op, std::initializer_list<std::string_view> parts) {
+  AtomicFileWriter file(path, op);
+  for (std::string_view part : parts) file.write(part.data(), part.size());
+  file.commit();
+}
+
+void check_writable_path(const std::string& path, std::string_view op) {
+  const WriteTarget target = resolve_write_target(path, op);
+  HG_CHECK(::access(target.dir.c_str(), W_OK | X_OK) == 0, op, "{}: cannot write into {}: {}", path, target.dir,
+           std::strerror(errno));
 }
 
 }  // namespace hg

@@ -42,95 +42,6 @@ struct DtypeName {
 constexpr DtypeName kDtypeNames[] = {{kFloat64, "F64"}, {kFloat32, "F32"}, {kFloat16, "F16"}, {kBFloat16, "BF16"},
                                      {kInt64, "I64"},   {kInt32, "I32"},   {kUInt8, "U8"},    {kBool, "BOOL"}};
 
-// Closes the descriptor and removes the temporary file unless the write completed.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  bool keep = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!keep && !path.empty()) ::unlink(path.c_str());
-  }
-};
-
-void write_all(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    HG_CHECK(w > 0, "save", "{}: write failed: {}", path, std::strerror(errno));
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-// Where a save really goes. A symlink is followed to its final target (the link stays a link,
-// as with any editor); a directory, FIFO or device there is refused, never replaced.
-struct SaveTarget {
-  std::string file;         // the path that is renamed over
-  std::string dir;          // its directory
-  std::string temp_prefix;  // "<dir>/.<name>.tmp." (the name shortened when long)
-  std::optional<mode_t> existing_mode;
-};
-
-SaveTarget resolve_save_target(const std::string& path) {
-  namespace fs = std::filesystem;
-  HG_CHECK(!path.empty(), "save", "empty path");
-  fs::path p(path);
-  std::error_code ec;
-  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
-    HG_CHECK(hops < 40, "save", "{}: too many levels of symbolic links", path);
-    const fs::path link = fs::read_symlink(p, ec);
-    HG_CHECK(!ec, "save", "{}: cannot read the symbolic link {}: {}", path, p.string(), ec.message());
-    p = link.is_absolute() ? link : p.parent_path() / link;
-  }
-  SaveTarget t;
-  t.file = p.string();
-  HG_CHECK(p.has_filename(), "save", "{}: names a directory, expected a file name", path);
-  t.dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-  struct stat st {};
-  if (::stat(t.file.c_str(), &st) == 0) {
-    HG_CHECK(S_ISREG(st.st_mode), "save", "{}: {} exists and is not a regular file; refusing to replace it", path,
-             t.file);
-    t.existing_mode = st.st_mode;
-  } else {
-    HG_CHECK(errno == ENOENT, "save", "{}: cannot check {}: {}", path, t.file, std::strerror(errno));
-    struct stat dst {};
-    HG_CHECK(::stat(t.dir.c_str(), &dst) == 0 && S_ISDIR(dst.st_mode), "save",
-             "{}: cannot create a temporary file in {}: the directory does not exist", path, t.dir);
-  }
-  // NAME_MAX is 255: ".", ".tmp." and a 6-character suffix must fit beside the name.
-  std::string name = p.filename().string();
-  if (name.size() > 200) name = name.substr(0, 200);
-  t.temp_prefix = (fs::path(t.dir) / ("." + name + ".tmp.")).string();
-  return t;
-}
-
-std::string random_suffix() {
-  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::random_device rd;
-  std::string s(6, 'x');
-  for (char& c : s) c = kChars[rd() % (sizeof(kChars) - 1)];
-  return s;
-}
-
-// Temporaries of earlier saves to the same target that were killed before their rename. One
-// still being written by a live save holds its lock and is left alone.
-void remove_stale_temporaries(const SaveTarget& target) {
-  namespace fs = std::filesystem;
-  const std::string prefix = fs::path(target.temp_prefix).filename().string();
-  std::error_code ec;
-  for (fs::directory_iterator it(target.dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() != prefix.size() + 6 || !name.starts_with(prefix)) continue;
-    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) continue;
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
-      ::unlink(it->path().c_str());
-    ::close(fd);
-  }
-}
-
 // Tests kill a save at a chosen point (HG_TEST_SAVE_KILL_AT=header|tensor|fsync|close|rename)
 // to check the previous checkpoint survives; unset, this does nothing.
 void test_hook(const char* point) {
@@ -170,53 +81,19 @@ void save(const StateDict& tensors, const std::string& path, const Metadata& met
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned, as the reference does
 
-  const SaveTarget target = resolve_save_target(path);
-  remove_stale_temporaries(target);
-  TempFile tmp;
-  tmp.path = target.temp_prefix + random_suffix();
-  // O_EXCL: a fresh file; 0666 so the kernel applies the umask, as for any file a program creates.
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (tmp.fd < 0) {
-    const int err = errno;
-    tmp.path.clear();
-    fail("save", "{}: cannot create a temporary file in {}: {}", path, target.dir, std::strerror(err));
-  }
-  // Held until the descriptor closes: tells a concurrent save's cleanup this file is in use.
-  ::flock(tmp.fd, LOCK_EX | LOCK_NB);
-  // Replacing a file keeps its permissions.
-  if (target.existing_mode) ::fchmod(tmp.fd, *target.existing_mode & 07777);
-
+  AtomicFileWriter file(path, "save");
   uint64_t header_len = json.size();
-  write_all(tmp.fd, reinterpret_cast<const char*>(&header_len), 8, path);
+  file.write(&header_len, 8);
   test_hook("header");
-  write_all(tmp.fd, json.data(), json.size(), path);
+  file.write(json.data(), json.size());
   for (const Tensor& t : data) {
-    write_all(tmp.fd, static_cast<const char*>(t.raw_data()), static_cast<size_t>(t.numel()) * element_size(t.dtype()),
-              path);
+    file.write(t.raw_data(), static_cast<size_t>(t.numel()) * element_size(t.dtype()));
     test_hook("tensor");
   }
-  HG_CHECK(::fsync(tmp.fd) == 0, "save", "{}: fsync failed: {}", path, std::strerror(errno));
-  test_hook("fsync");
-  HG_CHECK(::close(tmp.fd) == 0, "save", "{}: close failed: {}", path, std::strerror(errno));
-  tmp.fd = -1;
-  test_hook("close");
-  HG_CHECK(::rename(tmp.path.c_str(), target.file.c_str()) == 0, "save", "{}: rename from {} failed: {}", path,
-           tmp.path, std::strerror(errno));
-  tmp.keep = true;
-  test_hook("rename");
-  // Makes the rename itself durable.
-  const int dfd = ::open(target.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  file.commit(test_hook);
 }
 
-void check_save_path(const std::string& path) {
-  const SaveTarget target = resolve_save_target(path);
-  HG_CHECK(::access(target.dir.c_str(), W_OK | X_OK) == 0, "save", "{}: cannot write into {}: {}", path, target.dir,
-           std::strerror(errno));
-}
+void check_save_path(const std::string& path) { check_writable_path(path, "save"); }
 
 namespace {
 
