@@ -149,6 +149,16 @@ constexpr PolicyRow kTable[] = {
   // -- pooling --
   {"max_pool2d",                         Pass,    Pass,    "exact in any dtype"},
   {"avg_pool2d",                         Pass,    Pass,    "not listed"},
+  // -- padding: PyTorch's CPU autocast runs reflect and replicate pads in float32 --
+  {"constant_pad",                       Pass,    Pass,    "not listed"},
+  {"reflection_pad",                     F32,     Pass,    "cpu: PyTorch's fp32 list (reflection_pad1d/2d)"},
+  {"replication_pad",                    F32,     Pass,    "cpu: PyTorch's fp32 list (replication_pad1d/2d/3d)"},
+  {"circular_pad",                       Pass,    Pass,    "not listed"},
+  {"pad_backward",                       Pass,    Pass,    "backward of reflect, replicate and circular pad"},
+  {"adaptive_avg_pool2d",                Pass,    Pass,    "not listed"},
+  {"adaptive_max_pool2d",                Pass,    Pass,    "exact in any dtype; not listed"},
+  {"adaptive_avg_pool2d_backward",       Pass,    Pass,    "backward of adaptive_avg_pool2d"},
+  {"adaptive_max_pool2d_backward",       Pass,    Pass,    "backward of adaptive_max_pool2d"},
   // -- gradient kernels recorded as ops: they run in the dtypes their forward saved --
   {"conv2d_backward",                    Pass,    Pass,    "backward of conv2d"},
   {"layer_norm_backward",                Pass,    Pass,    "backward of layer_norm"},

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+# PyTorch 1.13 reference numbers embedded in tests/cpu/test_pad.cpp (and the other tests that name
+# this script): run with /usr/bin/python3 tests/tools/ops2_reference.py SECTION, paste the output.
+# Inputs are float64 arange or sin patterns the C++ tests rebuild exactly.
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+
+def fmt(t):
+    vals = t.detach().reshape(-1).tolist()
+    return "{" + ", ".join(repr(float(v)) if not float(v).is_integer() else str(int(v)) for v in vals) + "}"
+
+
+def pad_section():
+    # x = arange(24) as [1, 2, 3, 4] (or [2, 3, 4] unbatched); w = arange(1, numel + 1) of y's shape.
+    cases = [
+        ("constant", (1, 2, -1, 1), 0.5, (1, 2, 3, 4)),
+        ("constant", (0, -2, 2, 0, 1, 1), -1.0, (1, 2, 3, 4)),
+        ("reflect", (2, 1, 1, 2), None, (1, 2, 3, 4)),
+        ("reflect", (3, -1), None, (2, 3, 4)),
+        ("replicate", (1, 3, 2, 0), None, (2, 3, 4)),
+        ("replicate", (1, 1, 0, 1, 1, 0), None, (1, 2, 3, 4)),
+        ("circular", (-1, 2, 3, 1), None, (1, 2, 3, 4)),
+        ("circular", (4, 0), None, (2, 3, 4)),
+    ]
+    for mode, pads, value, shape in cases:
+        x = torch.arange(24.0).reshape(shape).requires_grad_()
+        y = F.pad(x, pads, mode) if value is None else F.pad(x, pads, mode, value)
+        w = torch.arange(1.0, y.numel() + 1).reshape(y.shape)
+        (y * w).sum().backward()
+        print(f'{{"{mode}", {{{", ".join(map(str, pads))}}}, {value if value is not None else "std::nullopt"}, '
+              f'{{{", ".join(map(str, shape))}}}, {{{", ".join(map(str, y.shape))}}},\n {fmt(y)},\n {fmt(x.grad)}}},')
+
+
+def pattern(shape, a, b, f=math.sin):
+    n = math.prod(shape)
+    return torch.tensor([f(a + b * i) for i in range(n)]).reshape(shape)
+
+
+def adaptive_section():
+    # x[i] = sin(0.3 + 1.1 i) as [1, 1, 5, 7]; w[j] = cos(0.2 + 0.7 j) of y's shape; grad = d(y * w).sum()/dx.
+    for kind, size in [("avg", (2, 3)), ("avg", (3, 4)), ("avg", (1, 1)), ("avg", (6, 8)), ("max", (2, 3)),
+                       ("max", (4, 5))]:
+        x = pattern((1, 1, 5, 7), 0.3, 1.1).requires_grad_()
+        if kind == "avg":
+            y, idx = F.adaptive_avg_pool2d(x, size), None
+        else:
+            y, idx = F.adaptive_max_pool2d(x, size, return_indices=True)
+        w = pattern(tuple(y.shape), 0.2, 0.7, math.cos)
+        (y * w).sum().backward()
+        print(f'{{{"true" if kind == "max" else "false"}, {{{size[0]}, {size[1]}}},\n {fmt(y)},\n '
+              f'{fmt(idx) if idx is not None else "{}"},\n {fmt(x.grad)}}},')
+
+
+sections = {"pad": pad_section, "adaptive": adaptive_section}
+if __name__ == "__main__":
+    for name in sys.argv[1:] or sections:
+        sections[name]()
