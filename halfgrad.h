@@ -30,6 +30,7 @@
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
+#include "framework/ops/interpolate.h"
 #include "framework/ops/logsumexp.h"
 #include "framework/ops/loss.h"
 #include "framework/ops/loss_fused.h"

@@ -159,6 +159,11 @@ constexpr PolicyRow kTable[] = {
   {"adaptive_max_pool2d",                Pass,    Pass,    "exact in any dtype; not listed"},
   {"adaptive_avg_pool2d_backward",       Pass,    Pass,    "backward of adaptive_avg_pool2d"},
   {"adaptive_max_pool2d_backward",       Pass,    Pass,    "backward of adaptive_max_pool2d"},
+  // -- upsampling --
+  {"upsample_nearest2d",                 Pass,    Pass,    "not listed: copies values"},
+  {"upsample_bilinear2d",                Pass,    Pass,    "not listed"},
+  {"upsample_nearest2d_backward",        Pass,    Pass,    "backward of upsample_nearest2d"},
+  {"upsample_bilinear2d_backward",       Pass,    Pass,    "backward of upsample_bilinear2d"},
   // -- gradient kernels recorded as ops: they run in the dtypes their forward saved --
   {"conv2d_backward",                    Pass,    Pass,    "backward of conv2d"},
   {"layer_norm_backward",                Pass,    Pass,    "backward of layer_norm"},

@@ -52,4 +52,12 @@ std::pair<Tensor, Tensor> AdaptiveMaxPool2d::forward_with_indices(const Tensor& 
 }
 std::string AdaptiveMaxPool2d::extra_repr() const { return fmt::format("output_size=[{}]", fmt::join(size_, ", ")); }
 
+Upsample::Upsample(InterpolateOptions options) : Module("Upsample"), options_(std::move(options)) {}
+Tensor Upsample::forward(const Tensor& x) { return interpolate(x, options_); }
+std::string Upsample::extra_repr() const {
+  return options_.size.empty()
+             ? fmt::format("scale_factor=[{}], mode={}", fmt::join(options_.scale_factor, ", "), options_.mode)
+             : fmt::format("size=[{}], mode={}", fmt::join(options_.size, ", "), options_.mode);
+}
+
 }  // namespace hg::nn

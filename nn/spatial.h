@@ -1,11 +1,12 @@
 // Modules over the spatial dims of images: padding (ZeroPad2d, ConstantPad2d, ReflectionPad2d,
-// ReplicationPad2d) and adaptive pooling (AdaptiveAvgPool2d, AdaptiveMaxPool2d), each a thin
-// module over its functional op (pad.h, adaptive_pool.h), as PyTorch's.
+// ReplicationPad2d), adaptive pooling (AdaptiveAvgPool2d, AdaptiveMaxPool2d) and Upsample, each a
+// thin module over its functional op (pad.h, adaptive_pool.h, interpolate.h), as PyTorch's.
 #pragma once
 
 #include <utility>
 #include <vector>
 
+#include "framework/ops/interpolate.h"
 #include "nn/module.h"
 
 namespace hg::nn {
@@ -71,6 +72,17 @@ class AdaptiveMaxPool2d : public Module {
 
  private:
   std::vector<int64_t> size_;
+};
+
+// interpolate(x, options) as a module: nn::Upsample({.scale_factor = {2}, .mode = "bilinear"}).
+class Upsample : public Module {
+ public:
+  explicit Upsample(InterpolateOptions options);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+ private:
+  InterpolateOptions options_;
 };
 
 }  // namespace hg::nn

@@ -57,7 +57,36 @@ def adaptive_section():
               f'{fmt(idx) if idx is not None else "{}"},\n {fmt(x.grad)}}},')
 
 
-sections = {"pad": pad_section, "adaptive": adaptive_section}
+def interpolate_section():
+    # x = wave([1, 1, 3, 4], 0.3, 1.1); y = F.interpolate(x, ...); grad = d(y * w).sum()/dx, w = cos wave of y.
+    cases = [
+        ("nearest", (5, 7), None, None, None),
+        ("nearest", None, (2.0, 2.0), None, None),
+        ("nearest", None, (1.7, 0.6), None, None),
+        ("nearest", None, (1.7, 1.3), None, True),
+        ("bilinear", (5, 7), None, False, None),
+        ("bilinear", (5, 7), None, True, None),
+        ("bilinear", None, (2.5, 1.5), False, None),
+        ("bilinear", (2, 3), None, False, None),
+        ("bilinear", (1, 6), None, True, None),
+    ]
+    for mode, size, scale, align, recompute in cases:
+        x = pattern((1, 1, 3, 4), 0.3, 1.1).requires_grad_()
+        y = F.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align,
+                          recompute_scale_factor=recompute)
+        w = pattern(tuple(y.shape), 0.2, 0.7, math.cos)
+        (y * w).sum().backward()
+        opt = "{" + (f".size = {{{size[0]}, {size[1]}}}, " if size else f".scale_factor = {{{scale[0]}, {scale[1]}}}, ")
+        opt += f'.mode = "{mode}"'
+        if align is not None:
+            opt += f", .align_corners = {str(align).lower()}"
+        if recompute is not None:
+            opt += f", .recompute_scale_factor = {str(recompute).lower()}"
+        opt += "}"
+        print(f'{{{opt}, {{{", ".join(map(str, y.shape))}}},\n {fmt(y)},\n {fmt(x.grad)}}},')
+
+
+sections = {"pad": pad_section, "adaptive": adaptive_section, "interpolate": interpolate_section}
 if __name__ == "__main__":
     for name in sys.argv[1:] or sections:
         sections[name]()
