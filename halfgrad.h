@@ -29,6 +29,7 @@
 #include "framework/ops/conv.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/einsum.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/interpolate.h"
 #include "framework/ops/logsumexp.h"

@@ -86,7 +86,34 @@ def interpolate_section():
         print(f'{{{opt}, {{{", ".join(map(str, y.shape))}}},\n {fmt(y)},\n {fmt(x.grad)}}},')
 
 
-sections = {"pad": pad_section, "adaptive": adaptive_section, "interpolate": interpolate_section}
+def einsum_section():
+    # Operand k = wave(shape_k, 0.3 + k, 1.1); y = torch.einsum(eq, *ops); grads of (y * w).sum() with
+    # w = cos wave(y.shape, 0.2, 0.7).
+    cases = [
+        ("ij,jk->ik", [(2, 3), (3, 4)]),
+        ("bij,bjk", [(2, 2, 3), (2, 3, 2)]),
+        ("ii", [(3, 3)]),
+        ("ii->i", [(3, 3)]),
+        ("...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 2)]),
+        ("i,j->ij", [(3,), (2,)]),
+        ("ijk,jil->kl", [(2, 3, 2), (3, 2, 3)]),
+        ("ij,jk,kl->il", [(2, 3), (3, 2), (2, 2)]),
+        ("iij->ji", [(2, 2, 3)]),
+        ("bn,anm,bm->ba", [(2, 3), (2, 3, 2), (2, 2)]),
+        ("ji", [(2, 3)]),
+        ("Ab, bA ->", [(2, 3), (3, 2)]),
+        ("i...->...", [(3, 2, 2)]),
+    ]
+    for eq, shapes in cases:
+        ops = [pattern(sh, 0.3 + k, 1.1).requires_grad_() for k, sh in enumerate(shapes)]
+        y = torch.einsum(eq, *ops)
+        w = pattern(tuple(y.shape), 0.2, 0.7, math.cos)
+        grads = torch.autograd.grad((y * w).sum(), ops)
+        shp = ", ".join("{" + ", ".join(map(str, sh)) + "}" for sh in shapes)
+        print(f'{{"{eq}", {{{shp}}}, {{{", ".join(map(str, y.shape))}}},\n {fmt(y)},\n {{{", ".join(fmt(g) for g in grads)}}}}},')
+
+
+sections = {"pad": pad_section, "adaptive": adaptive_section, "interpolate": interpolate_section, "einsum": einsum_section}
 if __name__ == "__main__":
     for name in sys.argv[1:] or sections:
         sections[name]()
