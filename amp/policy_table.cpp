@@ -115,6 +115,7 @@ constexpr PolicyRow kTable[] = {
   {"conv2d",                             Lower,   Lower,   "convolution"},
   {"conv2d_relu",                        Lower,   Lower,   "convolution + ReLU in one op"},
   {"conv2d_relu_max_pool2d",             Lower,   Lower,   "convolution + ReLU + 2x2 max pool in one op"},
+  {"conv_transpose2d",                   Lower,   Lower,   "convolution (PyTorch 1.13's CPU table had it in fp32; 2.x lower)"},
   {"scaled_dot_product_attention",       Lower,   Lower,   "two GEMMs around a softmax kept in float32 inside"},
   // -- softmax and normalisation --
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},

@@ -113,7 +113,29 @@ def einsum_section():
         print(f'{{"{eq}", {{{shp}}}, {{{", ".join(map(str, y.shape))}}},\n {fmt(y)},\n {{{", ".join(fmt(g) for g in grads)}}}}},')
 
 
-sections = {"pad": pad_section, "adaptive": adaptive_section, "interpolate": interpolate_section, "einsum": einsum_section}
+def conv_transpose_section():
+    # x = wave(xs, 0.3, 1.1), weight = wave(ws, 1.3, 0.7), bias = wave([C_out], 2.3, 0.9); grads of (y * w).sum()
+    # with w = cos wave(y.shape, 0.2, 0.7).
+    cases = [
+        ((1, 2, 3, 3), (2, 3, 2, 2), True, (1, 1), (0, 0), (0, 0), 1, (1, 1)),
+        ((1, 4, 3, 4), (4, 1, 3, 2), True, (2, 1), (1, 0), (1, 0), 2, (1, 2)),
+        ((2, 3, 3), (2, 2, 3, 3), False, (2, 2), (1, 1), (1, 1), 1, (1, 1)),
+    ]
+    for xs, ws, has_bias, stride, padding, out_pad, groups, dilation in cases:
+        x = pattern(xs, 0.3, 1.1).requires_grad_()
+        wt = pattern(ws, 1.3, 0.7).requires_grad_()
+        b = pattern((ws[1] * groups,), 2.3, 0.9).requires_grad_() if has_bias else None
+        y = F.conv_transpose2d(x, wt, b, stride, padding, out_pad, groups, dilation)
+        w = pattern(tuple(y.shape), 0.2, 0.7, math.cos)
+        ins = [x, wt] + ([b] if has_bias else [])
+        grads = torch.autograd.grad((y * w).sum(), ins)
+        tup = lambda t: "{" + ", ".join(map(str, t)) + "}"
+        print(f"{{{tup(xs)}, {tup(ws)}, {str(has_bias).lower()}, {tup(stride)}, {tup(padding)}, {tup(out_pad)}, "
+              f"{groups}, {tup(dilation)}, {tup(y.shape)},\n {fmt(y)},\n {{{', '.join(fmt(g) for g in grads)}}}}},")
+
+
+sections = {"pad": pad_section, "conv_transpose": conv_transpose_section, "adaptive": adaptive_section, "interpolate": interpolate_section,
+            "einsum": einsum_section}
 if __name__ == "__main__":
     for name in sys.argv[1:] or sections:
         sections[name]()
