@@ -54,7 +54,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape
   OpCall call(kAdaptiveAvgPool2dBackward, {grad_out});
   const Tensor go = internal::contiguous(call.input(0));
   Tensor gx = empty(x_shape, TensorOptions(go.dtype()).device(go.device()));
-  const int64_t h = x_shape[x_shape.size() - 2], w = x_shape.back(), planes = h * w ? gx.numel() / (h * w) : 0;
+  const int64_t h = x_shape[x_shape.size() - 2], w = x_shape.back(), planes = h * w > 0 ? gx.numel() / (h * w) : 0;
   if (gx.numel())
     adaptive_avg_pool2d_backward_stub(go.device().type, internal::alias_contiguous(gx, {planes, h, w}),
                                       internal::alias_contiguous(go, {planes, size[0], size[1]}));

@@ -21,17 +21,17 @@ constexpr const char* kEinsumName = "einsum";
 // stands for are labels kEllipsisBase + k, k counted so that they align from the right.
 constexpr int kEllipsisBase = 64;
 
-using Labels = std::vector<int>;
+using EinsumLabels = std::vector<int>;
 
-struct Term {
-  Labels letters_before, letters_after;  // around "..."
+struct EinsumTerm {
+  EinsumLabels letters_before, letters_after;  // around "..."
   bool ellipsis = false;
 };
 
-int label_of(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' : 26 + (c - 'a'); }
+int einsum_label_of(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' : 26 + (c - 'a'); }
 
-Term parse_term(std::string_view s, std::string_view equation) {
-  Term t;
+EinsumTerm parse_einsum_term(std::string_view s, std::string_view equation) {
+  EinsumTerm t;
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     if (c == '.') {
@@ -43,20 +43,20 @@ Term parse_term(std::string_view s, std::string_view equation) {
     }
     HG_CHECK((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'), kEinsumName,
              "invalid character '{}' in '{}': labels are letters", c, equation);
-    (t.ellipsis ? t.letters_after : t.letters_before).push_back(label_of(c));
+    (t.ellipsis ? t.letters_after : t.letters_before).push_back(einsum_label_of(c));
   }
   return t;
 }
 
 // An operand as a tensor and one label per dim (repeated labels already taken on the diagonal).
-struct Operand {
+struct EinsumOperand {
   Tensor t;
-  Labels labels;
+  EinsumLabels labels;
 };
 
 // The diagonal over every label that occurs twice or more in one operand: the two dims moved last,
 // flattened, and every (n + 1)-th element kept.
-Operand take_diagonals(Operand op) {
+EinsumOperand einsum_diagonals(EinsumOperand op) {
   for (;;) {
     int64_t p1 = -1, p2 = -1;
     for (size_t i = 0; i < op.labels.size() && p1 < 0; ++i)
@@ -69,7 +69,7 @@ Operand take_diagonals(Operand op) {
     const int64_t n = op.t.size(p1);
     HG_CHECK(op.t.size(p2) == n, kEinsumName, "label repeated in one operand has sizes {} and {}", n, op.t.size(p2));
     std::vector<int64_t> perm;
-    Labels labels;
+    EinsumLabels labels;
     Shape shape;
     for (int64_t d = 0; d < op.t.dim(); ++d) {
       if (d == p1 || d == p2) continue;
@@ -88,9 +88,9 @@ Operand take_diagonals(Operand op) {
 }
 
 // Sums the dims whose labels are not in `keep`.
-Operand sum_unneeded(Operand op, const std::vector<bool>& keep) {
+EinsumOperand einsum_sum_unneeded(EinsumOperand op, const std::vector<bool>& keep) {
   std::vector<int64_t> dims;
-  Labels rest;
+  EinsumLabels rest;
   for (size_t i = 0; i < op.labels.size(); ++i) {
     if (keep[static_cast<size_t>(op.labels[i])])
       rest.push_back(op.labels[i]);
@@ -102,35 +102,35 @@ Operand sum_unneeded(Operand op, const std::vector<bool>& keep) {
   return op;
 }
 
-int64_t position(const Labels& labels, int label) {
+int64_t einsum_position(const EinsumLabels& labels, int label) {
   return std::find(labels.begin(), labels.end(), label) - labels.begin();
 }
 
 // One pairwise contraction: a's and b's shared labels that `keep` names are batch dims, the
 // other shared ones are summed by the product.
-Operand contract(const Operand& a, const Operand& b, const std::vector<bool>& keep) {
-  Labels batch, a_only, b_only, summed;
+EinsumOperand einsum_contract(const EinsumOperand& a, const EinsumOperand& b, const std::vector<bool>& keep) {
+  EinsumLabels batch, a_only, b_only, summed;
   for (int l : a.labels) {
-    const bool shared = position(b.labels, l) < static_cast<int64_t>(b.labels.size());
+    const bool shared = einsum_position(b.labels, l) < static_cast<int64_t>(b.labels.size());
     (shared ? (keep[static_cast<size_t>(l)] ? batch : summed) : a_only).push_back(l);
   }
   for (int l : b.labels)
-    if (position(a.labels, l) == static_cast<int64_t>(a.labels.size())) b_only.push_back(l);
+    if (einsum_position(a.labels, l) == static_cast<int64_t>(a.labels.size())) b_only.push_back(l);
   // Shared labels broadcast: a size 1 on one side expands to the other's size.
-  auto size_in = [](const Operand& op, int l) { return op.t.size(position(op.labels, l)); };
+  auto size_in = [](const EinsumOperand& op, int l) { return op.t.size(einsum_position(op.labels, l)); };
   auto common = [&](int l) { return std::max(size_in(a, l), size_in(b, l)); };
-  auto arrange = [&](const Operand& op, const std::vector<const Labels*>& groups) {
+  auto arrange = [&](const EinsumOperand& op, const std::vector<const EinsumLabels*>& groups) {
     std::vector<int64_t> perm;
     Shape expanded;
-    for (const Labels* g : groups)
+    for (const EinsumLabels* g : groups)
       for (int l : *g) {
-        perm.push_back(position(op.labels, l));
+        perm.push_back(einsum_position(op.labels, l));
         const bool shared = g == &batch || g == &summed;
         expanded.push_back(shared ? common(l) : size_in(op, l));
       }
     return expand(permute(op.t, perm), expanded);
   };
-  auto product = [](const Labels& ls, auto&& size) {
+  auto product = [](const EinsumLabels& ls, auto&& size) {
     int64_t p = 1;
     for (int l : ls) p *= size(l);
     return p;
@@ -142,7 +142,7 @@ Operand contract(const Operand& a, const Operand& b, const std::vector<bool>& ke
   const Tensor lhs = reshape(arrange(a, {&batch, &a_only, &summed}), {nb, m, k});
   const Tensor rhs = reshape(arrange(b, {&batch, &summed, &b_only}), {nb, k, n});
   Shape out_shape;
-  Operand r;
+  EinsumOperand r;
   for (int l : batch) out_shape.push_back(common(l)), r.labels.push_back(l);
   for (int l : a_only) out_shape.push_back(size_in(a, l)), r.labels.push_back(l);
   for (int l : b_only) out_shape.push_back(size_in(b, l)), r.labels.push_back(l);
@@ -160,10 +160,10 @@ Tensor einsum(std::string_view equation_in, const TensorList& tensors) {
   HG_CHECK(arrow == std::string::npos || equation.find("->", arrow + 2) == std::string::npos, kEinsumName,
            "more than one '->' in '{}'", equation_in);
   const std::string lhs = equation.substr(0, arrow);
-  std::vector<Term> terms;
+  std::vector<EinsumTerm> terms;
   for (size_t start = 0;;) {
     const size_t comma = lhs.find(',', start);
-    terms.push_back(parse_term(std::string_view(lhs).substr(start, comma - start), equation_in));
+    terms.push_back(parse_einsum_term(std::string_view(lhs).substr(start, comma - start), equation_in));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -179,10 +179,10 @@ Tensor einsum(std::string_view equation_in, const TensorList& tensors) {
              "operand {} has {} dims but its subscripts '{}' name {}", i, dims, equation_in, letters);
     if (terms[i].ellipsis) ellipsis_dims = std::max(ellipsis_dims, dims - letters);
   }
-  std::vector<Operand> ops;
+  std::vector<EinsumOperand> ops;
   std::vector<int> count(kEllipsisBase + 64, 0);
   for (size_t i = 0; i < terms.size(); ++i) {
-    Operand op{tensors[i], terms[i].letters_before};
+    EinsumOperand op{tensors[i], terms[i].letters_before};
     if (terms[i].ellipsis) {
       const int64_t e =
           tensors[i].dim() - static_cast<int64_t>(terms[i].letters_before.size() + terms[i].letters_after.size());
@@ -195,12 +195,12 @@ Tensor einsum(std::string_view equation_in, const TensorList& tensors) {
   }
   HG_CHECK(ellipsis_dims <= 64, kEinsumName, "too many dims under \"...\"");
   // The output's labels: explicit, or "..." then the letters seen once, in label order.
-  Labels out;
+  EinsumLabels out;
   bool any_ellipsis = false;
-  for (const Term& t : terms) any_ellipsis |= t.ellipsis;
+  for (const EinsumTerm& t : terms) any_ellipsis |= t.ellipsis;
   if (arrow != std::string::npos) {
-    const Term t = parse_term(std::string_view(equation).substr(arrow + 2), equation_in);
-    for (const Labels* part : {&t.letters_before, &t.letters_after}) {
+    const EinsumTerm t = parse_einsum_term(std::string_view(equation).substr(arrow + 2), equation_in);
+    for (const EinsumLabels* part : {&t.letters_before, &t.letters_after}) {
       if (part == &t.letters_after && t.ellipsis) {
         HG_CHECK(any_ellipsis || ellipsis_dims == 0, kEinsumName, "'...' in the output of '{}' but in no operand",
                  equation_in);
@@ -209,7 +209,7 @@ Tensor einsum(std::string_view equation_in, const TensorList& tensors) {
       for (int l : *part) {
         HG_CHECK(count[static_cast<size_t>(l)] > 0, kEinsumName, "output label '{}' of '{}' is in no operand",
                  static_cast<char>(l < 26 ? 'A' + l : 'a' + l - 26), equation_in);
-        HG_CHECK(position(out, l) == static_cast<int64_t>(out.size()), kEinsumName,
+        HG_CHECK(einsum_position(out, l) == static_cast<int64_t>(out.size()), kEinsumName,
                  "output label '{}' of '{}' appears twice", static_cast<char>(l < 26 ? 'A' + l : 'a' + l - 26),
                  equation_in);
         out.push_back(l);
@@ -223,7 +223,7 @@ Tensor einsum(std::string_view equation_in, const TensorList& tensors) {
   // Sizes must agree per label (or be 1, which broadcasts), as PyTorch's.
   std::map<int, int64_t> size_of;
   for (size_t i = 0; i < ops.size(); ++i) {
-    ops[i] = take_diagonals(std::move(ops[i]));
+    ops[i] = einsum_diagonals(std::move(ops[i]));
     for (size_t d = 0; d < ops[i].labels.size(); ++d) {
       const int64_t s = ops[i].t.size(static_cast<int64_t>(d));
       auto [it, fresh] = size_of.emplace(ops[i].labels[d], s);
@@ -241,20 +241,20 @@ Tensor einsum(std::string_view equation_in, const TensorList& tensors) {
       for (int l : ops[j].labels) keep[static_cast<size_t>(l)] = true;
     return keep;
   };
-  Operand acc = ops[0];
+  EinsumOperand acc = ops[0];
   for (size_t i = 1; i < ops.size(); ++i) {
     std::vector<bool> keep = needed_after(i);
-    // Labels only one side holds and nothing later needs are summed first; shared ones the product sums.
+    // EinsumLabels only one side holds and nothing later needs are summed first; shared ones the product sums.
     std::vector<bool> keep_a = keep, keep_b = keep;
     for (int l : ops[i].labels) keep_a[static_cast<size_t>(l)] = true;
     for (int l : acc.labels) keep_b[static_cast<size_t>(l)] = true;
-    acc = contract(sum_unneeded(acc, keep_a), sum_unneeded(ops[i], keep_b), keep);
+    acc = einsum_contract(einsum_sum_unneeded(acc, keep_a), einsum_sum_unneeded(ops[i], keep_b), keep);
   }
-  acc = sum_unneeded(acc, in_out);
-  // Labels the operands lacked (size 1 under "..." broadcasting) are not possible here: every
+  acc = einsum_sum_unneeded(acc, in_out);
+  // EinsumLabels the operands lacked (size 1 under "..." broadcasting) are not possible here: every
   // output label is in some operand. Order the dims as the output names them.
   std::vector<int64_t> perm;
-  for (int l : out) perm.push_back(position(acc.labels, l));
+  for (int l : out) perm.push_back(einsum_position(acc.labels, l));
   return perm.empty() ? acc.t : permute(acc.t, perm);
 }
 
