@@ -8,8 +8,10 @@
 #include "framework/op.h"
 #include "framework/ops/binary_kernels.h"
 #include "framework/ops/conv_kernels.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
+#include "framework/ops/pad.h"
 #include "framework/ops/reduce.h"
 
 namespace hg {
@@ -54,11 +56,10 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const T
     HG_CHECK(p.stride[i] > 0 && p.dilation[i] > 0 && p.padding[i] >= 0, op,
              "stride and dilation must be positive and padding non-negative, got stride {}, padding {}, dilation {}",
              fmt::join(stride, ", "), fmt::join(padding, ", "), fmt::join(dilation, ", "));
-    // PyTorch also takes output_padding < dilation; then conv2d of the output is larger than the
-    // input and the backward stubs would see mismatched shapes, so only the stride rule here.
-    HG_CHECK(out_pad[i] >= 0 && out_pad[i] < p.stride[i], op,
-             "output_padding must be non-negative and smaller than stride, got output_padding {} for stride {}",
-             fmt::join(output_padding, ", "), fmt::join(stride, ", "));
+    HG_CHECK(out_pad[i] >= 0 && (out_pad[i] < p.stride[i] || out_pad[i] < p.dilation[i]), op,
+             "output_padding must be non-negative and smaller than stride or dilation, got output_padding {} for "
+             "stride {} and dilation {}",
+             fmt::join(output_padding, ", "), fmt::join(stride, ", "), fmt::join(dilation, ", "));
   }
   const bool unbatched = input.dim() == 3;
   const Tensor x = unbatched ? internal::unsqueezed(input, 0) : input.detach();
@@ -75,7 +76,20 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const T
   const int64_t ow = (w - 1) * p.stride[1] - 2 * p.padding[1] + p.dilation[1] * (kw - 1) + out_pad[1] + 1;
   HG_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0, op, "input shape {} gives an empty or negative output size {}x{}",
            input.shape(), oh, ow);
-  const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
+  // conv2d of the output has (hp, wp) rows and columns: (h, w), or more when output_padding is not
+  // below the stride (only below the dilation). The stubs expect those sizes, so the input is then
+  // extended with zeros, which add nothing to the output.
+  const int64_t hp = (oh + 2 * p.padding[0] - p.dilation[0] * (kh - 1) - 1) / p.stride[0] + 1;
+  const int64_t wp = (ow + 2 * p.padding[1] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1;
+  const std::vector<int64_t> extend = {0, wp - w, 0, hp - h};
+  const bool extended = hp != h || wp != w;
+  Tensor xc = internal::contiguous(x);
+  if (extended) {  // zeros with x in their top-left corner, in the internal tier (no op event)
+    Tensor wide = zeros({n, c_in, hp, wp}, TensorOptions(x.dtype()).device(x.device()));
+    if (xc.numel()) copy_stub(x.device().type, internal::alias(wide, xc.shape(), wide.strides(), 0), xc);
+    xc = wide;
+  }
+  const Tensor wc = internal::contiguous(weight);
   Tensor out4 = empty({n, c_out, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
   if (out4.numel()) conv2d_backward_data_stub(x.device().type, out4, xc, wc, p);
   if (bias.defined() && out4.numel()) {
@@ -87,8 +101,8 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const T
   Tensor out = unbatched ? internal::alias_contiguous(out4, {c_out, oh, ow}) : out4;
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(input, op), sw = SavedTensor(weight, op), p, unbatched, has_bias = bias.defined(),
-          need_x = input.requires_grad(), need_w = weight.requires_grad(),
+    bw = [sx = SavedTensor(input, op), sw = SavedTensor(weight, op), p, unbatched, extended, extend, in_h = h, in_w = w,
+          has_bias = bias.defined(), need_x = input.requires_grad(), need_w = weight.requires_grad(),
           need_b = bias.defined() && bias.requires_grad()](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
       // The saved input and weight keep their history, so create_graph differentiates through both.
@@ -98,9 +112,10 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const T
       if (need_x) {
         gx = conv2d(go, w, Tensor(), {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
                     {p.dilation[0], p.dilation[1]}, p.groups);
+        if (extended) gx = gx.slice(2, 0, in_h).slice(3, 0, in_w);
         if (unbatched) gx = gx.squeeze(0);
       }
-      if (need_w) gw = conv2d_weight_grad(x, go, w.shape(), p);
+      if (need_w) gw = conv2d_weight_grad(extended ? pad(x, extend) : x, go, w.shape(), p);
       if (need_b && has_bias) gb = sum(go, {0, 2, 3});
       return {gx, gw, gb};
     };

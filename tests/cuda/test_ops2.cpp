@@ -77,5 +77,10 @@ TEST_CASE("cuda einsum and conv_transpose2d (+backward) match the CPU") {
           return conv_transpose2d(v[0], v[1], v[2], {2, 1}, {1, 0}, {1, 0}, 2, {1, 2});
         },
         {randn({2, 4, 5, 6}).to(d), randn({4, 3, 3, 2}).to(d), randn({6}).to(d)}, hg::test::Tolerance{1e-4, 1e-3});
+    check_with_grad(  // output_padding below the dilation only: the input is extended with zeros inside
+        [](const auto& v) {
+          return conv_transpose2d(v[0], v[1], v[2], {1, 2}, {0, 1}, {1, 1}, 1, {2, 1});
+        },
+        {randn({2, 2, 4, 3}).to(d), randn({2, 3, 2, 3}).to(d), randn({3}).to(d)}, hg::test::Tolerance{1e-4, 1e-3});
   }
 }

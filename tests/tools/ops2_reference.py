@@ -120,6 +120,7 @@ def conv_transpose_section():
         ((1, 2, 3, 3), (2, 3, 2, 2), True, (1, 1), (0, 0), (0, 0), 1, (1, 1)),
         ((1, 4, 3, 4), (4, 1, 3, 2), True, (2, 1), (1, 0), (1, 0), 2, (1, 2)),
         ((2, 3, 3), (2, 2, 3, 3), False, (2, 2), (1, 1), (1, 1), 1, (1, 1)),
+        ((1, 2, 3, 3), (2, 2, 2, 3), True, (1, 2), (0, 1), (1, 1), 1, (2, 1)),
     ]
     for xs, ws, has_bias, stride, padding, out_pad, groups, dilation in cases:
         x = pattern(xs, 0.3, 1.1).requires_grad_()
