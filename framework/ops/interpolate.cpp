@@ -69,6 +69,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
            "align_corners can only be set with bilinear mode (got mode {})", o.mode);
   p.align_corners = o.align_corners.value_or(false);
   HG_CHECK(o.size.empty() != o.scale_factor.empty(), name, "give exactly one of size and scale_factor");
+  HG_CHECK(o.size.empty() || !o.recompute_scale_factor.value_or(false), name,
+           "recompute_scale_factor is not meaningful with an explicit size");
   Shape out_shape = x.shape();
   if (!o.size.empty()) {
     HG_CHECK(o.size.size() <= 2, name, "size takes one value or two (H, W), got {}", o.size.size());

@@ -199,6 +199,8 @@ TEST_CASE("interpolate: bad input names the op") {
   check_error([&] { interpolate(x, {.size = {4}, .mode = "bicubic"}); }, {"[interpolate]", "unknown mode 'bicubic'"});
   check_error([&] { interpolate(x, {.size = {4}, .scale_factor = {2}}); }, {"[interpolate]", "exactly one"});
   check_error([&] { interpolate(x, {}); }, {"[interpolate]", "exactly one"});
+  check_error([&] { interpolate(x, {.size = {4}, .recompute_scale_factor = true}); },
+              {"[interpolate]", "recompute_scale_factor"});
   check_error([&] { interpolate(x, {.scale_factor = {2}, .align_corners = true}); },
               {"[interpolate]", "align_corners", "bilinear"});
   check_error(
