@@ -115,6 +115,7 @@ constexpr PolicyRow kTable[] = {
   {"conv2d",                             Lower,   Lower,   "convolution"},
   {"conv2d_relu",                        Lower,   Lower,   "convolution + ReLU in one op"},
   {"conv2d_relu_max_pool2d",             Lower,   Lower,   "convolution + ReLU + 2x2 max pool in one op"},
+  {"conv_transpose2d",                   Lower,   Lower,   "convolution (PyTorch 1.13's CPU table had it in fp32; 2.x lower)"},
   {"scaled_dot_product_attention",       Lower,   Lower,   "two GEMMs around a softmax kept in float32 inside"},
   // -- softmax and normalisation --
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
@@ -149,6 +150,21 @@ constexpr PolicyRow kTable[] = {
   // -- pooling --
   {"max_pool2d",                         Pass,    Pass,    "exact in any dtype"},
   {"avg_pool2d",                         Pass,    Pass,    "not listed"},
+  // -- padding: PyTorch's CPU autocast runs reflect and replicate pads in float32 --
+  {"constant_pad",                       Pass,    Pass,    "not listed"},
+  {"reflection_pad",                     F32,     Pass,    "cpu: PyTorch's fp32 list (reflection_pad1d/2d)"},
+  {"replication_pad",                    F32,     Pass,    "cpu: PyTorch's fp32 list (replication_pad1d/2d/3d)"},
+  {"circular_pad",                       Pass,    Pass,    "not listed"},
+  {"pad_backward",                       Pass,    Pass,    "backward of reflect, replicate and circular pad"},
+  {"adaptive_avg_pool2d",                Pass,    Pass,    "not listed"},
+  {"adaptive_max_pool2d",                Pass,    Pass,    "exact in any dtype; not listed"},
+  {"adaptive_avg_pool2d_backward",       Pass,    Pass,    "backward of adaptive_avg_pool2d"},
+  {"adaptive_max_pool2d_backward",       Pass,    Pass,    "backward of adaptive_max_pool2d"},
+  // -- upsampling --
+  {"upsample_nearest2d",                 Pass,    Pass,    "not listed: copies values"},
+  {"upsample_bilinear2d",                Pass,    Pass,    "not listed"},
+  {"upsample_nearest2d_backward",        Pass,    Pass,    "backward of upsample_nearest2d"},
+  {"upsample_bilinear2d_backward",       Pass,    Pass,    "backward of upsample_bilinear2d"},
   // -- gradient kernels recorded as ops: they run in the dtypes their forward saved --
   {"conv2d_backward",                    Pass,    Pass,    "backward of conv2d"},
   {"layer_norm_backward",                Pass,    Pass,    "backward of layer_norm"},

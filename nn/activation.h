@@ -45,15 +45,20 @@ class Hardswish : public Module {
 };
 
 // log(1 + exp(beta x)) / beta, linear where beta x > threshold.
+struct SoftplusOptions {
+  double beta = 1.0;
+  double threshold = 20.0;
+};
 class Softplus : public Module {
  public:
-  explicit Softplus(double beta = 1.0, double threshold = 20.0)
-      : Module("Softplus"), beta_(beta), threshold_(threshold) {}
+  explicit Softplus(SoftplusOptions options = {}) : Module("Softplus"), options_(options) {}
   Tensor forward(const Tensor& x) override;
-  std::string extra_repr() const override { return fmt::format("beta={}, threshold={}", beta_, threshold_); }
+  std::string extra_repr() const override {
+    return fmt::format("beta={}, threshold={}", options_.beta, options_.threshold);
+  }
 
  private:
-  double beta_, threshold_;
+  SoftplusOptions options_;
 };
 
 }  // namespace hg::nn

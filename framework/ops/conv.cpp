@@ -51,8 +51,6 @@ Tensor conv2d_plain(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
                 {p.dilation[0], p.dilation[1]}, p.groups);
 }
 
-Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& w_shape, const Conv2dParams& p);
-
 // The gradient of conv2d's 4-d input x (of shape x_shape) for grad_out, with weight w. Since
 // <gg, input_grad(go, w)> = <go, conv2d(gg, w)> = <w, weight_grad(go, gg)>, its gradients are
 // those two.
@@ -74,6 +72,8 @@ Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& w, const Shape& x
   return gx;
 }
 
+}  // namespace
+
 // The gradient of conv2d's weight (of shape w_shape) for grad_out and input x: <gg,
 // weight_grad(go, x)> = <go, conv2d(x, gg)> = <x, input_grad(go, gg)>.
 Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& w_shape, const Conv2dParams& p) {
@@ -93,8 +93,6 @@ Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& 
   call.finish({&gw}, std::move(bw));
   return gw;
 }
-
-}  // namespace
 
 namespace {
 

@@ -37,6 +37,11 @@ using Conv2dBackwardDataFn = void (*)(const Tensor& grad_input, const Tensor& gr
 // and input.
 using Conv2dBackwardFilterFn = void (*)(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                                         const Tensor& input, const Conv2dParams& p);
+// conv2d's weight gradient (of shape w_shape, for grad_out and input x) as a differentiable op,
+// "conv2d_weight_grad" (conv.cpp); conv_transpose2d's weight gradient is this with the roles of
+// its input and output gradient swapped.
+Tensor conv2d_weight_grad(const Tensor& grad_out, const Tensor& x, const Shape& w_shape, const Conv2dParams& p);
+
 HG_DECLARE_STUB(conv2d_forward_stub, Conv2dForwardFn);
 HG_DECLARE_STUB(conv2d_backward_data_stub, Conv2dBackwardDataFn);
 HG_DECLARE_STUB(conv2d_backward_filter_stub, Conv2dBackwardFilterFn);

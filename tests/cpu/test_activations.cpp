@@ -137,7 +137,7 @@ TEST_CASE("activation modules call their ops with their parameters") {
   CHECK(test::bitwise_equal(nn::SELU()(x), selu(x)));
   CHECK(test::bitwise_equal(nn::Mish()(x), mish(x)));
   CHECK(test::bitwise_equal(nn::Hardswish()(x), hardswish(x)));
-  CHECK(test::bitwise_equal(nn::Softplus(2.0, 3.0)(x), softplus(x, 2.0, 3.0)));
+  CHECK(test::bitwise_equal(nn::Softplus({.beta = 2.0, .threshold = 3.0})(x), softplus(x, 2.0, 3.0)));
   CHECK(fmt::format("{}", nn::LeakyReLU(0.2)).find("LeakyReLU(negative_slope=0.2)") != std::string::npos);
   CHECK(nn::Mish().parameters().empty());
 }

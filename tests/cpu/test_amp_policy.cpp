@@ -69,6 +69,15 @@ TEST_CASE("amp: the table's rows follow docs/AMP.md section 2") {
       {"topk", N, N},
       {"tril", N, N},
       {"multinomial", N, N},
+      {"conv_transpose2d", L, L},
+      {"reflection_pad", F, N},
+      {"replication_pad", F, N},
+      {"constant_pad", N, N},
+      {"circular_pad", N, N},
+      {"adaptive_avg_pool2d", N, N},
+      {"adaptive_max_pool2d", N, N},
+      {"upsample_nearest2d", N, N},
+      {"upsample_bilinear2d", N, N},
   };
   for (const Expect& e : expected) {
     CAPTURE(e.op);
