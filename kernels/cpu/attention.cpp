@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/ops/attention_kernels.h"
+#include "framework/ops/internal.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/common/splitmix64.h"
 #include "kernels/cpu/rows.h"
@@ -254,7 +255,17 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
   });
 }
 
-void attention_cpu(const Tensor& out, const Tensor& lse, const AttentionArgs& a) {
+// These kernels read q, k, v contiguous; the op passes them with their own strides.
+AttentionArgs contiguous_cpu_args(const AttentionArgs& in) {
+  AttentionArgs a = in;
+  a.q = internal::contiguous(in.q);
+  a.k = internal::contiguous(in.k);
+  a.v = internal::contiguous(in.v);
+  return a;
+}
+
+void attention_cpu(const Tensor& out, const Tensor& lse, const AttentionArgs& args) {
+  const AttentionArgs a = contiguous_cpu_args(args);
   dispatch_float(a.q.dtype(), [&]<class T>(TypeTag<T>) {
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     forward_typed<T, C>(out, lse, a);
@@ -262,7 +273,8 @@ void attention_cpu(const Tensor& out, const Tensor& lse, const AttentionArgs& a)
 }
 
 void attention_backward_cpu(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gm, const Tensor& go,
-                            const Tensor& o, const Tensor& lse, const AttentionArgs& a) {
+                            const Tensor& o, const Tensor& lse, const AttentionArgs& args) {
+  const AttentionArgs a = contiguous_cpu_args(args);
   dispatch_float(a.q.dtype(), [&]<class T>(TypeTag<T>) {
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     backward_typed<T, C>(gq, gk, gv, gm, go, o, lse, a);
