@@ -5,7 +5,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#ifndef HG_FLASH_EMULATION  // tests/flash_emulation compiles the kernels for the CPU with its own wmma
 #include <mma.h>
+#endif
 
 #include <cstdint>
 
@@ -13,6 +15,8 @@
 #include "kernels/common/flash_attention_tiles.h"
 
 namespace hg::cuda::flash {
+
+namespace wmma = nvcuda::wmma;
 
 inline constexpr int kWarps = 4, kThreads = 32 * kWarps;
 inline constexpr int kRows = static_cast<int>(kFlashRows), kCols = static_cast<int>(kFlashCols);
