@@ -162,4 +162,6 @@ TEST_CASE("emulated flash kernels: L != S, E != Ev, padded dims, strided, float1
   check_case({1, 1, 130, 130, 64, 64, 2, false, false, kFloat16});
   check_case({2, 3, 70, 90, 32, 32, 2, false, false});
   check_case({1, 1, 70, 70, 32, 32, 3, false, false});
+  check_case({2, 3, 5, 7, 4, 6, 1, false, false});  // the cuda suite's small shapes: one partial tile
+  check_case({2, 3, 5, 7, 4, 6, 0, true, false, kFloat16});
 }
