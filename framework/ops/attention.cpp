@@ -105,7 +105,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   args.v = v;
   if (dropout_p > 0.0) args.seed = random_u64();  // drawn even for empty tensors, as dropout does
   const TensorOptions opt = TensorOptions(q.dtype()).device(q.device());
-  Tensor out = empty({B, H, L, Ev}, opt);
+  // The output's memory is [B, L, H, Ev], as PyTorch's flash attention lays it out: merging the
+  // heads afterwards (transpose(1, 2) and reshape to [B, L, H Ev]) is then a view, not a copy.
+  Tensor out = internal::alias(empty({B, L, H, Ev}, opt), {B, H, L, Ev}, {L * H * Ev, Ev, H * Ev, 1}, 0);
   Tensor lse = empty({B, H, L}, TensorOptions(cdt).device(q.device()));
   if (out.numel()) attention_stub(q.device().type, out, lse, args);
   BackwardFn bw;

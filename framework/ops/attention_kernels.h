@@ -9,7 +9,8 @@ namespace hg {
 
 // q, k, v [B, H, L|S, E|Ev] in one dtype, with any strides (the op passes its inputs as they
 // are: a kernel that needs them contiguous copies them, the CUDA flash kernels read them in
-// place); out contiguous [B, H, L, Ev]; lse [B, H, L] in the compute dtype
+// place); out [B, H, L, Ev] with any strides (the op lays it out as [B, L, H, Ev] memory, and the
+// backward gets it back as `out`); lse [B, H, L] in the compute dtype
 // (float32, float64 for float64 inputs): the log-sum-exp of each scaled, masked score row, which
 // the backward uses to recompute the weights. mask: undefined, or a (possibly zero-strided) view
 // [B, H, L, S] of bool or of the compute dtype. The dropout keep-draw of weight (b, h, i, j) is

@@ -9,6 +9,7 @@
 
 #include "framework/dispatch.h"
 #include "framework/ops/attention_kernels.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "kernels/common/splitmix64.h"
@@ -220,8 +221,8 @@ Params make_params(const AttentionArgs& a) {
 
 unsigned blocks_for(const Params& p) { return static_cast<unsigned>((p.BH * p.L + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-// This kernel reads q, k, v contiguous; the op passes them as they are (the flash kernels read
-// strides).
+// This kernel reads q, k, v (and the backward's out) contiguous and writes out contiguous; the op
+// passes them as they are (the flash kernels read and write strides).
 AttentionArgs contiguous_args(const AttentionArgs& a) {
   AttentionArgs c = a;
   c.q = internal::contiguous(a.q);
@@ -233,6 +234,12 @@ AttentionArgs contiguous_args(const AttentionArgs& a) {
 void attention_cuda(const Tensor& out, const Tensor& lse, const AttentionArgs& args) {
   if (flash_attention_supported(args)) {
     flash_attention_forward(out, lse, args);
+    return;
+  }
+  if (!out.is_contiguous()) {  // this kernel writes a contiguous output
+    const Tensor dense = empty(out.shape(), TensorOptions(out.dtype()).device(out.device()));
+    attention_cuda(dense, lse, args);
+    copy_stub(kCUDA, out, dense);
     return;
   }
   const AttentionArgs a = contiguous_args(args);
@@ -251,13 +258,14 @@ void attention_cuda(const Tensor& out, const Tensor& lse, const AttentionArgs& a
 }
 
 void attention_backward_cuda(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gm, const Tensor& go,
-                             const Tensor& o, const Tensor& lse, const AttentionArgs& args) {
+                             const Tensor& o_in, const Tensor& lse, const AttentionArgs& args) {
   // Both forwards save the same lse, so either backward follows either forward.
   if (!gm.defined() && flash_attention_supported(args)) {
-    flash_attention_backward(gq, gk, gv, go, o, lse, args);
+    flash_attention_backward(gq, gk, gv, go, o_in, lse, args);
     return;
   }
   const AttentionArgs a = contiguous_args(args);
+  const Tensor o = internal::contiguous(o_in);
   const Params p = make_params(a);
   const int dev = a.q.device().index;
   DeviceGuard guard(dev);

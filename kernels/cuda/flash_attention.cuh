@@ -119,10 +119,10 @@ __device__ __forceinline__ void store_rows(void* out, const Operand& op, int64_t
 // Dynamic shared memory of the kernels for head dim D (host and device).
 template <int D>
 constexpr size_t forward_smem_bytes() {
-  return size_t{3} * kRows * (D + kPadHalf) * 2     // Q, K, V tiles
+  return size_t{3} * kRows * (D + kPadHalf) * 2     // Q, K, V tiles (K and V: O's scratch at the end)
          + size_t{kRows} * (kCols + kPadFloat) * 4  // S (16 rows a warp)
          + size_t{kRows} * (kCols + kPadHalf) * 2   // P in 16 bits
-         + size_t{kRows} * (D + kPadFloat) * 4;     // O
+         + size_t{kRows} * 4;                       // the rescale factor of each row
 }
 template <int D>
 constexpr size_t backward_smem_bytes() {                // both backward kernels use this layout

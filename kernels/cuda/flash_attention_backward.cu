@@ -9,7 +9,8 @@
 //      dQ += dS K (each warp owns 16 query rows).
 // P and dS are rounded to the input dtype for their products, accumulation is in float, and dK, dQ
 // are multiplied by the scale at the end. The pair work is done twice (the price of no atomics).
-// Not yet run on a GPU: see docs/GPU.md; tests/cpu/flash_reference.h models it.
+// The kernels are in flash_attention_backward.cuh. Not yet run on a GPU (docs/TRANSFORMER.md):
+// tests/cpu/flash_reference.h models it, tests/flash_emulation runs it on the CPU.
 #include <climits>
 
 #include "framework/ops/creation.h"

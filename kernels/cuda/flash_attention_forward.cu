@@ -2,12 +2,13 @@
 // one block per (64 query rows, b, h), four warps of 16 rows. Per 64-key tile in shared memory a
 // warp computes S = Q K^T (16x16x16 products, float accumulators), then the online softmax in
 // float with two lanes per row (running max m and sum l, the output rescaled by exp(m_old - m_new)),
-// P rounded to 16 bits, and O += P V. O lives in shared memory in float (wmma fragments have no
-// documented row layout, so a per-row rescale cannot be done in registers), is divided by l once
-// and written once in the input dtype; lse = m + log(l) is saved for the backward. Causal blocks
-// stop at the diagonal tile and start with the longest rows. Not yet run on a GPU: see
-// docs/GPU.md; tests/cpu/flash_reference.h models it and tests/cuda/test_flash_attention.cpp
-// checks it against that model.
+// P rounded to 16 bits, and O += P V. O stays in accumulator fragments, rescaled element by element
+// through a map of which row each element holds (read once from a loaded tile whose element (r, c)
+// is r: wmma's fragment layout is unspecified); it is divided by l once and written once in the
+// input dtype; lse = m + log(l) is saved for the backward. Causal blocks stop at the diagonal tile
+// and start with the longest rows. The kernel is in flash_attention_forward.cuh. Not yet run on a
+// GPU (docs/TRANSFORMER.md): tests/cpu/flash_reference.h models it, tests/flash_emulation runs it
+// on the CPU, and tests/cuda/test_flash_attention.cpp checks it on a GPU.
 #include <algorithm>
 #include <climits>
 #include <cstdlib>

@@ -10,30 +10,41 @@ template <class T, int D>
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(Params p, Operand q, Operand k, Operand v, Operand o, void* out, float* __restrict__ lse) {
   using W = typename Wide<T>::W;
-  constexpr int ld = D + kPadHalf, lds = kCols + kPadFloat, ldp = kCols + kPadHalf, ldo = D + kPadFloat;
+  using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+  constexpr int ld = D + kPadHalf, lds = kCols + kPadFloat, ldp = kCols + kPadHalf;
   constexpr int kSteps = D / 16;
   extern __shared__ __align__(128) unsigned char flash_fwd_smem[];
   // Byte offsets of the sections; each is a multiple of 32 bytes, as are the per-warp slices.
   constexpr size_t kOffK = size_t{kRows} * ld * 2, kOffV = kOffK + size_t{kCols} * ld * 2,
                    kOffS = kOffV + size_t{kCols} * ld * 2, kOffP = kOffS + size_t{kRows} * lds * 4,
-                   kOffO = kOffP + size_t{kRows} * ldp * 2;
+                   kOffA = kOffP + size_t{kRows} * ldp * 2;
+  static_assert(kOffA + kRows * 4 == forward_smem_bytes<D>());
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   W* qs = reinterpret_cast<W*>(flash_fwd_smem);
   W* ks = reinterpret_cast<W*>(flash_fwd_smem + kOffK);
   W* vs = reinterpret_cast<W*>(flash_fwd_smem + kOffV);
   float* ss = reinterpret_cast<float*>(flash_fwd_smem + kOffS) + warp * 16 * lds;
   W* ps = reinterpret_cast<W*>(flash_fwd_smem + kOffP) + warp * 16 * ldp;
-  float* os = reinterpret_cast<float*>(flash_fwd_smem + kOffO) + warp * 16 * ldo;
+  float* alpha_s = reinterpret_cast<float*>(flash_fwd_smem + kOffA) + warp * 16;  // per row of the warp
 
   const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H;
   const int64_t i0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;  // longest causal rows first
   load_tile<T, D>(qs, q, b, h, i0, p.L, p.E);
-  for (int x = lane; x < 16 * ldo; x += 32) os[x] = 0.0f;
+  // Which of the warp's 16 rows each accumulator element of this lane holds: wmma's fragment
+  // layout is unspecified, but a loaded tile whose element (r, c) is r says (loads, stores and
+  // mma_sync of one fragment type share one layout). O stays in registers, rescaled per row.
+  for (int x = lane; x < 256; x += 32) ss[(x / 16) * lds + x % 16] = static_cast<float>(x / 16);
   __syncthreads();
+  Acc row_of;
+  wmma::load_matrix_sync(row_of, ss, lds, wmma::mem_row_major);
   // This warp's 16 query rows stay in registers as matrix_a fragments for the whole key loop.
   wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> qf[kSteps];
 #pragma unroll
   for (int t = 0; t < kSteps; ++t) wmma::load_matrix_sync(qf[t], qs + warp * 16 * ld + t * 16, ld);
+  Acc acc_o[kSteps];
+#pragma unroll
+  for (int n = 0; n < kSteps; ++n) wmma::fill_fragment(acc_o[n], 0.0f);
+  __syncwarp();  // every lane has read the row tile before S overwrites it
 
   const int r = lane >> 1, half = lane & 1;  // this lane's row of the warp's 16, and its 32 columns
   const int64_t i = i0 + warp * 16 + r;
@@ -47,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 #pragma unroll
     for (int n = 0; n < kCols / 16; ++n) {  // S[:, 16n, 16n + 16) = Q K^T
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      Acc acc;
       wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
       for (int t = 0; t < kSteps; ++t) {
@@ -80,28 +91,32 @@ __global__ void __launch_bounds__(kThreads)
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * alpha + sum;
     m = m_new;
-    float* orow = os + r * ldo + half * (D / 2);
-    for (int c = 0; c < D / 2; ++c) orow[c] *= alpha;
+    if (half == 0) alpha_s[r] = alpha;
     __syncwarp();
 #pragma unroll
-    for (int n = 0; n < kSteps; ++n) {  // O[:, 16n, 16n + 16) += P V
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, os + n * 16, ldo, wmma::mem_row_major);
+    for (int n = 0; n < kSteps; ++n)  // O *= alpha, row by row
+      for (int e = 0; e < acc_o[n].num_elements; ++e) acc_o[n].x[e] *= alpha_s[static_cast<int>(row_of.x[e])];
 #pragma unroll
-      for (int t = 0; t < kCols / 16; ++t) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> pf;
+    for (int t = 0; t < kCols / 16; ++t) {  // O += P V, one 16-key slice of P at a time
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> pf;
+      wmma::load_matrix_sync(pf, ps + t * 16, ldp);
+#pragma unroll
+      for (int n = 0; n < kSteps; ++n) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, W, wmma::row_major> vf;
-        wmma::load_matrix_sync(pf, ps + t * 16, ldp);
         wmma::load_matrix_sync(vf, vs + t * 16 * ld + n * 16, ld);
-        wmma::mma_sync(acc, pf, vf, acc);
+        wmma::mma_sync(acc_o[n], pf, vf, acc_o[n]);
       }
-      wmma::store_matrix_sync(os + n * 16, acc, ldo, wmma::mem_row_major);
     }
-    __syncwarp();
   }
+  __syncthreads();  // the K and V tiles become each warp's float scratch of 16 x (D + 4)
+  float* scratch = reinterpret_cast<float*>(flash_fwd_smem + kOffK) + warp * 16 * (D + kPadFloat);
+#pragma unroll
+  for (int n = 0; n < kSteps; ++n)
+    wmma::store_matrix_sync(scratch + n * 16, acc_o[n], D + kPadFloat, wmma::mem_row_major);
+  __syncwarp();
   // A fully masked row (l == 0) gives zeros and lse = -inf, as the fallback kernel.
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  store_rows<T, D>(out, o, b, h, i0 + warp * 16, p.L, p.Ev, os, lane, inv);
+  store_rows<T, D>(out, o, b, h, i0 + warp * 16, p.L, p.Ev, scratch, lane, inv);
   if (half == 0 && i < p.L) lse[bh * p.L + i] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 

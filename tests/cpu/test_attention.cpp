@@ -128,6 +128,8 @@ TEST_CASE("scaled_dot_product_attention: non-contiguous inputs, a custom scale a
     scaled_dot_product_attention(xs[0], xs[1], xs[2], Tensor(), 0.0, true).sum().backward();
     return std::vector<Tensor>{xs[0].grad(), xs[1].grad(), xs[2].grad()};
   };
+  // The output's memory is [B, L, H, Ev] (as PyTorch's flash attention): merging heads is a view.
+  CHECK(scaled_dot_product_attention(q, k, v).transpose(1, 2).is_contiguous());
   const auto gs = grads(true), gc = grads(false);
   for (size_t x = 0; x < gs.size(); ++x) check_close(gs[x], gc[x], {0, 0});
 }

@@ -2,11 +2,12 @@
 // threads as user-level contexts (ucontext) switched by one scheduler on one OS thread, so
 // __syncthreads, __syncwarp and __shfl_xor_sync are real barriers (a barrier that not every
 // thread reaches is reported as a deadlock), and nvcuda::wmma's 16x16x16 operations done by lane 0
-// of the warp between two warp barriers (they are warp-collective; the kernels only pass them
-// warp-uniform arguments). Shared memory is poisoned with NaN bytes before each block, so a read of
-// a tile element nobody wrote shows up. What this cannot check: wmma's real fragment layouts,
-// timing, occupancy, bank conflicts, the launch code. The kernels themselves are compiled
-// unchanged (HG_FLASH_EMULATION only drops <mma.h>).
+// of the warp between warp barriers and copied to the other lanes (they are warp-collective; the
+// kernels only pass them warp-uniform arguments), every lane holding the whole tile. Shared
+// memory is poisoned with NaN bytes before each block, so a read of a tile element nobody wrote
+// shows up. What this cannot check: wmma's real fragment layouts, timing, occupancy, bank
+// conflicts, the launch code. The kernels themselves are compiled unchanged (HG_FLASH_EMULATION
+// only drops <mma.h>).
 #pragma once
 
 #define HG_FLASH_EMULATION 1
@@ -48,7 +49,8 @@ struct Block {
   int current = 0;
   Barrier all;
   std::vector<Barrier> warps;
-  std::vector<double> exchange;  // one slot per thread for the shuffles
+  std::vector<double> exchange;       // one slot per thread for the shuffles
+  std::vector<const float*> publish;  // per warp: lane 0's fragment, for the other lanes to copy
   const std::function<void()>* body = nullptr;
 };
 
@@ -93,6 +95,7 @@ inline void run_block(dim3 grid, uint3 block, int threads, bool ascending, const
   b.warps.resize(static_cast<size_t>((threads + 31) / 32));
   for (auto& w : b.warps) w.size = 32;
   b.exchange.resize(static_cast<size_t>(threads));
+  b.publish.resize(b.warps.size());
   b.body = &body;
   g_block = &b;
   g_grid_dim = grid;
@@ -174,7 +177,8 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
-// A whole 16x16 tile (lane 0's copy is the one the operations use), row-major in x.
+// A whole 16x16 tile, row-major in x, the same in every lane: element-wise updates that depend
+// only on an element's (row, col), all the kernels do with .x, come out as on the GPU.
 template <class Use, int M, int N, int K, class T, class Layout = void>
 struct fragment {
   static constexpr int num_elements = 256;
@@ -182,7 +186,22 @@ struct fragment {
 };
 
 namespace detail {
-// Runs f on lane 0 between two warp barriers: a warp-collective operation.
+// A warp-collective operation: between warp barriers, lane 0 computes fragment f (f reads shared
+// memory or other fragments) and the other lanes copy it.
+template <class Frag, class F>
+void produce(Frag& f, F&& compute) {
+  const unsigned t = hg::emu::g_thread_idx.x;
+  const float*& slot = hg::emu::g_block->publish[t / 32];
+  __syncwarp();
+  if (t % 32 == 0) {
+    compute();
+    slot = f.x;
+  }
+  __syncwarp();
+  if (t % 32 != 0) std::memcpy(f.x, slot, sizeof f.x);
+  __syncwarp();
+}
+// A warp-collective store: lane 0 writes (every lane holds the same tile).
 template <class F>
 void collective(F&& f) {
   __syncwarp();
@@ -193,7 +212,7 @@ void collective(F&& f) {
 
 template <class Use, class T, class Layout, class P>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const P* p, unsigned ldm) {
-  detail::collective([&] {
+  detail::produce(f, [&] {
     // matrix_a is (row, k), matrix_b is (k, col); either way element (r, c) of the tile.
     for (unsigned r = 0; r < 16; ++r)
       for (unsigned c = 0; c < 16; ++c)
@@ -202,7 +221,7 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const P* p, unsig
 }
 
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm, layout_t l) {
-  detail::collective([&] {
+  detail::produce(f, [&] {
     for (unsigned r = 0; r < 16; ++r)
       for (unsigned c = 0; c < 16; ++c) f.x[r * 16 + c] = l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
   });
@@ -216,7 +235,7 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
 }
 
 inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, float v) {
-  detail::collective([&] {
+  detail::produce(f, [&] {
     for (float& x : f.x) x = v;
   });
 }
@@ -225,7 +244,7 @@ inline void fill_fragment(fragment<accumulator, 16, 16, 16, float>& f, float v) 
 template <class T, class LA, class LB>
 void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, T, LA>& a,
               const fragment<matrix_b, 16, 16, 16, T, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
-  detail::collective([&] {
+  detail::produce(d, [&] {
     float out[256];
     for (int m = 0; m < 16; ++m)
       for (int n = 0; n < 16; ++n) {

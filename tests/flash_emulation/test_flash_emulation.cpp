@@ -36,7 +36,8 @@ struct Result {
 Result run_kernels(const AttentionArgs& a, const Tensor& go) {
   const int64_t B = a.q.size(0), H = a.q.size(1), L = a.q.size(2), S = a.k.size(2), E = a.q.size(3), Ev = a.v.size(3);
   const TensorOptions opt(a.q.dtype());
-  Result r{full({B, H, L, Ev}, NAN, opt), full({B, H, L}, NAN), full({B, H, L, E}, NAN, opt),
+  // out in the op's layout: [B, L, H, Ev] memory.
+  Result r{full({B, L, H, Ev}, NAN, opt).transpose(1, 2), full({B, H, L}, NAN), full({B, H, L, E}, NAN, opt),
            full({B, H, S, E}, NAN, opt), full({B, H, S, Ev}, NAN, opt)};
   const Tensor dd = full({B * H * L}, NAN);
   const cuda::flash::Params p = cuda::flash_params(a);
