@@ -112,16 +112,18 @@ void check_case(const FlashCase& c) {
   const Tensor mc = in.mask.defined() ? in.mask.to(kCPU) : Tensor();
   const flash_ref::Forward f = flash_ref::forward<T>(qc, kc, vc, mc, c.causal, scale);
   const flash_ref::Grads g = flash_ref::backward<T>(qc, kc, vc, mc, c.causal, scale, f.out, f.lse, goc);
-  // Same algorithm: within a rounding of the 16-bit output (and of P and dS for the gradients).
+  // Same algorithm, another summation order inside the products: within a last-bit rounding of
+  // the 16-bit output (up to 2 units of 2^-8, bfloat16, at the bottom of a binade) and of P and
+  // dS for the gradients.
   const double ulp = c.dtype == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
-  CHECK(rel_err(out, f.out) < 1.5 * ulp);
+  CHECK(rel_err(out, f.out) < 2.5 * ulp);
   hg::test::check_close(lse.to(kCPU), f.lse, {2e-5, 2e-5});
 
   const auto gpu = op_grads(in, kCUDA, c.causal, scale);
-  CHECK(rel_err(gpu[0], f.out) < 1.5 * ulp);
-  CHECK(rel_err(gpu[1], g.dq) < 3 * ulp);
-  CHECK(rel_err(gpu[2], g.dk) < 3 * ulp);
-  CHECK(rel_err(gpu[3], g.dv) < 3 * ulp);
+  CHECK(rel_err(gpu[0], f.out) < 2.5 * ulp);
+  CHECK(rel_err(gpu[1], g.dq) < 4 * ulp);
+  CHECK(rel_err(gpu[2], g.dk) < 4 * ulp);
+  CHECK(rel_err(gpu[3], g.dv) < 4 * ulp);
   // Against the CPU op (float32 weights, no 16-bit P or dS): as the model against the composition.
   const auto cpu = op_grads(in, kCPU, c.causal, scale);
   for (size_t x = 0; x < cpu.size(); ++x) {
