@@ -101,6 +101,13 @@ __device__ __forceinline__ float masked_score(const Params& p, int64_t b, int64_
   return s;
 }
 
+// exp(x - y) as one FMA and a base-2 exponential (the hardware's ex2): the softmax's elementwise
+// work is what a tensor-core attention kernel is short of, not the products. exp(-inf) is 0.
+__device__ __forceinline__ float exp_diff(float x, float y) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  return exp2f(fmaf(x, kLog2e, -y * kLog2e));
+}
+
 // Stores a warp's 16 x D float tile (ld D + kPadFloat, in shared memory) scaled by `mul` into rows
 // n0 .. n0 + 16 of the (b, h) slice of out (N rows, dim features, any strides): two lanes a row.
 template <class T, int D>

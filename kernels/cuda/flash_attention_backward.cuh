@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t i = i0 + c;
       const float s = masked_score(p, b, h, i, j, st[r * Lay::lds + c]);
       const float l = lse_s[c];
-      const float pr = (s == -INFINITY || l == -INFINITY) ? 0.0f : expf(s - l);
+      const float pr = (s == -INFINITY || l == -INFINITY) ? 0.0f : exp_diff(s, l);
       pt[r * Lay::ldp + c] = Wide<T>::from(pr);
       dst[r * Lay::ldp + c] = Wide<T>::from(pr * (dpt[r * Lay::lds + c] - dd_s[c]));
     }
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       const float s = masked_score(p, b, h, i, j0 + c, ss[r * Lay::lds + c]);
-      const float pr = (s == -INFINITY || l == -INFINITY) ? 0.0f : expf(s - l);
+      const float pr = (s == -INFINITY || l == -INFINITY) ? 0.0f : exp_diff(s, l);
       dss[r * Lay::ldp + c] = Wide<T>::from(pr * (dps[r * Lay::lds + c] - di));
     }
     __syncwarp();

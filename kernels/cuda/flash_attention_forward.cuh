@@ -80,11 +80,11 @@ __global__ void __launch_bounds__(kThreads)
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     const float m_new = fmaxf(m, mx);
     const bool none = m_new == -INFINITY;  // every key so far masked: add nothing, keep O at 0
-    const float alpha = none ? 1.0f : expf(m - m_new);
+    const float alpha = none ? 1.0f : exp_diff(m, m_new);
     float sum = 0.0f;
     W* prow = ps + r * ldp + half * 32;
     for (int c = 0; c < 32; ++c) {
-      const float e = none ? 0.0f : expf(srow[c] - m_new);
+      const float e = none ? 0.0f : exp_diff(srow[c], m_new);
       sum += e;
       prow[c] = Wide<T>::from(e);
     }

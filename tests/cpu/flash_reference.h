@@ -4,8 +4,8 @@
 // shares with the kernels: the tiles (kernels/common/flash_attention_tiles.h), the online softmax
 // (running max m and sum l per row, the output rescaled by exp(m_old - m_new) before each tile's
 // P V is added), P and dS rounded to the input dtype before their products (the tensor cores take
-// 16-bit operands; accumulation is in float), the saved lse = m + log(l), and the backward in two
-// passes without atomics: per key tile over query tiles (dK, dV), per query tile over key tiles
+// 16-bit operands; accumulation is in float), exp(x - y) as exp2(x log2 e - y log2 e), the saved lse = m + log(l), and
+// the backward in two passes without atomics: per key tile over query tiles (dK, dV), per query tile over key tiles
 // (dQ), both recomputing P = exp(S - lse). Causal runs skip the tiles above the diagonal. Only the
 // order of the float sums inside one product differs (a tensor core's order is unspecified).
 // Inputs are read in place through their strides, as the kernels read them.
@@ -43,6 +43,12 @@ std::vector<float> gather(const Tensor& t, int64_t b, int64_t h) {
       out[static_cast<size_t>(n * D + d)] =
           static_cast<float>(p[b * t.stride(0) + h * t.stride(1) + n * t.stride(2) + d * t.stride(3)]);
   return out;
+}
+
+// exp(x - y) as the kernels compute it: one FMA and a base-2 exponential.
+inline float exp_diff(float x, float y) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  return std::exp2(std::fma(x, kLog2e, -y * kLog2e));
 }
 
 template <class T>
@@ -150,10 +156,10 @@ Forward forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
             float m_new = m[r];
             for (float x : s) m_new = std::max(m_new, x);
             if (m_new == kNegInf) continue;  // every key so far masked: nothing to add
-            const float alpha = std::exp(m[r] - m_new);
+            const float alpha = detail::exp_diff(m[r], m_new);
             float sum = 0;
             for (float& x : s) {
-              x = std::exp(x - m_new);
+              x = detail::exp_diff(x, m_new);
               sum += x;
             }
             l[r] = l[r] * alpha + sum;
@@ -211,7 +217,7 @@ Grads backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
         sl.scores(i, j0, s.data());
         sl.dprobs(go, i, j0, dp.data());
         for (int64_t x = 0; x < kFlashCols; ++x) {
-          const float p = (s[x] == detail::kNegInf || li == detail::kNegInf) ? 0.0f : std::exp(s[x] - li);
+          const float p = (s[x] == detail::kNegInf || li == detail::kNegInf) ? 0.0f : detail::exp_diff(s[x], li);
           dp[x] = detail::round_to<T>(p * (dp[x] - D[static_cast<size_t>(i)]));  // dS
           s[x] = detail::round_to<T>(p);
         }
