@@ -134,8 +134,7 @@ constexpr size_t forward_smem_bytes() {
 template <int D>
 constexpr size_t backward_smem_bytes() {                // both backward kernels use this layout
   return size_t{4} * kRows * (D + kPadHalf) * 2         // K, V, Q, dO tiles
-         + size_t{2} * kRows * (kCols + kPadFloat) * 4  // S and dP
-         + size_t{2} * kRows * (kCols + kPadHalf) * 2   // P and dS in 16 bits
+         + size_t{2} * kRows * (kCols + kPadFloat) * 4  // S and dP (then P and dS over them)
          + size_t{2} * kRows * 4;                       // lse and D of the query tile
 }
 

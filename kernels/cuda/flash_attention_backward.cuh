@@ -23,26 +23,32 @@ __global__ void flash_backward_dot_kernel(Params p, Operand go, Operand o, float
   if (lane == 0) dd[row] = acc;
 }
 
-// The shared-memory sections of both backward kernels (byte offsets, all multiples of 32).
+// The shared-memory sections of both backward kernels (byte offsets, all multiples of 32). P and
+// dS (16-bit) overwrite the S and dP (float) rows they are computed from: see packed_col.
 template <int D>
 struct BwdLayout {
-  static constexpr int ld = D + kPadHalf, lds = kCols + kPadFloat, ldp = kCols + kPadHalf;
+  static constexpr int ld = D + kPadHalf, lds = kCols + kPadFloat, ldp = 2 * lds;  // ldp: 16-bit view
   static constexpr size_t tile = size_t{kRows} * ld * 2;
   static constexpr size_t k = 0, v = tile, q = 2 * tile, go = 3 * tile, s = 4 * tile, dp = s + size_t{kRows} * lds * 4,
-                          p = dp + size_t{kRows} * lds * 4, ds = p + size_t{kRows} * ldp * 2,
-                          lse = ds + size_t{kRows} * ldp * 2, dd = lse + kRows * 4;
+                          lse = dp + size_t{kRows} * lds * 4, dd = lse + kRows * 4;
   static_assert(dd + kRows * 4 == backward_smem_bytes<D>());
 };
 
-// acc[n] (16 x 16 tiles of a 16 x D product) += A (16 x 64, 16-bit, row-major, lda) times
-// B (64 x D, 16-bit, row-major, ldb).
+// Where 16-bit column c of a row goes when it overwrites the float row it was computed from, in
+// 16-bit elements from the row's start: the lane of columns [0, 32) writes them over its own
+// floats [0, 16), the lane of [32, 64) over its own floats [32, 48), each into floats it has
+// already read (c / 2 <= c), so no lane overwrites a float another lane still needs.
+__device__ __forceinline__ int packed_col(int c) { return c < 32 ? c : c + 32; }
+
+// acc[n] (16 x 16 tiles of a 16 x D product) += A (16 x 64, 16-bit, row-major, lda, its columns
+// placed by packed_col) times B (64 x D, 16-bit, row-major, ldb).
 template <class W, int D>
 __device__ __forceinline__ void add_product(wmma::fragment<wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16],
                                             const W* a, int lda, const W* bm, int ldb) {
 #pragma unroll
   for (int t = 0; t < kCols / 16; ++t) {
     wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> af;
-    wmma::load_matrix_sync(af, a + t * 16, lda);
+    wmma::load_matrix_sync(af, a + packed_col(t * 16), lda);
 #pragma unroll
     for (int n = 0; n < D / 16; ++n) {
       wmma::fragment<wmma::matrix_b, 16, 16, 16, W, wmma::row_major> bf;
@@ -99,8 +105,8 @@ __global__ void __launch_bounds__(kThreads)
   W* gos = reinterpret_cast<W*>(flash_kv_smem + Lay::go);
   float* st = reinterpret_cast<float*>(flash_kv_smem + Lay::s) + warp * 16 * Lay::lds;    // S^T, 16 keys x 64 queries
   float* dpt = reinterpret_cast<float*>(flash_kv_smem + Lay::dp) + warp * 16 * Lay::lds;  // dP^T
-  W* pt = reinterpret_cast<W*>(flash_kv_smem + Lay::p) + warp * 16 * Lay::ldp;
-  W* dst = reinterpret_cast<W*>(flash_kv_smem + Lay::ds) + warp * 16 * Lay::ldp;
+  W* pt = reinterpret_cast<W*>(st);                                                       // P^T over S^T
+  W* dst = reinterpret_cast<W*>(dpt);                                                     // dS^T over dP^T
   float* lse_s = reinterpret_cast<float*>(flash_kv_smem + Lay::lse);
   float* dd_s = reinterpret_cast<float*>(flash_kv_smem + Lay::dd);
 
@@ -135,8 +141,9 @@ __global__ void __launch_bounds__(kThreads)
       const float s = masked_score(p, b, h, i, j, st[r * Lay::lds + c]);
       const float l = lse_s[c];
       const float pr = (s == -INFINITY || l == -INFINITY) ? 0.0f : exp_diff(s, l);
-      pt[r * Lay::ldp + c] = Wide<T>::from(pr);
-      dst[r * Lay::ldp + c] = Wide<T>::from(pr * (dpt[r * Lay::lds + c] - dd_s[c]));
+      const float ds = pr * (dpt[r * Lay::lds + c] - dd_s[c]);
+      pt[r * Lay::ldp + packed_col(c)] = Wide<T>::from(pr);
+      dst[r * Lay::ldp + packed_col(c)] = Wide<T>::from(ds);
     }
     __syncwarp();
     add_product<W, D>(dv, pt, Lay::ldp, gos, Lay::ld);
@@ -163,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
   W* gos = reinterpret_cast<W*>(flash_q_smem + Lay::go);
   float* ss = reinterpret_cast<float*>(flash_q_smem + Lay::s) + warp * 16 * Lay::lds;
   float* dps = reinterpret_cast<float*>(flash_q_smem + Lay::dp) + warp * 16 * Lay::lds;
-  W* dss = reinterpret_cast<W*>(flash_q_smem + Lay::ds) + warp * 16 * Lay::ldp;
+  W* dss = reinterpret_cast<W*>(dps);  // dS over dP
 
   const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H;
   const int64_t i0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
@@ -189,7 +196,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       const float s = masked_score(p, b, h, i, j0 + c, ss[r * Lay::lds + c]);
       const float pr = (s == -INFINITY || l == -INFINITY) ? 0.0f : exp_diff(s, l);
-      dss[r * Lay::ldp + c] = Wide<T>::from(pr * (dps[r * Lay::lds + c] - di));
+      const float ds = pr * (dps[r * Lay::lds + c] - di);
+      dss[r * Lay::ldp + packed_col(c)] = Wide<T>::from(ds);
     }
     __syncwarp();
     add_product<W, D>(dq, dss, Lay::ldp, ks, Lay::ld);
