@@ -15,7 +15,7 @@
 #include "tests/cpu/flash_reference.h"
 
 namespace hg::cuda::flash {
-X
+// The kernels' extern __shared__ arrays (the largest layout is 102.5 KiB).
 constexpr size_t kEmuSmem = 128 * 1024;
 alignas(128) unsigned char flash_fwd_smem[kEmuSmem];
 alignas(128) unsigned char flash_kv_smem[kEmuSmem];
