@@ -100,27 +100,28 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     HG_CHECK(ok, kName, "attn_mask of shape {} does not broadcast to [B, H, L, S] = {}", mask.shape(), full);
     args.mask = internal::expanded(mask.dtype() == kBool ? mask : internal::cast(mask, cdt), full);
   }
-  args.q = internal::contiguous(q);
-  args.k = internal::contiguous(k);
-  args.v = internal::contiguous(v);
+  args.q = q;  // read in place by kernels that take strides, copied by those that do not
+  args.k = k;
+  args.v = v;
   if (dropout_p > 0.0) args.seed = random_u64();  // drawn even for empty tensors, as dropout does
   const TensorOptions opt = TensorOptions(q.dtype()).device(q.device());
-  Tensor out = empty({B, H, L, Ev}, opt);
+  // The output's memory is [B, L, H, Ev], as PyTorch's flash attention lays it out: merging the
+  // heads afterwards (transpose(1, 2) and reshape to [B, L, H Ev]) is then a view, not a copy.
+  Tensor out = internal::alias(empty({B, L, H, Ev}, opt), {B, H, L, Ev}, {L * H * Ev, Ev, H * Ev, 1}, 0);
   Tensor lse = empty({B, H, L}, TensorOptions(cdt).device(q.device()));
   if (out.numel()) attention_stub(q.device().type, out, lse, args);
   BackwardFn bw;
   if (call.needs_grad()) {
     const bool mask_grad = mask.defined() && mask.dtype() != kBool && mask.requires_grad();
-    bw = [sq = SavedTensor(args.q, kName), sk = SavedTensor(args.k, kName), sv = SavedTensor(args.v, kName),
-          so = SavedTensor(out, kName), sqi = SavedTensor(q, kName), ski = SavedTensor(k, kName),
-          svi = SavedTensor(v, kName), smi = SavedTensor(mask, kName), lse, mask = args.mask, scale, is_causal,
+    bw = [sq = SavedTensor(q, kName), sk = SavedTensor(k, kName), sv = SavedTensor(v, kName),
+          so = SavedTensor(out, kName), smi = SavedTensor(mask, kName), lse, mask = args.mask, scale, is_causal,
           dropout_p, seed = args.seed, mask_grad, cdt](const TensorList& g) -> TensorList {
       if (!g[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
       if (GradMode::is_enabled()) {  // create_graph
         HG_CHECK(dropout_p == 0.0, kName,
                  "double backward with dropout_p > 0 is not supported (the dropout mask lives in the fused kernel); "
                  "use dropout_p = 0 or write the attention out with matmul, softmax and dropout");
-        return attention_grads_recorded(g[0], sqi.get(), ski.get(), svi.get(), smi.get(), is_causal, scale, mask_grad,
+        return attention_grads_recorded(g[0], sq.get(), sk.get(), sv.get(), smi.get(), is_causal, scale, mask_grad,
                                         cdt);
       }
       AttentionArgs a;

@@ -7,7 +7,10 @@
 
 namespace hg {
 
-// q, k, v, out contiguous [B, H, L|S, E|Ev] in one dtype; lse [B, H, L] in the compute dtype
+// q, k, v [B, H, L|S, E|Ev] in one dtype, with any strides (the op passes its inputs as they
+// are: a kernel that needs them contiguous copies them, the CUDA flash kernels read them in
+// place); out [B, H, L, Ev] with any strides (the op lays it out as [B, L, H, Ev] memory, and the
+// backward gets it back as `out`); lse [B, H, L] in the compute dtype
 // (float32, float64 for float64 inputs): the log-sum-exp of each scaled, masked score row, which
 // the backward uses to recompute the weights. mask: undefined, or a (possibly zero-strided) view
 // [B, H, L, S] of bool or of the compute dtype. The dropout keep-draw of weight (b, h, i, j) is
@@ -23,7 +26,7 @@ struct AttentionArgs {
 using AttentionFn = void (*)(const Tensor& out, const Tensor& lse, const AttentionArgs& args);
 HG_DECLARE_STUB(attention_stub, AttentionFn);
 
-// Gradients of q, k, v (contiguous, in the inputs' dtype) and, when defined, of the mask
+// Gradients of q, k, v (contiguous, in the inputs' dtype; grad_out contiguous) and, when defined, of the mask
 // (contiguous [B, H, L, S] in the compute dtype: dL/dscores) from grad_out and the forward's out.
 using AttentionBackwardFn = void (*)(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gmask,
                                      const Tensor& grad_out, const Tensor& out, const Tensor& lse,

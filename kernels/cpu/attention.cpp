@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "framework/ops/attention_kernels.h"
+#include "framework/ops/copy_kernels.h"
+#include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/common/splitmix64.h"
 #include "kernels/cpu/rows.h"
@@ -141,7 +144,7 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
         apply_mask(mr, bh, i, sr, n);
         C mx = -std::numeric_limits<C>::infinity();
         for (int64_t j = 0; j < n; ++j) mx = (sr[j] > mx || sr[j] != sr[j]) ? sr[j] : mx;
-        T* orow = o + (bh * L + i) * Ev;
+        T* orow = o + (bh / H) * out.stride(0) + (bh % H) * out.stride(1) + i * out.stride(2);  // Ev contiguous
         if (mx == -std::numeric_limits<C>::infinity()) {  // every key masked (or none): zeros
           for (int64_t c = 0; c < Ev; ++c) orow[c] = T(0);
           lse[bh * L + i] = mx;
@@ -254,7 +257,24 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
   });
 }
 
-void attention_cpu(const Tensor& out, const Tensor& lse, const AttentionArgs& a) {
+// These kernels read q, k, v (and the backward's out) contiguous; the op passes them with their
+// own strides.
+AttentionArgs contiguous_cpu_args(const AttentionArgs& in) {
+  AttentionArgs a = in;
+  a.q = internal::contiguous(in.q);
+  a.k = internal::contiguous(in.k);
+  a.v = internal::contiguous(in.v);
+  return a;
+}
+
+void attention_cpu(const Tensor& out, const Tensor& lse, const AttentionArgs& args) {
+  if (out.size(3) > 1 && out.stride(3) != 1) {  // the forward writes rows of Ev contiguous values
+    const Tensor dense = empty(out.shape(), TensorOptions(out.dtype()));
+    attention_cpu(dense, lse, args);
+    copy_stub(kCPU, out, dense);
+    return;
+  }
+  const AttentionArgs a = contiguous_cpu_args(args);
   dispatch_float(a.q.dtype(), [&]<class T>(TypeTag<T>) {
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     forward_typed<T, C>(out, lse, a);
@@ -262,7 +282,9 @@ void attention_cpu(const Tensor& out, const Tensor& lse, const AttentionArgs& a)
 }
 
 void attention_backward_cpu(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gm, const Tensor& go,
-                            const Tensor& o, const Tensor& lse, const AttentionArgs& a) {
+                            const Tensor& o_in, const Tensor& lse, const AttentionArgs& args) {
+  const AttentionArgs a = contiguous_cpu_args(args);
+  const Tensor o = internal::contiguous(o_in);
   dispatch_float(a.q.dtype(), [&]<class T>(TypeTag<T>) {
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
     backward_typed<T, C>(gq, gk, gv, gm, go, o, lse, a);

@@ -2,14 +2,19 @@
 // lane, lane + 32, ... (32 at a time), the warp keeps an online max and sum, and each lane owns
 // features lane, lane + 32, ... of the output (Ev <= 256). Backward recomputes the weights from
 // the saved log-sum-exp (as the CPU kernel); dk and dv are accumulated with atomics in the compute
-// dtype. Same dropout draws as the CPU kernel. A straightforward kernel, not a tuned one.
+// dtype. Same dropout draws as the CPU kernel. A straightforward kernel, not a tuned one: float16
+// and bfloat16 without dropout take the tensor-core flash kernels instead (flash_attention.h), and
+// this kernel stays for float32/float64, dropout, head dims over 128 and the mask gradient.
 #include <cstdint>
 
 #include "framework/dispatch.h"
 #include "framework/ops/attention_kernels.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "kernels/common/splitmix64.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/loops.cuh"
 #include "kernels/cuda/runtime.h"
 
@@ -216,7 +221,28 @@ Params make_params(const AttentionArgs& a) {
 
 unsigned blocks_for(const Params& p) { return static_cast<unsigned>((p.BH * p.L + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-void attention_cuda(const Tensor& out, const Tensor& lse, const AttentionArgs& a) {
+// This kernel reads q, k, v (and the backward's out) contiguous and writes out contiguous; the op
+// passes them as they are (the flash kernels read and write strides).
+AttentionArgs contiguous_args(const AttentionArgs& a) {
+  AttentionArgs c = a;
+  c.q = internal::contiguous(a.q);
+  c.k = internal::contiguous(a.k);
+  c.v = internal::contiguous(a.v);
+  return c;
+}
+
+void attention_cuda(const Tensor& out, const Tensor& lse, const AttentionArgs& args) {
+  if (flash_attention_supported(args)) {
+    flash_attention_forward(out, lse, args);
+    return;
+  }
+  if (!out.is_contiguous()) {  // this kernel writes a contiguous output
+    const Tensor dense = empty(out.shape(), TensorOptions(out.dtype()).device(out.device()));
+    attention_cuda(dense, lse, args);
+    copy_stub(kCUDA, out, dense);
+    return;
+  }
+  const AttentionArgs a = contiguous_args(args);
   const Params p = make_params(a);
   if (p.BH * p.L == 0) return;
   const int dev = a.q.device().index;
@@ -232,7 +258,14 @@ void attention_cuda(const Tensor& out, const Tensor& lse, const AttentionArgs& a
 }
 
 void attention_backward_cuda(const Tensor& gq, const Tensor& gk, const Tensor& gv, const Tensor& gm, const Tensor& go,
-                             const Tensor& o, const Tensor& lse, const AttentionArgs& a) {
+                             const Tensor& o_in, const Tensor& lse, const AttentionArgs& args) {
+  // Both forwards save the same lse, so either backward follows either forward.
+  if (!gm.defined() && flash_attention_supported(args)) {
+    flash_attention_backward(gq, gk, gv, go, o_in, lse, args);
+    return;
+  }
+  const AttentionArgs a = contiguous_args(args);
+  const Tensor o = internal::contiguous(o_in);
   const Params p = make_params(a);
   const int dev = a.q.device().index;
   DeviceGuard guard(dev);

@@ -120,6 +120,18 @@ TEST_CASE("scaled_dot_product_attention: non-contiguous inputs, a custom scale a
   check_close(scaled_dot_product_attention(q, k, v, m), sdpa_ref(q, k, v, m, false));
   const Tensor a = randn64({3, 5, 1});
   check_close(scaled_dot_product_attention(q, k, v, a), sdpa_ref(q, k, v, a, false));
+  // The op hands strided inputs to the kernels as they are (and saves them so): their gradients
+  // equal those of contiguous copies.
+  auto grads = [&](bool strided) {
+    std::vector<Tensor> xs;
+    for (const Tensor& t : {q, k, v}) xs.push_back((strided ? t : t.contiguous()).detach().requires_grad_());
+    scaled_dot_product_attention(xs[0], xs[1], xs[2], Tensor(), 0.0, true).sum().backward();
+    return std::vector<Tensor>{xs[0].grad(), xs[1].grad(), xs[2].grad()};
+  };
+  // The output's memory is [B, L, H, Ev] (as PyTorch's flash attention): merging heads is a view.
+  CHECK(scaled_dot_product_attention(q, k, v).transpose(1, 2).is_contiguous());
+  const auto gs = grads(true), gc = grads(false);
+  for (size_t x = 0; x < gs.size(); ++x) check_close(gs[x], gc[x], {0, 0});
 }
 
 TEST_CASE("scaled_dot_product_attention gradchecks in float64 (plain, causal, bool and additive masks)") {
