@@ -26,21 +26,21 @@ const OpDef kGruRecurrence{"gru_recurrence", true, false};
 const OpDef kRnnRecurrence{"rnn_recurrence", true, false};
 
 // Row t of a contiguous [L, N, C] tensor, as a contiguous [N, C] alias.
-Tensor step_of(const Tensor& t, int64_t s) {
+Tensor recurrence_step(const Tensor& t, int64_t s) {
   const int64_t n = t.shape()[1], c = t.shape()[2];
   return internal::alias(t, {n, c}, {c, 1}, t.offset() + s * n * c);
 }
 // Rows [begin, end) of a contiguous [L, N, C] tensor as a [(end - begin) N, C] alias.
-Tensor steps_2d(const Tensor& t, int64_t begin, int64_t end) {
+Tensor recurrence_rows(const Tensor& t, int64_t begin, int64_t end) {
   const int64_t n = t.shape()[1], c = t.shape()[2];
   return internal::alias(t, {(end - begin) * n, c}, {c, 1}, t.offset() + begin * n * c);
 }
 // A 2-d tensor as the [1, rows, cols] batch gemm_stub takes.
-Tensor batch_of(const Tensor& t) {
+Tensor recurrence_batch(const Tensor& t) {
   return internal::alias(t, {1, t.shape()[0], t.shape()[1]}, {0, t.strides()[0], t.strides()[1]}, t.offset());
 }
 
-void check_operand(const char* op, const char* what, const Tensor& t, const Tensor& gx, const Shape& shape) {
+void check_recurrence_operand(const char* op, const char* what, const Tensor& t, const Tensor& gx, const Shape& shape) {
   HG_CHECK(t.defined(), op, "{} is undefined", what);
   HG_CHECK(t.device() == gx.device(), op, "{} is on {} but gates_x is on {}", what, t.device(), gx.device());
   HG_CHECK(t.dtype() == gx.dtype(), op, "{} has dtype {} but gates_x has {}; convert one, or run inside autocast", what,
@@ -48,13 +48,13 @@ void check_operand(const char* op, const char* what, const Tensor& t, const Tens
   HG_CHECK(t.shape() == shape, op, "{} must have shape {}, got {}", what, shape, t.shape());
 }
 
-struct Saved {
+struct RecurrenceSaved {
   SavedTensor h0, c0, w_hh, out;
   Tensor c_all, ws;  // internal buffers, not visible to the user
 };
 
 // The shared body. inputs: gates_x, h0, [c0,] w_hh, b_hh.
-std::vector<Tensor> run(const OpDef& def, RnnCell kind, const TensorList& in_args, bool reverse) {
+std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorList& in_args, bool reverse) {
   OpCall call(def, in_args);
   const char* name = def.name;
   const bool lstm = kind == RnnCell::Lstm;
@@ -74,16 +74,16 @@ std::vector<Tensor> run(const OpDef& def, RnnCell kind, const TensorList& in_arg
   HG_CHECK(hidden > 0, name, "expected a hidden size above 0, got h0 of shape {}", h0_in.shape());
   HG_CHECK(gx_in.shape()[2] == gates, name, "gates_x has {} columns, expected {} * hidden size {} = {}",
            gx_in.shape()[2], rnn_gates(kind), hidden, gates);
-  check_operand(name, "h0", h0_in, gx_in, {batch, hidden});
-  if (lstm) check_operand(name, "c0", c0_in, gx_in, {batch, hidden});
-  check_operand(name, "w_hh", w_in, gx_in, {gates, hidden});
-  if (b_in.defined()) check_operand(name, "b_hh", b_in, gx_in, {gates});
+  check_recurrence_operand(name, "h0", h0_in, gx_in, {batch, hidden});
+  if (lstm) check_recurrence_operand(name, "c0", c0_in, gx_in, {batch, hidden});
+  check_recurrence_operand(name, "w_hh", w_in, gx_in, {gates, hidden});
+  if (b_in.defined()) check_recurrence_operand(name, "b_hh", b_in, gx_in, {gates});
 
   const DeviceType dev = gx_in.device().type;
   const TensorOptions opts = TensorOptions(gx_in.dtype()).device(gx_in.device());
   const Tensor gx = internal::contiguous(gx_in), h0 = internal::contiguous(h0_in);
   const Tensor c0 = lstm ? internal::contiguous(c0_in) : Tensor();
-  const Tensor w_t = batch_of(internal::transposed(w_in));
+  const Tensor w_t = recurrence_batch(internal::transposed(w_in));
   const Tensor bias = b_in.defined() ? internal::contiguous(b_in) : Tensor();
   Tensor out = empty({steps, batch, hidden}, opts);
   Tensor c_all = lstm ? empty({steps, batch, hidden}, opts) : Tensor();
@@ -93,26 +93,27 @@ std::vector<Tensor> run(const OpDef& def, RnnCell kind, const TensorList& in_arg
     Tensor h_prev = h0, c_prev = c0;
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = reverse ? steps - 1 - s : s;
-      gemm_stub(dev, batch_of(gh), batch_of(h_prev), w_t);
+      gemm_stub(dev, recurrence_batch(gh), recurrence_batch(h_prev), w_t);
       RnnStep st;
-      st.kind = kind, st.gx = step_of(gx, t), st.gh = gh, st.bias = bias, st.h_prev = h_prev, st.c_prev = c_prev;
-      st.h = step_of(out, t);
-      if (lstm) st.c = step_of(c_all, t);
-      if (ws.defined()) st.ws = step_of(ws, t);
+      st.kind = kind, st.gx = recurrence_step(gx, t), st.gh = gh, st.bias = bias, st.h_prev = h_prev,
+      st.c_prev = c_prev;
+      st.h = recurrence_step(out, t);
+      if (lstm) st.c = recurrence_step(c_all, t);
+      if (ws.defined()) st.ws = recurrence_step(ws, t);
       rnn_cell_stub(dev, st);
       h_prev = st.h;
       c_prev = st.c;
     }
   }
   const int64_t last = reverse ? 0 : steps - 1;
-  Tensor h_n = internal::converted(step_of(out, last), out.dtype());
-  Tensor c_n = lstm ? internal::converted(step_of(c_all, last), out.dtype()) : Tensor();
+  Tensor h_n = internal::converted(recurrence_step(out, last), out.dtype());
+  Tensor c_n = lstm ? internal::converted(recurrence_step(c_all, last), out.dtype()) : Tensor();
 
   BackwardFn bw;
   if (call.needs_grad()) {
-    auto saved =
-        std::make_shared<Saved>(Saved{SavedTensor(h0_in, name), lstm ? SavedTensor(c0_in, name) : SavedTensor(),
-                                      SavedTensor(w_in, name), SavedTensor::output(out, name, 0), c_all, ws});
+    auto saved = std::make_shared<RecurrenceSaved>(
+        RecurrenceSaved{SavedTensor(h0_in, name), lstm ? SavedTensor(c0_in, name) : SavedTensor(),
+                        SavedTensor(w_in, name), SavedTensor::output(out, name, 0), c_all, ws});
     bw = [saved, kind, lstm, reverse, steps, batch, hidden, gates,
           has_bias = b_in.defined()](const TensorList& g) -> TensorList {
       const Tensor h0 = internal::contiguous(saved->h0.get()), w = saved->w_hh.get(), out = saved->out.get();
@@ -127,27 +128,27 @@ std::vector<Tensor> run(const OpDef& def, RnnCell kind, const TensorList& in_arg
       Tensor dgx = empty({steps, batch, gates}, opts);
       Tensor dgh = kind == RnnCell::Gru ? empty({steps, batch, gates}, opts) : dgx;
       Tensor direct = kind == RnnCell::Gru ? empty({batch, hidden}, opts) : Tensor();
-      const Tensor w_b = batch_of(internal::contiguous(w));
+      const Tensor w_b = recurrence_batch(internal::contiguous(w));
       if (batch > 0) {
         for (int64_t s = steps - 1; s >= 0; --s) {
           const int64_t t = reverse ? steps - 1 - s : s;
           const int64_t tp = reverse ? t + 1 : t - 1;  // the step that ran before t
           RnnStepGrad sg;
-          sg.kind = kind, sg.dy = step_of(dy_all, t), sg.dh = dh, sg.dc = dc;
-          if (saved->ws.defined()) sg.ws = step_of(saved->ws, t);
-          sg.h_prev = s == 0 ? h0 : step_of(out, tp);
-          sg.h = step_of(out, t);
+          sg.kind = kind, sg.dy = recurrence_step(dy_all, t), sg.dh = dh, sg.dc = dc;
+          if (saved->ws.defined()) sg.ws = recurrence_step(saved->ws, t);
+          sg.h_prev = s == 0 ? h0 : recurrence_step(out, tp);
+          sg.h = recurrence_step(out, t);
           if (lstm) {
-            sg.c_prev = s == 0 ? c0 : step_of(saved->c_all, tp);
-            sg.c = step_of(saved->c_all, t);
+            sg.c_prev = s == 0 ? c0 : recurrence_step(saved->c_all, tp);
+            sg.c = recurrence_step(saved->c_all, t);
             sg.dc_prev = empty({batch, hidden}, opts);
           }
-          sg.dgx = step_of(dgx, t);
-          sg.dgh = step_of(dgh, t);
+          sg.dgx = recurrence_step(dgx, t);
+          sg.dgh = recurrence_step(dgh, t);
           sg.dh_direct = direct;
           rnn_cell_backward_stub(dev, sg);
           Tensor dh_prev = empty({batch, hidden}, opts);
-          gemm_stub(dev, batch_of(dh_prev), batch_of(sg.dgh), w_b);
+          gemm_stub(dev, recurrence_batch(dh_prev), recurrence_batch(sg.dgh), w_b);
           if (direct.defined()) binary_stub(dev, BinaryOp::Add, dh_prev, dh_prev, direct, 1.0);
           dh = dh_prev;
           dc = sg.dc_prev;
@@ -155,13 +156,13 @@ std::vector<Tensor> run(const OpDef& def, RnnCell kind, const TensorList& in_arg
       }
       // dW_hh = sum_t dgh_t^T h_prev_t: the steps whose h_prev is an output row in one GEMM, h0's step in another.
       const int64_t first = reverse ? steps - 1 : 0;
-      Tensor dw = mm(step_of(dgh, first).t(), h0);
+      Tensor dw = mm(recurrence_step(dgh, first).t(), h0);
       if (steps > 1) {
-        const Tensor rows = reverse ? steps_2d(dgh, 0, steps - 1) : steps_2d(dgh, 1, steps);
-        const Tensor prev = reverse ? steps_2d(out, 1, steps) : steps_2d(out, 0, steps - 1);
+        const Tensor rows = reverse ? recurrence_rows(dgh, 0, steps - 1) : recurrence_rows(dgh, 1, steps);
+        const Tensor prev = reverse ? recurrence_rows(out, 1, steps) : recurrence_rows(out, 0, steps - 1);
         dw = dw + mm(rows.t(), prev);
       }
-      Tensor db = has_bias ? sum(steps_2d(dgh, 0, steps), {0}) : Tensor();
+      Tensor db = has_bias ? sum(recurrence_rows(dgh, 0, steps), {0}) : Tensor();
       TensorList grads{dgx, dh};
       if (lstm) grads.push_back(dc);
       grads.push_back(dw);
@@ -179,19 +180,19 @@ std::vector<Tensor> run(const OpDef& def, RnnCell kind, const TensorList& in_arg
 
 std::tuple<Tensor, Tensor, Tensor> lstm_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& c0,
                                                    const Tensor& w_hh, const Tensor& b_hh, bool reverse) {
-  auto r = run(kLstmRecurrence, RnnCell::Lstm, {gates_x, h0, c0, w_hh, b_hh}, reverse);
+  auto r = run_recurrence(kLstmRecurrence, RnnCell::Lstm, {gates_x, h0, c0, w_hh, b_hh}, reverse);
   return {r[0], r[1], r[2]};
 }
 
 std::tuple<Tensor, Tensor> gru_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& w_hh,
                                           const Tensor& b_hh, bool reverse) {
-  auto r = run(kGruRecurrence, RnnCell::Gru, {gates_x, h0, w_hh, b_hh}, reverse);
+  auto r = run_recurrence(kGruRecurrence, RnnCell::Gru, {gates_x, h0, w_hh, b_hh}, reverse);
   return {r[0], r[1]};
 }
 
 std::tuple<Tensor, Tensor> rnn_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& w_hh,
                                           const Tensor& b_hh, bool relu, bool reverse) {
-  auto r = run(kRnnRecurrence, relu ? RnnCell::Relu : RnnCell::Tanh, {gates_x, h0, w_hh, b_hh}, reverse);
+  auto r = run_recurrence(kRnnRecurrence, relu ? RnnCell::Relu : RnnCell::Tanh, {gates_x, h0, w_hh, b_hh}, reverse);
   return {r[0], r[1]};
 }
 
