@@ -1,6 +1,7 @@
 #include "nn/rnn.h"
 
 #include <cmath>
+#include <mutex>
 
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
@@ -33,6 +34,17 @@ Recurrent::Recurrent(Module& owner, RecurrentMode mode, int64_t input_size, int6
            "dropout should be a number in range [0, 1] representing the probability of an element being zeroed, "
            "got {}",
            options.dropout);
+  // As PyTorch: dropout on a one-layer module does nothing, which is almost always a mistake.
+  if (options.dropout > 0 && options.num_layers == 1) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      fmt::print(stderr,
+                 "halfgrad warning: {}: dropout adds dropout after all but the last recurrent layer, so a non-zero "
+                 "dropout expects num_layers greater than 1, but got dropout={} and num_layers=1 (this warning is "
+                 "shown once)\n",
+                 name_, options.dropout);
+    });
+  }
   // PyTorch's initialisation: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H)).
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
   const int64_t gates = recurrent_gates(mode) * hidden_size, dirs = options.bidirectional ? 2 : 1;
