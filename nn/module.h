@@ -159,15 +159,29 @@ std::ostream& operator<<(std::ostream& os, const Module& module);
 //     hg::Tensor forward(const hg::Tensor& x, const hg::Tensor& mask);
 //   };
 //   block(x, mask);
+// A forward may return a struct with a Tensor member `output` beside other results (an LSTM's
+// output and its final state): module(args...) returns that struct, and the forward hooks see
+// (and may replace) its `output`, as PyTorch's hooks see an RNN's output tuple's first element.
 template <class Derived>
 class CallableModule : public Module {
  public:
   using Module::Module;
   template <class... Args>
-  Tensor operator()(const Tensor& input, Args&&... args) {
+  auto operator()(const Tensor& input, Args&&... args) {
     auto& self = static_cast<Derived&>(*this);
+    using Result = decltype(self.forward(input, std::forward<Args>(args)...));
     if (!has_forward_hooks()) return self.forward(input, std::forward<Args>(args)...);
-    return run_hooked(input, [&](const Tensor& x) { return self.forward(x, std::forward<Args>(args)...); });
+    if constexpr (std::is_same_v<Result, Tensor>) {
+      return run_hooked(input, [&](const Tensor& x) { return self.forward(x, std::forward<Args>(args)...); });
+    } else {
+      std::optional<Result> full;
+      Tensor out = run_hooked(input, [&](const Tensor& x) {
+        full.emplace(self.forward(x, std::forward<Args>(args)...));
+        return full->output;
+      });
+      full->output = std::move(out);
+      return std::move(*full);
+    }
   }
 };
 

@@ -66,3 +66,14 @@ TEST_CASE("warnings: a scheduler stepped before its optimizer warns once, as PyT
   });
   CHECK(right_order.empty());
 }
+
+TEST_CASE("warnings: a one-layer LSTM/GRU/RNN with dropout warns once, as PyTorch") {
+  const std::string out = child_stderr([] {
+    nn::GRU a(3, 4, {.dropout = 0.2});
+    nn::LSTM b(3, 4, {.dropout = 0.5});
+    nn::RNN c(3, 4, {.num_layers = 2, .dropout = 0.5});  // two layers: fine
+  });
+  CHECK(out.find("GRU: dropout adds dropout after all but the last recurrent layer") != std::string::npos);
+  CHECK(out.find("dropout=0.2 and num_layers=1") != std::string::npos);
+  CHECK(out.find("halfgrad warning") == out.rfind("halfgrad warning"));  // once
+}

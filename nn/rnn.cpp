@@ -1,0 +1,182 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+#include <mutex>
+
+#include "framework/ops/creation.h"
+#include "framework/ops/indexing.h"
+#include "framework/ops/matmul.h"
+#include "framework/ops/nn_misc.h"
+#include "framework/ops/rnn.h"
+#include "nn/init.h"
+
+namespace hg::nn {
+namespace detail {
+namespace {
+const char* recurrent_name(RecurrentMode mode) {
+  switch (mode) {
+    case RecurrentMode::Lstm: return "LSTM";
+    case RecurrentMode::Gru: return "GRU";
+    default: return "RNN";
+  }
+}
+int64_t recurrent_gates(RecurrentMode mode) {
+  return mode == RecurrentMode::Lstm ? 4 : mode == RecurrentMode::Gru ? 3 : 1;
+}
+}  // namespace
+
+Recurrent::Recurrent(Module& owner, RecurrentMode mode, int64_t input_size, int64_t hidden_size, Options options)
+    : name_(recurrent_name(mode)), mode_(mode), input_size_(input_size), hidden_size_(hidden_size), options_(options) {
+  HG_CHECK(input_size > 0, name_, "input_size must be greater than zero, got {}", input_size);
+  HG_CHECK(hidden_size > 0, name_, "hidden_size must be greater than zero, got {}", hidden_size);
+  HG_CHECK(options.num_layers > 0, name_, "num_layers must be greater than zero, got {}", options.num_layers);
+  HG_CHECK(options.dropout >= 0 && options.dropout <= 1, name_,
+           "dropout should be a number in range [0, 1] representing the probability of an element being zeroed, "
+           "got {}",
+           options.dropout);
+  // As PyTorch: dropout on a one-layer module does nothing, which is almost always a mistake.
+  if (options.dropout > 0 && options.num_layers == 1) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      fmt::print(stderr,
+                 "halfgrad warning: {}: dropout adds dropout after all but the last recurrent layer, so a non-zero "
+                 "dropout expects num_layers greater than 1, but got dropout={} and num_layers=1 (this warning is "
+                 "shown once)\n",
+                 name_, options.dropout);
+    });
+  }
+  // PyTorch's initialisation: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H)).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  const int64_t gates = recurrent_gates(mode) * hidden_size, dirs = options.bidirectional ? 2 : 1;
+  for (int64_t layer = 0; layer < options.num_layers; ++layer) {
+    const int64_t in = layer == 0 ? input_size : hidden_size * dirs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const std::string suffix = fmt::format("_l{}{}", layer, d == 1 ? "_reverse" : "");
+      std::array<Tensor*, 4> slots{};
+      const std::pair<const char*, Shape> specs[4] = {
+          {"weight_ih", {gates, in}}, {"weight_hh", {gates, hidden_size}}, {"bias_ih", {gates}}, {"bias_hh", {gates}}};
+      for (int k = 0; k < (options.bias ? 4 : 2); ++k) {
+        Tensor& slot = owner.register_parameter(specs[k].first + suffix, empty(specs[k].second));
+        init::uniform_(slot, -bound, bound);
+        slots[static_cast<size_t>(k)] = &slot;
+      }
+      weights_.push_back(slots);
+    }
+  }
+}
+
+std::string Recurrent::extra_repr() const {
+  std::string s = fmt::format("{}, {}", input_size_, hidden_size_);
+  if (options_.num_layers != 1) s += fmt::format(", num_layers={}", options_.num_layers);
+  if (mode_ == RecurrentMode::RnnRelu) s += ", nonlinearity=relu";
+  if (!options_.bias) s += ", bias=false";
+  if (options_.batch_first) s += ", batch_first=true";
+  if (options_.dropout != 0) s += fmt::format(", dropout={}", options_.dropout);
+  if (options_.bidirectional) s += ", bidirectional=true";
+  return s;
+}
+
+std::tuple<Tensor, Tensor, Tensor> Recurrent::run(const Tensor& input, const Tensor& h0_in, const Tensor& c0_in,
+                                                  bool training) const {
+  const bool lstm = mode_ == RecurrentMode::Lstm;
+  HG_CHECK(input.defined(), name_, "the input is undefined");
+  HG_CHECK(input.dim() == 2 || input.dim() == 3, name_, "expected input to be 2-D or 3-D but received {}-D tensor",
+           input.dim());
+  HG_CHECK(input.size(-1) == input_size_, name_,
+           "input.size(-1) must be equal to input_size. Expected {}, got {} (input shape {})", input_size_,
+           input.size(-1), input.shape());
+  const bool batched = input.dim() == 3;
+  // [L, N, in] from here on (unbatched: N = 1).
+  Tensor x = !batched ? input.unsqueeze(1) : options_.batch_first ? input.transpose(0, 1) : input;
+  HG_CHECK(x.size(0) > 0, name_, "expected a sequence length above 0, got input shape {}", input.shape());
+  const int64_t dirs = options_.bidirectional ? 2 : 1, batch = x.size(1);
+  const Shape state_shape = batched ? Shape{options_.num_layers * dirs, batch, hidden_size_}
+                                    : Shape{options_.num_layers * dirs, hidden_size_};
+  auto check_state = [&](const Tensor& t, const char* what) -> Tensor {
+    if (!t.defined())
+      return zeros({options_.num_layers * dirs, batch, hidden_size_}, TensorOptions(x.dtype()).device(x.device()));
+    HG_CHECK(batched || t.dim() == 2, name_, "for unbatched 2-D input, {} should also be 2-D but got {}-D tensor", what,
+             t.dim());
+    HG_CHECK(!batched || t.dim() == 3, name_, "for batched 3-D input, {} should also be 3-D but got {}-D tensor", what,
+             t.dim());
+    HG_CHECK(t.shape() == state_shape, name_, "expected {} of shape {}, got {}", what, state_shape, t.shape());
+    HG_CHECK(t.device() == x.device(), name_, "{} is on {} but the input is on {}", what, t.device(), x.device());
+    return batched ? t : t.unsqueeze(1);
+  };
+  const Tensor h0 = check_state(h0_in, "hx");
+  const Tensor c0 = lstm ? check_state(c0_in, "cx") : Tensor();
+  TensorList h_n, c_n;
+  for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
+    TensorList outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const int64_t k = layer * dirs + d;
+      const auto& w = weights_[static_cast<size_t>(k)];
+      const Tensor b_ih = w[2] ? *w[2] : Tensor(), b_hh = w[3] ? *w[3] : Tensor();
+      const Tensor gx = linear(x, *w[0], b_ih);
+      Tensor out, h, c;
+      if (lstm) {
+        std::tie(out, h, c) = lstm_recurrence(gx, h0.select(0, k), c0.select(0, k), *w[1], b_hh, d == 1);
+        c_n.push_back(c);
+      } else if (mode_ == RecurrentMode::Gru) {
+        std::tie(out, h) = gru_recurrence(gx, h0.select(0, k), *w[1], b_hh, d == 1);
+      } else {
+        std::tie(out, h) = rnn_recurrence(gx, h0.select(0, k), *w[1], b_hh, mode_ == RecurrentMode::RnnRelu, d == 1);
+      }
+      outs.push_back(out);
+      h_n.push_back(h);
+    }
+    x = dirs == 2 ? cat(outs, 2) : outs[0];
+    if (options_.dropout > 0 && training && layer + 1 < options_.num_layers) x = dropout(x, options_.dropout, true);
+  }
+  Tensor h = stack(h_n, 0), c = lstm ? stack(c_n, 0) : Tensor();
+  if (!batched) {
+    x = x.squeeze(1);
+    h = h.squeeze(1);
+    if (lstm) c = c.squeeze(1);
+  } else if (options_.batch_first) {
+    x = x.transpose(0, 1);
+  }
+  return {x, h, c};
+}
+}  // namespace detail
+
+namespace {
+detail::Recurrent::Options core_options(const auto& o) {
+  return {o.num_layers, o.bias, o.batch_first, o.dropout, o.bidirectional};
+}
+detail::RecurrentMode rnn_mode(const std::string& nonlinearity) {
+  HG_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", "RNN",
+           "Unknown nonlinearity '{}'. Select from 'tanh' or 'relu'.", nonlinearity);
+  return nonlinearity == "tanh" ? detail::RecurrentMode::RnnTanh : detail::RecurrentMode::RnnRelu;
+}
+}  // namespace
+
+LSTM::LSTM(int64_t input_size, int64_t hidden_size, LSTMOptions options)
+    : CallableModule("LSTM"),
+      core_(*this, detail::RecurrentMode::Lstm, input_size, hidden_size, core_options(options)) {}
+
+LSTMOutput LSTM::forward(const Tensor& input, const LSTMState& state) {
+  HG_CHECK(state.h.defined() == state.c.defined(), "LSTM",
+           "give both h and c of the initial state, or neither (got only {})", state.h.defined() ? "h" : "c");
+  auto [y, h, c] = core_.run(input, state.h, state.c, is_training());
+  return {y, {h, c}};
+}
+
+GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options)
+    : CallableModule("GRU"), core_(*this, detail::RecurrentMode::Gru, input_size, hidden_size, core_options(options)) {}
+
+RNNOutput GRU::forward(const Tensor& input, const Tensor& h0) {
+  auto [y, h, c] = core_.run(input, h0, Tensor(), is_training());
+  return {y, h};
+}
+
+RNN::RNN(int64_t input_size, int64_t hidden_size, RNNOptions options)
+    : CallableModule("RNN"),
+      core_(*this, rnn_mode(options.nonlinearity), input_size, hidden_size, core_options(options)) {}
+
+RNNOutput RNN::forward(const Tensor& input, const Tensor& h0) {
+  auto [y, h, c] = core_.run(input, h0, Tensor(), is_training());
+  return {y, h};
+}
+
+}  // namespace hg::nn
