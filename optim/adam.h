@@ -43,9 +43,18 @@ class Adam : public Optimizer {
   static void check_adam(const char* name, double beta1, double beta2, double eps, double weight_decay, double amsgrad);
   bool skips_on_device() const override { return true; }
   bool unscales_in_update() const override { return true; }
+  bool has_multi_update() const override { return true; }
+  void update_multi(size_t group, const std::vector<size_t>& indices) override;
+  std::vector<double> kernel_hyperparameters(size_t group) const override;
 
  private:
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);
+  // Makes parameter i's moments (or converts loaded ones to what the kernels read).
+  void prepare_state(size_t i, const Tensor& param);
+  // Parameter i's step count as the one-element int64 the kernels advance: the device's own on
+  // CUDA, a fresh host copy of step_[i] on the CPU (read back with step_done).
+  Tensor step_tensor(size_t i, const Tensor& param);
+  void step_done(size_t i, const Tensor& param, const Tensor& step);
   int64_t step_of(size_t i) const;
 
   std::vector<AdamOptions> options_;  // per group
