@@ -125,19 +125,14 @@ void Adam::prepare_state(size_t i, const Tensor& param) {
 }
 
 Tensor Adam::step_tensor(size_t i, const Tensor& param) {
-  if (!param.device().is_cuda()) return full({1}, static_cast<double>(step_[i]), kInt64);
   Tensor& s = device_step_[i];
   if (!s.defined() || s.device() != param.device())
-    s = full({1}, static_cast<double>(step_[i]), TensorOptions(kInt64).device(param.device()));
+    s = full({1}, static_cast<double>(step_of(i)), TensorOptions(kInt64).device(param.device()));
   return s;
 }
 
-void Adam::step_done(size_t i, const Tensor& param, const Tensor& step) {
-  if (!param.device().is_cuda()) step_[i] = *step.data_ptr<int64_t>();
-}
-
 // One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
-// device; on the CPU the step count goes through a one-element tensor and back into step_.
+// device (on the CPU the kernel advances the same kind of one-element tensor).
 void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
            param.device(), param.shape(), param.strides());
@@ -152,7 +147,6 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   adam_update_stub(
       param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step, skip_flag(param.device()), cast_out,
       AdamHyper{lr(group), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, o.amsgrad, grad_unscale()});
-  step_done(i, param, step);
   param.bump_version();
   publish_warm_cast(param, cast_out);
 }
@@ -189,7 +183,6 @@ void Adam::update_multi(size_t group, const std::vector<size_t>& indices) {
   adam_multi_update_stub(device.type, ps, grads, m, v, vmax, steps, skip_flag(device), casts,
                          hyper_tensor(group, device), decoupled_, grad_unscale());
   for (size_t k = 0; k < ps.size(); ++k) {
-    step_done(indices[k], ps[k], steps[k]);
     ps[k].bump_version();
     publish_warm_cast(ps[k], casts[k]);
   }

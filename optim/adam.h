@@ -51,17 +51,16 @@ class Adam : public Optimizer {
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);
   // Makes parameter i's moments (or converts loaded ones to what the kernels read).
   void prepare_state(size_t i, const Tensor& param);
-  // Parameter i's step count as the one-element int64 the kernels advance: the device's own on
-  // CUDA, a fresh host copy of step_[i] on the CPU (read back with step_done).
+  // Parameter i's step count as the one-element int64 on its device that the kernels advance.
   Tensor step_tensor(size_t i, const Tensor& param);
-  void step_done(size_t i, const Tensor& param, const Tensor& step);
   int64_t step_of(size_t i) const;
 
   std::vector<AdamOptions> options_;  // per group
   bool decoupled_;
   std::vector<int64_t> step_;  // per parameter: a parameter without a gradient does not advance
-  // CUDA parameters count their steps on the device (int64 [1]; a skipped step does not
-  // count), created from step_ on first use; step_of() reads them back for state_dict.
+  // Parameters count their steps in a tensor on their device (int64 [1]; a skipped step does not
+  // count; one tensor kept per parameter, so a step makes none), created from step_ on first
+  // use; step_of() reads them back for state_dict.
   std::vector<Tensor> device_step_;
 };
 

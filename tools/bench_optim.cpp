@@ -22,8 +22,8 @@ std::vector<Shape> gpt2_d4_shapes() {
   const int64_t c = 256;
   std::vector<Shape> s = {{50304, c}, {1024, c}};
   for (int l = 0; l < 4; ++l) {
-    for (const Shape& p : std::vector<Shape>{{c}, {c}, {c, 3 * c}, {3 * c}, {c, c}, {c}, {c}, {c}, {c, 4 * c},
-                                             {4 * c}, {4 * c, c}, {c}})
+    for (const Shape& p :
+         std::vector<Shape>{{c}, {c}, {c, 3 * c}, {3 * c}, {c, c}, {c}, {c}, {c}, {c, 4 * c}, {4 * c}, {4 * c, c}, {c}})
       s.push_back(p);
   }
   s.push_back({c});
@@ -86,9 +86,8 @@ int main() {
   const MakeOpt sgd = [](const hg::TensorList& p) {
     return std::make_unique<SGD>(p, SGDOptions{.lr = 0.01, .momentum = 0.9});
   };
-  for (const auto& [name, shapes] :
-       std::vector<std::pair<const char*, std::vector<Shape>>>{{"gpt2-d4", gpt2_d4_shapes()},
-                                                                {"synth-100", synthetic_shapes()}}) {
+  for (const auto& [name, shapes] : std::vector<std::pair<const char*, std::vector<Shape>>>{
+           {"gpt2-d4", gpt2_d4_shapes()}, {"synth-100", synthetic_shapes()}}) {
     bench(name, shapes, "AdamW", adamw);
     bench(name, shapes, "SGD", sgd);
   }
