@@ -106,15 +106,9 @@ void Adam::load_state_dict(const StateDict& state) {
 
 int64_t Adam::step_of(size_t i) const { return device_step_[i].defined() ? device_step_[i].item<int64_t>() : step_[i]; }
 
-// One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
-// device; on the CPU the step count goes through a one-element tensor and back into step_.
-void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
-           param.device(), param.shape(), param.strides());
-  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+void Adam::prepare_state(size_t i, const Tensor& param) {
   auto& st = state_[i];
-  const size_t group = group_of(i);
-  const AdamOptions& o = options_[group];
+  const AdamOptions& o = options_[group_of(i)];
   if (!st.count("exp_avg")) {
     st["exp_avg"] = zeros_like(param);
     st["exp_avg_sq"] = zeros_like(param);
@@ -128,24 +122,70 @@ void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
     if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
       it->second = contiguous(to(it->second, param.device(), param.dtype()));
   }
-  const bool on_cuda = param.device().is_cuda();
-  Tensor step;
-  if (on_cuda) {
-    Tensor& s = device_step_[i];
-    if (!s.defined() || s.device() != param.device())
-      s = full({1}, static_cast<double>(step_[i]), TensorOptions(kInt64).device(param.device()));
-    step = s;
-  } else {
-    step = full({1}, static_cast<double>(step_[i]), kInt64);
-  }
+}
+
+Tensor Adam::step_tensor(size_t i, const Tensor& param) {
+  Tensor& s = device_step_[i];
+  if (!s.defined() || s.device() != param.device())
+    s = full({1}, static_cast<double>(step_of(i)), TensorOptions(kInt64).device(param.device()));
+  return s;
+}
+
+// One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
+// device (on the CPU the kernel advances the same kind of one-element tensor).
+void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
+  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
+           param.device(), param.shape(), param.strides());
+  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  const size_t group = group_of(i);
+  const AdamOptions& o = options_[group];
+  prepare_state(i, param);
+  auto& st = state_[i];
+  const Tensor step = step_tensor(i, param);
   const Tensor vmax = o.amsgrad ? st["max_exp_avg_sq"] : Tensor();
   const Tensor cast_out = warm_cast_output(param);
   adam_update_stub(
       param.device().type, param, g, st["exp_avg"], st["exp_avg_sq"], vmax, step, skip_flag(param.device()), cast_out,
       AdamHyper{lr(group), o.beta1, o.beta2, o.eps, o.weight_decay, decoupled_, o.amsgrad, grad_unscale()});
-  if (!on_cuda) step_[i] = *step.data_ptr<int64_t>();
   param.bump_version();
   publish_warm_cast(param, cast_out);
+}
+
+std::vector<double> Adam::kernel_hyperparameters(size_t group) const {
+  const AdamOptions& o = options_.at(group);
+  std::vector<double> v(kAdamHyperSize);
+  v[kAdamLr] = lr(group);
+  v[kAdamBeta1] = o.beta1;
+  v[kAdamBeta2] = o.beta2;
+  v[kAdamEps] = o.eps;
+  v[kAdamWeightDecay] = o.weight_decay;
+  return v;
+}
+
+// One multi-tensor kernel call for the listed parameters (one group, device and dtype): the
+// learning rate and the other options come from the group's hyper tensor on that device.
+void Adam::update_multi(size_t group, const std::vector<size_t>& indices) {
+  const bool amsgrad = options_[group].amsgrad;
+  TensorList ps, grads, m, v, vmax, steps, casts;
+  for (size_t i : indices) {
+    const Tensor& p = params()[i];
+    prepare_state(i, p);
+    auto& st = state_[i];
+    ps.push_back(p);
+    grads.push_back(contiguous(to(p.grad(), p.device(), p.dtype())));
+    m.push_back(st["exp_avg"]);
+    v.push_back(st["exp_avg_sq"]);
+    if (amsgrad) vmax.push_back(st["max_exp_avg_sq"]);
+    steps.push_back(step_tensor(i, p));
+    casts.push_back(warm_cast_output(p));
+  }
+  const Device device = ps.front().device();
+  adam_multi_update_stub(device.type, ps, grads, m, v, vmax, steps, skip_flag(device), casts,
+                         hyper_tensor(group, device), decoupled_, grad_unscale());
+  for (size_t k = 0; k < ps.size(); ++k) {
+    ps[k].bump_version();
+    publish_warm_cast(ps[k], casts[k]);
+  }
 }
 
 }  // namespace hg::optim

@@ -43,16 +43,24 @@ class Adam : public Optimizer {
   static void check_adam(const char* name, double beta1, double beta2, double eps, double weight_decay, double amsgrad);
   bool skips_on_device() const override { return true; }
   bool unscales_in_update() const override { return true; }
+  bool has_multi_update() const override { return true; }
+  void update_multi(size_t group, const std::vector<size_t>& indices) override;
+  std::vector<double> kernel_hyperparameters(size_t group) const override;
 
  private:
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);
+  // Makes parameter i's moments (or converts loaded ones to what the kernels read).
+  void prepare_state(size_t i, const Tensor& param);
+  // Parameter i's step count as the one-element int64 on its device that the kernels advance.
+  Tensor step_tensor(size_t i, const Tensor& param);
   int64_t step_of(size_t i) const;
 
   std::vector<AdamOptions> options_;  // per group
   bool decoupled_;
   std::vector<int64_t> step_;  // per parameter: a parameter without a gradient does not advance
-  // CUDA parameters count their steps on the device (int64 [1]; a skipped step does not
-  // count), created from step_ on first use; step_of() reads them back for state_dict.
+  // Parameters count their steps in a tensor on their device (int64 [1]; a skipped step does not
+  // count; one tensor kept per parameter, so a step makes none), created from step_ on first
+  // use; step_of() reads them back for state_dict.
   std::vector<Tensor> device_step_;
 };
 

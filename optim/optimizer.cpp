@@ -1,8 +1,11 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <set>
+#include <string_view>
 
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
@@ -11,6 +14,11 @@
 #include "serialize/state_value.h"
 
 namespace hg::optim {
+
+bool Optimizer::per_param_default() {
+  const char* v = std::getenv("HG_OPTIM_PER_PARAM");
+  return v != nullptr && std::string_view(v) == "1";
+}
 
 Optimizer::Optimizer(TensorList params, double lr, const char* name) : name_(name) { add_group(std::move(params), lr); }
 
@@ -35,6 +43,7 @@ void Optimizer::add_group(TensorList params, double lr) {
     state_.emplace_back();
   }
   group_lr_.push_back(lr);
+  hyper_.emplace_back();
 }
 
 TensorList Optimizer::group_params(size_t group) const {
@@ -48,12 +57,32 @@ TensorList Optimizer::group_params(size_t group) const {
 void Optimizer::set_lr(double lr) {
   HG_CHECK(lr >= 0, name_, "invalid learning rate {}", lr);
   for (double& g : group_lr_) g = lr;
+  for (size_t g = 0; g < group_lr_.size(); ++g) write_hyper(g);
 }
 
 void Optimizer::set_lr(size_t group, double lr) {
   HG_CHECK(group < group_lr_.size(), name_, "no parameter group {} (there are {})", group, group_lr_.size());
   HG_CHECK(lr >= 0, name_, "invalid learning rate {}", lr);
   group_lr_[group] = lr;
+  write_hyper(group);
+}
+
+Tensor Optimizer::hyper_tensor(size_t group, Device device) {
+  for (const Tensor& t : hyper_[group])
+    if (t.device() == device) return t;
+  NoGradGuard no_grad;
+  Tensor t = contiguous(to(tensor(kernel_hyperparameters(group)), device, kFloat64));
+  hyper_[group].push_back(t);
+  return t;
+}
+
+void Optimizer::write_hyper(size_t group) {
+  if (hyper_[group].empty()) return;
+  NoGradGuard no_grad;
+  const Tensor host = tensor(kernel_hyperparameters(group));
+  // A host-to-device copy is queued on the device's stream: kernels queued before it read the
+  // old values, those after it the new ones, and the host does not wait.
+  for (Tensor& t : hyper_[group]) t.copy_(host);
 }
 
 std::string Optimizer::group_key(size_t group, const std::string& key) {
@@ -100,13 +129,37 @@ void Optimizer::step(const Tensor& skip_if) {
 // step skipped on the device by its kernels still counts here.
 void Optimizer::update_each() {
   NoGradGuard no_grad;
+  // The parameters the multi-tensor update takes, one list per (group, device, dtype), in the
+  // order first met; the others (strided ones, or all on the per-parameter path) one at a time.
+  struct List {
+    size_t group;
+    Device device;
+    Dtype dtype;
+    std::vector<size_t> indices;
+  };
+  std::vector<List> lists;
+  const bool multi = has_multi_update() && !per_param_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& g = params_[i].grad();
+    const Tensor& p = params_[i];
+    const Tensor& g = p.grad();
     if (!g.defined()) continue;
-    HG_CHECK(g.shape() == params_[i].shape(), name_, "gradient of parameter {} has shape {}, parameter has {}", i,
-             g.shape(), params_[i].shape());
-    update(i, params_[i], g);
+    HG_CHECK(g.shape() == p.shape(), name_, "gradient of parameter {} has shape {}, parameter has {}", i, g.shape(),
+             p.shape());
+    if (multi && p.is_contiguous()) {
+      auto it = std::find_if(lists.begin(), lists.end(), [&](const List& l) {
+        return l.group == group_of_[i] && l.device == p.device() && l.dtype == p.dtype();
+      });
+      if (it == lists.end()) it = lists.insert(lists.end(), List{group_of_[i], p.device(), p.dtype(), {}});
+      it->indices.push_back(i);
+      continue;
+    }
+    update(i, p, g);
     if (grad_unscale_ != 0.0f) g.bump_version();  // the kernel wrote the unscaled values into it
+  }
+  for (const List& l : lists) {
+    update_multi(l.group, l.indices);
+    if (grad_unscale_ != 0.0f)
+      for (size_t i : l.indices) params_[i].grad().bump_version();
   }
   ++steps_;
 }
@@ -223,6 +276,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
     for (auto& [key, value] : hps[g]) value.set(values[g].at(key));
   steps_ = steps;
   state_ = std::move(loaded);
+  for (size_t g = 0; g < groups; ++g) write_hyper(g);
 }
 
 }  // namespace hg::optim

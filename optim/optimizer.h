@@ -36,6 +36,11 @@ class Optimizer {
   void set_lr(size_t group, double lr);
   const char* name() const { return name_; }
   int64_t steps() const { return steps_; }
+  // Whether step() updates one parameter per kernel call (the path before multi-tensor updates)
+  // rather than each (group, device, dtype) list in one call. Both give the same bits; the
+  // per-parameter path stays for comparison. Defaults to the environment's HG_OPTIM_PER_PARAM=1.
+  bool per_param() const { return per_param_; }
+  void set_per_param(bool on) { per_param_ = on; }
 
   // Sets every parameter's gradient to undefined (set_to_none) or to zeros.
   void zero_grad(bool set_to_none = true);
@@ -71,6 +76,18 @@ class Optimizer {
   virtual bool skips_on_device() const { return false; }
   // Whether update() hands grad_unscale() to its fused kernel (see step_unscaling).
   virtual bool unscales_in_update() const { return false; }
+  // Whether update_multi() is implemented; parameters it takes (contiguous ones) then go through it.
+  virtual bool has_multi_update() const { return false; }
+  // Updates the listed parameters (indices into params(); all of `group`, one device and dtype,
+  // contiguous, each with a gradient of its shape) in one multi-tensor kernel call.
+  virtual void update_multi(size_t /*group*/, const std::vector<size_t>& /*indices*/) {}
+  // The values a group's multi-tensor kernel reads from its hyper tensor, in the kernel's slot
+  // order (framework/ops/optim_update_kernels.h); lr first.
+  virtual std::vector<double> kernel_hyperparameters(size_t group) const { return {lr(group)}; }
+  // The group's hyper tensor on `device`: float64, made on first use, rewritten in place by
+  // set_lr() and load_state_dict() (an asynchronous copy on a GPU), so a kernel queued or captured
+  // earlier reads the values of the moment it runs.
+  Tensor hyper_tensor(size_t group, Device device);
   // During step_unscaling(): the factor the fused kernel multiplies each gradient by, and writes
   // back; 0 otherwise.
   float grad_unscale() const { return grad_unscale_; }
@@ -109,13 +126,18 @@ class Optimizer {
   // optimizer without groups), "group.<g>.lr" and "group.<g>.hp.<name>" for the others.
   static std::string group_key(size_t group, const std::string& key);
   void update_each();
+  // Writes a group's kernel_hyperparameters() into its hyper tensors (no host synchronisation).
+  void write_hyper(size_t group);
 
   TensorList params_;
   std::vector<size_t> group_of_;  // per parameter
   std::vector<double> group_lr_;  // per group
   const char* name_;
   int64_t steps_ = 0;
-  Tensor skip_flag_;           // set for the duration of step()
+  Tensor skip_flag_;                // set for the duration of step()
+  std::vector<TensorList> hyper_;   // per group: its hyper tensor on each device it has been used on
+  static bool per_param_default();  // HG_OPTIM_PER_PARAM=1
+  bool per_param_ = per_param_default();
   float grad_unscale_ = 0.0f;  // set for the duration of step_unscaling()
 };
 

@@ -69,33 +69,72 @@ void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
 
 // One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
 // Optimizer::step has already read it on the host (the kernel honours it all the same).
+Tensor SGD::momentum_buffer(size_t i, const Tensor& param, Tensor& ready) {
+  if (options_[group_of(i)].momentum == 0) return Tensor();
+  if (buffer_ready_.size() != state_.size()) buffer_ready_.resize(state_.size());
+  auto it = state_[i].find("momentum_buffer");
+  if (it == state_[i].end()) {
+    it = state_[i].emplace("momentum_buffer", zeros_like(param)).first;
+    buffer_ready_[i] = zeros({1}, TensorOptions(kInt32).device(param.device()));
+  } else if (!buffer_ready_[i].defined() || buffer_ready_[i].device() != param.device()) {
+    buffer_ready_[i] = full({1}, 1.0, TensorOptions(kInt32).device(param.device()));  // a loaded buffer
+  }
+  // A buffer loaded from another dtype, device or layout is converted once, to what the kernel reads.
+  if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
+    it->second = contiguous(to(it->second, param.device(), param.dtype()));
+  ready = buffer_ready_[i];
+  return it->second;
+}
+
+// One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
+// Optimizer::step has already read it on the host (the kernel honours it all the same).
 void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
   HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
            param.device(), param.shape(), param.strides());
   const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
   const size_t group = group_of(i);
   const SGDOptions& o = options_[group];
-  Tensor buf, ready;
-  if (o.momentum != 0) {
-    if (buffer_ready_.size() != state_.size()) buffer_ready_.resize(state_.size());
-    auto it = state_[i].find("momentum_buffer");
-    if (it == state_[i].end()) {
-      it = state_[i].emplace("momentum_buffer", zeros_like(param)).first;
-      buffer_ready_[i] = zeros({1}, TensorOptions(kInt32).device(param.device()));
-    } else if (!buffer_ready_[i].defined() || buffer_ready_[i].device() != param.device()) {
-      buffer_ready_[i] = full({1}, 1.0, TensorOptions(kInt32).device(param.device()));  // a loaded buffer
-    }
-    // A buffer loaded from another dtype, device or layout is converted once, to what the kernel reads.
-    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
-      it->second = contiguous(to(it->second, param.device(), param.dtype()));
-    buf = it->second;
-    ready = buffer_ready_[i];
-  }
+  Tensor ready;
+  const Tensor buf = momentum_buffer(i, param, ready);
   const Tensor cast_out = warm_cast_output(param);
   sgd_update_stub(param.device().type, param, g, buf, ready, skip_flag(param.device()), cast_out,
                   SgdHyper{lr(group), o.momentum, o.dampening, o.weight_decay, o.nesterov, grad_unscale()});
   param.bump_version();
   publish_warm_cast(param, cast_out);
+}
+
+std::vector<double> SGD::kernel_hyperparameters(size_t group) const {
+  const SGDOptions& o = options_.at(group);
+  std::vector<double> v(kSgdHyperSize);
+  v[kSgdLr] = lr(group);
+  v[kSgdMomentum] = o.momentum;
+  v[kSgdDampening] = o.dampening;
+  v[kSgdWeightDecay] = o.weight_decay;
+  return v;
+}
+
+// One multi-tensor kernel call for the listed parameters (one group, device and dtype): the
+// learning rate and the other options come from the group's hyper tensor on that device.
+void SGD::update_multi(size_t group, const std::vector<size_t>& indices) {
+  TensorList ps, grads, bufs, ready, casts;
+  for (size_t i : indices) {
+    const Tensor& p = params()[i];
+    ps.push_back(p);
+    grads.push_back(contiguous(to(p.grad(), p.device(), p.dtype())));
+    Tensor r;
+    if (Tensor b = momentum_buffer(i, p, r); b.defined()) {
+      bufs.push_back(std::move(b));
+      ready.push_back(std::move(r));
+    }
+    casts.push_back(warm_cast_output(p));
+  }
+  const Device device = ps.front().device();
+  sgd_multi_update_stub(device.type, ps, grads, bufs, ready, skip_flag(device), casts, hyper_tensor(group, device),
+                        options_[group].nesterov, grad_unscale());
+  for (size_t k = 0; k < ps.size(); ++k) {
+    ps[k].bump_version();
+    publish_warm_cast(ps[k], casts[k]);
+  }
 }
 
 }  // namespace hg::optim

@@ -34,9 +34,15 @@ class SGD : public Optimizer {
   void check_hyperparameters(const std::map<std::string, double>& values) const override;
   bool skips_on_device() const override { return true; }
   bool unscales_in_update() const override { return true; }
+  bool has_multi_update() const override { return true; }
+  void update_multi(size_t group, const std::vector<size_t>& indices) override;
+  std::vector<double> kernel_hyperparameters(size_t group) const override;
 
  private:
   void update_fused(size_t i, const Tensor& param, const Tensor& grad);
+  // Parameter i's momentum buffer (made or converted to what the kernels read) and, in `ready`,
+  // its ready flag; undefined when the group has no momentum.
+  Tensor momentum_buffer(size_t i, const Tensor& param, Tensor& ready);
 
   std::vector<SGDOptions> options_;  // per group
   // Fused path: per parameter, a one-element int32 on the parameter's device, set once the

@@ -5,6 +5,9 @@
 // step never waits for the host.
 #pragma once
 
+#include <initializer_list>
+#include <utility>
+
 #include "framework/dispatch.h"
 #include "framework/tensor.h"
 
@@ -39,5 +42,42 @@ using AdamUpdateFn = void (*)(const Tensor& param, const Tensor& grad, const Ten
                               const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& skip,
                               const Tensor& cast_out, const AdamHyper& h);
 HG_DECLARE_STUB(adam_update_stub, AdamUpdateFn);
+
+// ---- Multi-tensor updates ----
+// One call updates a list of parameters of one dtype on one device, so a step costs a launch (or
+// a pass) per (group, device, dtype) instead of one per parameter. The hyper-parameters are read
+// from `hyper`, a float64 tensor on the parameters' device written by Optimizer::set_lr and
+// load_state_dict with an asynchronous copy: a CUDA step captured in a graph reads the learning
+// rate of the moment it is replayed, and a learning-rate schedule never syncs. The per-element
+// maths is the per-parameter kernels', so both paths agree bit for bit.
+
+// hyper's slots (float64 [kSgdHyperSize]).
+enum SgdHyperSlot : int { kSgdLr, kSgdMomentum, kSgdDampening, kSgdWeightDecay, kSgdHyperSize };
+// Lists: params, grads (as for sgd_update_stub, one per param), momentum_buffers and buffer_ready
+// (one per param, or both empty when momentum is 0), cast_outs (one per param, entries may be
+// undefined). nesterov and unscale_grad_by as in SgdHyper.
+using SgdMultiUpdateFn = void (*)(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
+                                  const TensorList& buffer_ready, const Tensor& skip, const TensorList& cast_outs,
+                                  const Tensor& hyper, bool nesterov, float unscale_grad_by);
+HG_DECLARE_STUB(sgd_multi_update_stub, SgdMultiUpdateFn);
+
+// hyper's slots (float64 [kAdamHyperSize]).
+enum AdamHyperSlot : int { kAdamLr, kAdamBeta1, kAdamBeta2, kAdamEps, kAdamWeightDecay, kAdamHyperSize };
+// Lists: params, grads, exp_avgs, exp_avg_sqs, steps (one-element int64 each), cast_outs: one per
+// param; max_exp_avg_sqs one per param with amsgrad, empty without.
+using AdamMultiUpdateFn = void (*)(const TensorList& params, const TensorList& grads, const TensorList& exp_avgs,
+                                   const TensorList& exp_avg_sqs, const TensorList& max_exp_avg_sqs,
+                                   const TensorList& steps, const Tensor& skip, const TensorList& cast_outs,
+                                   const Tensor& hyper, bool decoupled, float unscale_grad_by);
+HG_DECLARE_STUB(adam_multi_update_stub, AdamMultiUpdateFn);
+
+// The checks both devices' multi-tensor kernels make (hg::Error naming `op`): list lengths, one
+// device and dtype, contiguous operands of each param's size, a float64 hyper of `hyper_size`
+// slots on that device. `states` are the per-param state lists (empty lists are skipped), `flags`
+// the one-element lists (ready flags, steps) with their dtype.
+void check_multi_update(const char* op, const TensorList& params, const TensorList& grads,
+                        std::initializer_list<const TensorList*> states,
+                        std::initializer_list<std::pair<const TensorList*, Dtype>> flags, const TensorList& cast_outs,
+                        const Tensor& skip, const Tensor& hyper, int64_t hyper_size);
 
 }  // namespace hg::optim

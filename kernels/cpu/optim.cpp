@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "framework/dispatch.h"
 #include "framework/ops/optim_update_kernels.h"
@@ -403,9 +404,76 @@ void adam_update_cpu(const Tensor& param, const Tensor& grad, const Tensor& m, c
   });
 }
 
+// ---- multi-tensor updates: the per-parameter kernels above over a list ----
+
+// Runs one(i) for every parameter of the list: a large one on its own (its kernel splits it over
+// the threads), the small ones spread over the threads together, which one call per parameter
+// cannot do (each would run on the calling thread alone).
+template <class One>
+void for_each_listed(const TensorList& params, One&& one) {
+  std::vector<size_t> small;
+  int64_t small_numel = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t n = params[i].numel();
+    if (n >= kParallelGrain) {
+      one(i);
+    } else {
+      small.push_back(i);
+      small_numel += n;
+    }
+  }
+  if (small.empty()) return;
+  const auto count = static_cast<int64_t>(small.size());
+  // About kParallelGrain values a task, as parallel_for gives one large tensor.
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain * count / std::max<int64_t>(small_numel, 1));
+  parallel_for(count, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) one(small[static_cast<size_t>(k)]);
+  });
+}
+
+void sgd_multi_update_cpu(const TensorList& params, const TensorList& grads, const TensorList& bufs,
+                          const TensorList& ready, const Tensor& skip, const TensorList& cast_outs, const Tensor& hyper,
+                          bool nesterov, float unscale_grad_by) {
+  optim::check_multi_update("SGD", params, grads, {&bufs}, {{&ready, kInt32}}, cast_outs, skip, hyper,
+                            optim::kSgdHyperSize);
+  HG_CHECK(bufs.size() == ready.size(), "SGD", "momentum buffers and ready flags come together");
+  const double* v = hyper.data_ptr<double>();  // on the CPU the device scalars are host memory
+  const SgdHyper h{v[optim::kSgdLr], v[optim::kSgdMomentum], v[optim::kSgdDampening], v[optim::kSgdWeightDecay],
+                   nesterov,         unscale_grad_by};
+  const bool momentum = !bufs.empty();
+  for_each_listed(params, [&](size_t i) {
+    sgd_update_cpu(params[i], grads[i], momentum ? bufs[i] : Tensor(), momentum ? ready[i] : Tensor(), skip,
+                   cast_outs[i], h);
+  });
+}
+
+void adam_multi_update_cpu(const TensorList& params, const TensorList& grads, const TensorList& m, const TensorList& v,
+                           const TensorList& vmax, const TensorList& steps, const Tensor& skip,
+                           const TensorList& cast_outs, const Tensor& hyper, bool decoupled, float unscale_grad_by) {
+  optim::check_multi_update("Adam", params, grads, {&m, &v, &vmax}, {{&steps, kInt64}}, cast_outs, skip, hyper,
+                            optim::kAdamHyperSize);
+  HG_CHECK(m.size() == params.size() && v.size() == params.size() && steps.size() == params.size(), "Adam",
+           "every param needs exp_avg, exp_avg_sq and a step");
+  const double* hv = hyper.data_ptr<double>();
+  const AdamHyper h{hv[optim::kAdamLr],
+                    hv[optim::kAdamBeta1],
+                    hv[optim::kAdamBeta2],
+                    hv[optim::kAdamEps],
+                    hv[optim::kAdamWeightDecay],
+                    decoupled,
+                    !vmax.empty(),
+                    unscale_grad_by};
+  const bool amsgrad = !vmax.empty();
+  for_each_listed(params, [&](size_t i) {
+    adam_update_cpu(params[i], grads[i], m[i], v[i], amsgrad ? vmax[i] : Tensor(), steps[i], skip, cast_outs[i], h);
+  });
+}
+
 }  // namespace
 
 HG_REGISTER_KERNEL(optim::sgd_update_stub, kCPU, sgd_update_cpu);
 HG_REGISTER_KERNEL(optim::adam_update_stub, kCPU, adam_update_cpu);
+HG_REGISTER_KERNEL(optim::sgd_multi_update_stub, kCPU, sgd_multi_update_cpu);
+HG_REGISTER_KERNEL(optim::adam_multi_update_stub, kCPU, adam_multi_update_cpu);
 
 }  // namespace hg::cpu

@@ -8,6 +8,7 @@
 #include "framework/ops/optim_update_kernels.h"
 #include "kernels/cuda/kernel_loop.cuh"
 #include "kernels/cuda/loops.cuh"
+#include "kernels/cuda/optim_rules.cuh"
 
 namespace hg::cuda {
 namespace {
@@ -15,12 +16,12 @@ namespace {
 using optim::AdamHyper;
 using optim::SgdHyper;
 
-__device__ __forceinline__ bool skipped(const float* skip) { return skip != nullptr && *skip != 0.0f; }
+__device__ __forceinline__ bool skipped(const float* skip) { return optim_skipped(skip); }
 
 // The new weights rounded into cast_out (a float16/bfloat16 C), the next autocast region's cast.
 template <class T, class C>
 __device__ __forceinline__ void write_cast(C* cast_out, int64_t i, acc_t<T> value) {
-  if constexpr (!std::is_same_v<C, void>) cast_out[i] = from_acc<C>(static_cast<float>(from_acc<T>(value)));
+  if constexpr (!std::is_same_v<C, void>) cast_out[i] = optim_cast_value<T, C>(value);
 }
 
 // A skipped step leaves the parameter as it is; cast_out still gets its rounded values.
@@ -58,19 +59,10 @@ template <class T, class C>
 __global__ void sgd_kernel(int64_t n, T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ buf,
                            const int32_t* ready, const float* skip, C* __restrict__ cast_out, SgdHyper h) {
   if (skipped(skip)) return;
-  using A = acc_t<T>;
   const bool first = buf != nullptr && *ready == 0;
   HG_KERNEL_LOOP(i, n) {
-    const A p = to_acc(param[i]);
-    A d = to_acc(grad[i]);
-    if (h.weight_decay != 0) d += p * static_cast<A>(h.weight_decay);
-    if (buf != nullptr) {
-      // The first step copies d into the buffer (PyTorch's rule), later ones blend it in.
-      const A b = first ? d : to_acc(buf[i]) * static_cast<A>(h.momentum) + d * static_cast<A>(1.0 - h.dampening);
-      buf[i] = from_acc<T>(b);
-      d = h.nesterov ? d + b * static_cast<A>(h.momentum) : b;
-    }
-    const A updated = p - static_cast<A>(h.lr) * d;
+    const acc_t<T> updated =
+        sgd_value<T>(to_acc(param[i]), to_acc(grad[i]), buf != nullptr ? buf + i : nullptr, first, h);
     param[i] = from_acc<T>(updated);
     write_cast<T>(cast_out, i, updated);
   }
@@ -116,34 +108,10 @@ __global__ void adam_kernel(int64_t n, T* __restrict__ param, const T* __restric
                             T* __restrict__ v_, T* __restrict__ vmax_, const int64_t* step, const float* skip,
                             C* __restrict__ cast_out, AdamHyper h) {
   if (skipped(skip)) return;
-  using A = acc_t<T>;
-  const auto t = static_cast<double>(*step);
-  const A bias1 = static_cast<A>(1.0 - pow(h.beta1, t));
-  const A bias2_sqrt = static_cast<A>(sqrt(1.0 - pow(h.beta2, t)));
-  const A b1 = static_cast<A>(h.beta1), b2 = static_cast<A>(h.beta2);
-  const A step_size = static_cast<A>(h.lr) / bias1, eps = static_cast<A>(h.eps), wd = static_cast<A>(h.weight_decay);
-  const A decay = static_cast<A>(1.0 - h.lr * h.weight_decay);
+  const AdamStepCoeffs<acc_t<T>> c(h, *step);
   HG_KERNEL_LOOP(i, n) {
-    A p = to_acc(param[i]);
-    A g = to_acc(grad[i]);
-    if (h.weight_decay != 0) {
-      if (h.decoupled)
-        p *= decay;
-      else
-        g += p * wd;
-    }
-    const A m = to_acc(m_[i]) * b1 + g * (A(1) - b1);
-    const A v = to_acc(v_[i]) * b2 + g * g * (A(1) - b2);
-    m_[i] = from_acc<T>(m);
-    v_[i] = from_acc<T>(v);
-    A second = v;
-    if (vmax_ != nullptr) {
-      const A vm = fmax(to_acc(vmax_[i]), v);
-      vmax_[i] = from_acc<T>(vm);
-      second = vm;
-    }
-    const A denom = sqrt(second) / bias2_sqrt + eps;
-    const A updated = p - step_size * (m / denom);
+    const acc_t<T> updated =
+        adam_value<T>(to_acc(param[i]), to_acc(grad[i]), m_[i], v_[i], vmax_ != nullptr ? vmax_ + i : nullptr, c);
     param[i] = from_acc<T>(updated);
     write_cast<T>(cast_out, i, updated);
   }
