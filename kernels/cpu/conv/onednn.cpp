@@ -285,14 +285,26 @@ namespace {
 
 // The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
 // bias's), added in float32 and rounded once to the gradient's dtype at the end, as the float32
-// accumulation of the reference path does.
+// accumulation of the reference path does. With a single chunk of float32 gradients (one thread)
+// there is nothing to add: the pass writes the gradients in place, sparing a copy of the weights'
+// size. The blocks are not zeroed first: each chunk's reorder writes its whole block.
 struct FilterPartials {
   int64_t wn, bn;
-  std::vector<float> sums;
-  FilterPartials(const Tensor& grad_weight, bool bias, int64_t o, const Chunks& chunks)
-      : wn(grad_weight.numel()), bn(bias ? o : 0), sums(static_cast<size_t>(chunks.count * (wn + bn))) {}
-  float* of(int64_t chunk) { return sums.data() + chunk * (wn + bn); }
+  std::unique_ptr<float[]> sums;
+  float *direct_weight = nullptr, *direct_bias = nullptr;
+  FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks)
+      : wn(grad_weight.numel()), bn(bias ? o : 0) {
+    if (chunks.count == 1 && grad_weight.dtype() == kFloat32 && (!bias || grad_bias.dtype() == kFloat32)) {
+      direct_weight = static_cast<float*>(grad_weight.raw_data());
+      if (bias) direct_bias = static_cast<float*>(grad_bias.raw_data());
+      return;
+    }
+    sums.reset(new float[static_cast<size_t>(chunks.count * (wn + bn))]);
+  }
+  float* weights_of(int64_t chunk) { return direct_weight ? direct_weight : sums.get() + chunk * (wn + bn); }
+  float* bias_of(int64_t chunk) { return direct_weight ? direct_bias : sums.get() + chunk * (wn + bn) + wn; }
   void reduce_into(const Tensor& grad_weight, const Tensor& grad_bias, const Chunks& chunks) const {
+    if (direct_weight != nullptr) return;
     const auto reduce = [&]<class T>(T* out, int64_t first, int64_t count) {
       for (int64_t j = 0; j < count; ++j) {
         float sum = 0;
@@ -315,7 +327,7 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   const dnnl::engine& engine = cpu_engine();
   ThreadBuffers& b = thread_buffers();
   dnnl::stream& s = thread_stream();
-  float* dw_user = partials.of(i);
+  float* dw_user = partials.weights_of(i);
   const Dtype dtype = input.dtype();
   memory x_user(plan.in_user, engine,
                 const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
@@ -334,7 +346,7 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   plan.in_reorder.execute(s, x_user, x);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
-  if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, dw_user + partials.wn));
+  if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, partials.bias_of(i)));
   plan.primitive.execute(s, args);
   plan.weights_reorder.execute(s, dw, dw_plain);
   s.wait();
@@ -355,7 +367,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
     return false;
   std::optional<FilterPartials> partials;
-  if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  if (grad_weight.defined()) partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";
