@@ -173,7 +173,7 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
 }
 
 // What runs after each chunk of an activation pass, on the same thread: chunk i, and the
-// chunk's input as the primitive read it (channels-last).
+// chunk's input as the primitive read it (in its layout).
 using AfterChunk = std::function<void(int64_t, const memory&)>;
 // Where an activation pass reads chunk i's input (NCHW), made on the calling thread; by default
 // the chunk's samples of the `in` tensor.
@@ -188,7 +188,7 @@ Chunks pooled_chunks(const Problem& pr) {
   return chunks_for(pr.n, std::max<int64_t>(1, kPooledChunkBytes / std::max<int64_t>(sample_bytes, 1)));
 }
 
-// The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
+// The forward and input-gradient passes: per chunk, `in` reordered to the primitive's layout, the
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
 // reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
 // goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written). Then
@@ -214,8 +214,8 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     char* written = widened(dtype) ? ThreadBuffers::sized(b.wide_out, plan.out_user.get_size()) : result;
     const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
     memory src_user(plan.in_user, engine, const_cast<char*>(as_float32(dtype, user_in, plan.in_user, b.wide_in)));
-    memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
-    memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+    memory src(plan.in_prim, engine, ThreadBuffers::sized(b.in, plan.in_prim.get_size()));
+    memory dst(plan.out_prim, engine, ThreadBuffers::sized(b.out, plan.out_prim.get_size()));
     memory dst_user(plan.out_user, engine, written);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
     memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
@@ -320,7 +320,7 @@ struct FilterPartials {
 };
 
 // Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
-// reordered channels-last, and the chunk's output gradient too (NCHW at gy_user) unless
+// reordered to the primitive's layout, and the chunk's output gradient too (NCHW at gy_user) unless
 // `gy_ready` holds it so already.
 void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy_user,
                   FilterPartials& partials, const memory* gy_ready) {
@@ -331,12 +331,12 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   const Dtype dtype = input.dtype();
   memory x_user(plan.in_user, engine,
                 const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
-  memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.x, plan.in_nhwc.get_size()));
+  memory x(plan.in_prim, engine, ThreadBuffers::sized(b.x, plan.in_prim.get_size()));
   memory gy;
   if (gy_ready != nullptr) {
     gy = *gy_ready;
   } else {
-    gy = memory(plan.out_nhwc, engine, ThreadBuffers::sized(b.gy, plan.out_nhwc.get_size()));
+    gy = memory(plan.out_prim, engine, ThreadBuffers::sized(b.gy, plan.out_prim.get_size()));
     memory gy_nchw(plan.out_user, engine, const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in)));
     plan.out_reorder.execute(s, gy_nchw, gy);
   }
@@ -355,7 +355,7 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
 // The backward passes of every entry point below: the input gradient where grad_input is defined
 // (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
 // `grad_out` gives each chunk's output gradient, NCHW. With both, each chunk's output gradient is
-// put channels-last once, by the input-gradient pass, and handed from there to the chunk's
+// put in the primitives' layout once, by the input-gradient pass, and handed from there to the chunk's
 // weight-gradient pass. pr: the convolution's problem (without a bias); false, having written
 // nothing, where a pass has no usable plan.
 bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& input,
