@@ -90,6 +90,8 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
       plan->weights_prim = pd.diff_weights_desc();
       plan->weights_user = memory::desc(pr.weights(), kF32, pr.weights_tag());
       if (pr.bias) plan->bias = pd.diff_bias_desc();
+      plan->filter_blocks16 = pr.groups == 1 && pr.o % 16 == 0 && pr.c % 16 == 0 &&
+                              plan->weights_prim == memory::desc(pr.weights(), kF32, Tag::ABcd16b16a);
       impl = pd.impl_info_str();
     }
     if (std::strstr(impl, "ref") != nullptr) return plan;  // a reference kernel: slower than halfgrad's own

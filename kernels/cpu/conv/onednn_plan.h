@@ -91,6 +91,9 @@ struct Plan {
   // filter pass) and the primitive's layout.
   memory::desc weights_user, weights_prim;
   dnnl::reorder weights_reorder;
+  // The filter pass's weight gradient comes in ABcd16b16a blocks ([O/16][I/16][kh][kw][16 i][16 o],
+  // no padding), which conv/onednn.cpp unblocks itself instead of running weights_reorder.
+  bool filter_blocks16 = false;
   memory::desc bias;
 };
 
