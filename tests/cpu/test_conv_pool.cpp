@@ -437,3 +437,34 @@ TEST_CASE("float32 conv2d on the fast GEMM path matches float64, forward and bot
     check_close(b.grad(), br.grad(), {1e-3, 1e-4});
   }
 }
+
+TEST_CASE("conv2d with whole blocks of 16 channels (oneDNN's nChw16c for float32) matches float64") {
+  // Input and output channels per group in multiples of 16, which the oneDNN path runs in its
+  // blocked layout (conv/onednn_plan.h); float16 is widened onto the same float32 primitives.
+  // Strided, grouped and 1x1 shapes, a batch of 1 and of 3 (one chunk or several per thread).
+  manual_seed(78);
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad, groups;
+  };
+  for (const Case& c : {Case{{3, 32, 9, 9}, {48, 32, 3, 3}, 1, 1, 1}, Case{{1, 32, 10, 10}, {64, 32, 3, 3}, 2, 1, 1},
+                        Case{{3, 32, 7, 7}, {64, 16, 3, 3}, 1, 1, 2}, Case{{3, 16, 8, 8}, {32, 16, 1, 1}, 2, 0, 1}}) {
+    for (Dtype d : {kFloat32, kFloat16}) {
+      CAPTURE(c.x);
+      CAPTURE(dtype_name(d));
+      const auto in_d = [&](const Tensor& t) { return t.to(d).to(kFloat64); };
+      const Tensor x64 = in_d(randn(c.x, kFloat64)), w64 = in_d(randn(c.w, kFloat64) * 0.1);
+      Tensor x = x64.to(d).requires_grad_(), w = w64.to(d).requires_grad_();
+      Tensor xr = x64.clone().requires_grad_(), wr = w64.clone().requires_grad_();
+      const Tensor y = conv2d(x, w, Tensor(), {c.stride, c.stride}, {c.pad, c.pad}, {1, 1}, c.groups);
+      const Tensor yr = conv2d(xr, wr, Tensor(), {c.stride, c.stride}, {c.pad, c.pad}, {1, 1}, c.groups);
+      const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : hg::test::tolerance(d);
+      check_close(y, yr, tol);
+      const Tensor up = in_d(randn(yr.shape(), kFloat64));
+      y.backward(up.to(d));
+      yr.backward(up);
+      check_close(x.grad(), xr.grad(), tol);
+      check_close(w.grad(), wr.grad(), d == kFloat32 ? Tolerance{1e-3, 1e-4} : Tolerance{2e-2, 2e-2});
+    }
+  }
+}

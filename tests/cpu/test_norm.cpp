@@ -166,6 +166,39 @@ TEST_CASE("batch_norm gradients") {
                   {randn({3, 2, 3})}));
 }
 
+TEST_CASE("batch_norm in float32 and 16 bits: lane blocks, tails and long planes against float64") {
+  manual_seed(35);
+  // Planes of a tail only (7), of 16-lane blocks and a tail (29 x 37), and longer than one float32
+  // block of the kernel's sums (5000); the mean far from zero checks the two-pass variance.
+  for (const Shape& shape : {Shape{3, 4, 7}, Shape{2, 3, 29, 37}, Shape{2, 2, 5000}}) {
+    for (Dtype d : {kFloat32, kBFloat16, kFloat16}) {
+      for (bool training : {true, false}) {
+        CAPTURE(shape);
+        CAPTURE(dtype_name(d));
+        CAPTURE(training);
+        const int64_t c = shape[1];
+        // Values representable in d, so the float64 run sees the same inputs.
+        const auto in_d = [&](const Tensor& t) { return t.to(d).to(kFloat64); };
+        const Tensor x64 = in_d(randn(shape, kFloat64) * 3.0 + 20.0), v64 = in_d(randn(shape, kFloat64));
+        const Tensor w64 = in_d(randn({c}, kFloat64)), b64 = in_d(randn({c}, kFloat64));
+        const Tensor rm = full({c}, 19.5, kFloat32), rv = full({c}, 8.0, kFloat32);
+        Tensor x = x64.to(d).requires_grad_(), w = w64.to(d).requires_grad_(), b = b64.to(d).requires_grad_();
+        Tensor xr = x64.clone().requires_grad_(), wr = w64.clone().requires_grad_(), br = b64.clone().requires_grad_();
+        const Tensor y = training ? batch_norm(x, Tensor(), Tensor(), w, b, true) : batch_norm(x, rm, rv, w, b, false);
+        const Tensor yr = training ? batch_norm(xr, Tensor(), Tensor(), wr, br, true)
+                                   : batch_norm(xr, rm.to(kFloat64), rv.to(kFloat64), wr, br, false);
+        const Tolerance tol = d == kFloat32 ? Tolerance{1e-4, 1e-4} : hg::test::tolerance(d);
+        check_close(y, yr, tol);
+        y.backward(v64.to(d));
+        yr.backward(v64);
+        check_close(x.grad(), xr.grad(), tol);
+        check_close(w.grad(), wr.grad(), tol);
+        check_close(b.grad(), br.grad(), tol);
+      }
+    }
+  }
+}
+
 TEST_CASE("norm errors name the shapes") {
   check_error([] { layer_norm(zeros({2, 5}), {4}); }, {"[layer_norm]", "[2, 5]", "[4]"});
   check_error([] { layer_norm(zeros({2, 5}), {5}, zeros({4})); }, {"[layer_norm]", "weight", "[4]"});

@@ -173,7 +173,7 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
 }
 
 // What runs after each chunk of an activation pass, on the same thread: chunk i, and the
-// chunk's input as the primitive read it (channels-last).
+// chunk's input as the primitive read it (in its layout).
 using AfterChunk = std::function<void(int64_t, const memory&)>;
 // Where an activation pass reads chunk i's input (NCHW), made on the calling thread; by default
 // the chunk's samples of the `in` tensor.
@@ -188,7 +188,7 @@ Chunks pooled_chunks(const Problem& pr) {
   return chunks_for(pr.n, std::max<int64_t>(1, kPooledChunkBytes / std::max<int64_t>(sample_bytes, 1)));
 }
 
-// The forward and input-gradient passes: per chunk, `in` reordered to channels-last, the
+// The forward and input-gradient passes: per chunk, `in` reordered to the primitive's layout, the
 // primitive (in_arg to out_arg, with the weights and, when defined, the bias), and its result
 // reordered back into `out` (then conv2d_relu's ReLU over it when `relu`). With `pool`, the result
 // goes to a per-thread buffer instead, ReLU'd and pooled from there (out is not written). Then
@@ -214,8 +214,8 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     char* written = widened(dtype) ? ThreadBuffers::sized(b.wide_out, plan.out_user.get_size()) : result;
     const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
     memory src_user(plan.in_user, engine, const_cast<char*>(as_float32(dtype, user_in, plan.in_user, b.wide_in)));
-    memory src(plan.in_nhwc, engine, ThreadBuffers::sized(b.in, plan.in_nhwc.get_size()));
-    memory dst(plan.out_nhwc, engine, ThreadBuffers::sized(b.out, plan.out_nhwc.get_size()));
+    memory src(plan.in_prim, engine, ThreadBuffers::sized(b.in, plan.in_prim.get_size()));
+    memory dst(plan.out_prim, engine, ThreadBuffers::sized(b.out, plan.out_prim.get_size()));
     memory dst_user(plan.out_user, engine, written);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
     memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
@@ -285,46 +285,76 @@ namespace {
 
 // The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
 // bias's), added in float32 and rounded once to the gradient's dtype at the end, as the float32
-// accumulation of the reference path does.
+// accumulation of the reference path does. With a single chunk of float32 gradients (one thread)
+// there is nothing to add: the pass writes the gradients in place, sparing a copy of the weights'
+// size. The blocks are not zeroed first: each chunk's reorder writes its whole block.
 struct FilterPartials {
   int64_t wn, bn;
-  std::vector<float> sums;
-  FilterPartials(const Tensor& grad_weight, bool bias, int64_t o, const Chunks& chunks)
-      : wn(grad_weight.numel()), bn(bias ? o : 0), sums(static_cast<size_t>(chunks.count * (wn + bn))) {}
-  float* of(int64_t chunk) { return sums.data() + chunk * (wn + bn); }
+  std::unique_ptr<float[]> sums;
+  float *direct_weight = nullptr, *direct_bias = nullptr;
+  FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks)
+      : wn(grad_weight.numel()), bn(bias ? o : 0) {
+    if (chunks.count == 1 && grad_weight.dtype() == kFloat32 && (!bias || grad_bias.dtype() == kFloat32)) {
+      direct_weight = static_cast<float*>(grad_weight.raw_data());
+      if (bias) direct_bias = static_cast<float*>(grad_bias.raw_data());
+      return;
+    }
+    sums.reset(new float[static_cast<size_t>(chunks.count * (wn + bn))]);
+  }
+  float* weights_of(int64_t chunk) { return direct_weight ? direct_weight : sums.get() + chunk * (wn + bn); }
+  float* bias_of(int64_t chunk) { return direct_weight ? direct_bias : sums.get() + chunk * (wn + bn) + wn; }
   void reduce_into(const Tensor& grad_weight, const Tensor& grad_bias, const Chunks& chunks) const {
-    const auto reduce = [&]<class T>(T* out, int64_t first, int64_t count) {
-      for (int64_t j = 0; j < count; ++j) {
-        float sum = 0;
-        for (int64_t i = 0; i < chunks.count; ++i) sum += sums[static_cast<size_t>(i * (wn + bn) + first + j)];
-        out[j] = T(sum);
-      }
-    };
+    if (direct_weight != nullptr) return;
+    // Added chunk by chunk into the first block (the order of the sums as before), then rounded
+    // in one vectorised pass.
+    float* total = sums.get();
+    const int64_t block = wn + bn;
+    for (int64_t i = 1; i < chunks.count; ++i) {
+      const float* part = sums.get() + i * block;
+      for (int64_t j = 0; j < block; ++j) total[j] += part[j];
+    }
     dispatch_floating(grad_weight.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
-      reduce(static_cast<T*>(grad_weight.raw_data()), 0, wn);
-      if (bn) reduce(static_cast<T*>(grad_bias.raw_data()), wn, bn);
+      store_run(total, static_cast<T*>(grad_weight.raw_data()), wn);
+      if (bn) store_run(total + wn, static_cast<T*>(grad_bias.raw_data()), bn);
     });
   }
 };
 
+// A weight gradient in ABcd16b16a blocks into OIHW (o x i x k, k = kh * kw). oneDNN's generic
+// reorder takes this layout run by run of k values (9 for 3x3 kernels) and was the slowest of a
+// ResNet-18 step's reorders; here each 16 x 16 x k block, in L1, is written out row by row.
+void unblock_filter_gradient(const float* __restrict blocks, float* __restrict out, int64_t o, int64_t in, int64_t k) {
+  const int64_t ib_count = in / 16;
+  for (int64_t ob = 0; ob < o / 16; ++ob) {
+    for (int64_t ib = 0; ib < ib_count; ++ib) {
+      const float* block = blocks + (ob * ib_count + ib) * k * 256;
+      for (int64_t oo = 0; oo < 16; ++oo) {
+        float* row = out + ((ob * 16 + oo) * in + ib * 16) * k;
+        for (int64_t ii = 0; ii < 16; ++ii)
+          for (int64_t kk = 0; kk < k; ++kk) row[ii * k + kk] = block[(kk * 16 + ii) * 16 + oo];
+      }
+    }
+  }
+}
+
 // Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
-// reordered channels-last, and the chunk's output gradient too (NCHW at gy_user) unless
+// reordered to the primitive's layout, and the chunk's output gradient too (NCHW at gy_user) unless
 // `gy_ready` holds it so already.
 void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy_user,
                   FilterPartials& partials, const memory* gy_ready) {
   const dnnl::engine& engine = cpu_engine();
   ThreadBuffers& b = thread_buffers();
   dnnl::stream& s = thread_stream();
-  float* dw_user = partials.of(i);
+  float* dw_user = partials.weights_of(i);
   const Dtype dtype = input.dtype();
   memory x_user(plan.in_user, engine,
                 const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
-  memory x(plan.in_nhwc, engine, ThreadBuffers::sized(b.x, plan.in_nhwc.get_size()));
+  memory x(plan.in_prim, engine, ThreadBuffers::sized(b.x, plan.in_prim.get_size()));
   memory gy;
   if (gy_ready != nullptr) {
     gy = *gy_ready;
   } else {
-    gy = memory(plan.out_nhwc, engine, ThreadBuffers::sized(b.gy, plan.out_nhwc.get_size()));
+    gy = memory(plan.out_prim, engine, ThreadBuffers::sized(b.gy, plan.out_prim.get_size()));
     memory gy_nchw(plan.out_user, engine, const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in)));
     plan.out_reorder.execute(s, gy_nchw, gy);
   }
@@ -334,16 +364,20 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   plan.in_reorder.execute(s, x_user, x);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
-  if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, dw_user + partials.wn));
+  if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, partials.bias_of(i)));
   plan.primitive.execute(s, args);
-  plan.weights_reorder.execute(s, dw, dw_plain);
+  if (!plan.filter_blocks16) plan.weights_reorder.execute(s, dw, dw_plain);
   s.wait();
+  if (plan.filter_blocks16) {
+    const memory::dims d = plan.weights_user.dims();  // O, I, kh, kw
+    unblock_filter_gradient(static_cast<const float*>(dw.get_data_handle()), dw_user, d[0], d[1], d[2] * d[3]);
+  }
 }
 
 // The backward passes of every entry point below: the input gradient where grad_input is defined
 // (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
 // `grad_out` gives each chunk's output gradient, NCHW. With both, each chunk's output gradient is
-// put channels-last once, by the input-gradient pass, and handed from there to the chunk's
+// put in the primitives' layout once, by the input-gradient pass, and handed from there to the chunk's
 // weight-gradient pass. pr: the convolution's problem (without a bias); false, having written
 // nothing, where a pass has no usable plan.
 bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& input,
@@ -355,7 +389,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
     return false;
   std::optional<FilterPartials> partials;
-  if (grad_weight.defined()) partials.emplace(grad_weight, filter_pr.bias, filter_pr.o, chunks);
+  if (grad_weight.defined()) partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";

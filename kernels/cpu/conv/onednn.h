@@ -34,7 +34,7 @@ bool onednn_conv2d_backward_data(const Tensor& grad_input, const Tensor& grad_ou
                                  const Conv2dParams& p);
 bool onednn_conv2d_backward_filter(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                                    const Tensor& input, const Conv2dParams& p);
-// Both passes (conv_kernels.h's conv2d_backward_stub), grad_out put channels-last once per chunk
+// Both passes (conv_kernels.h's conv2d_backward_stub), grad_out put in the primitives' layout once per chunk
 // for the two of them.
 bool onednn_conv2d_backward(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                             const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Conv2dParams& p);

@@ -25,7 +25,7 @@ Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_
 namespace {
 
 dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pr, const dnnl::primitive_attr& attr) {
-  const memory::desc src(pr.src(), pr.dt, Tag::nhwc), dst(pr.dst(), pr.dt, Tag::nhwc);
+  const memory::desc src(pr.src(), pr.dt, pr.activations_tag()), dst(pr.dst(), pr.dt, pr.activations_tag());
   const memory::desc weights(pr.weights(), pr.dt, Tag::any);
   const auto prop = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
@@ -49,14 +49,14 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch per thread, see run_chunk
   const memory::desc src_user(pr.src(), pr.dt, Tag::nchw), dst_user(pr.dst(), pr.dt, Tag::nchw);
-  const memory::desc src_nhwc(pr.src(), pr.dt, Tag::nhwc), dst_nhwc(pr.dst(), pr.dt, Tag::nhwc);
+  const memory::desc src_prim(pr.src(), pr.dt, pr.activations_tag()), dst_prim(pr.dst(), pr.dt, pr.activations_tag());
   try {
     const auto fwd = forward_pd(pr, attr);
     const char* impl = nullptr;
     if (pass == Pass::Forward) {
       plan->primitive = dnnl::convolution_forward(fwd);
       plan->scratch = fwd.scratchpad_desc();
-      plan->in_user = src_user, plan->in_nhwc = src_nhwc, plan->out_user = dst_user, plan->out_nhwc = dst_nhwc;
+      plan->in_user = src_user, plan->in_prim = src_prim, plan->out_user = dst_user, plan->out_prim = dst_prim;
       plan->weights_user = memory::desc(pr.weights(), pr.dt, pr.weights_tag());
       plan->weights_prim = fwd.weights_desc();
       if (pr.bias) plan->bias = fwd.bias_desc();
@@ -64,12 +64,12 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
     } else if (pass == Pass::BackwardData) {
       const memory::desc weights(pr.weights(), pr.dt, Tag::any);
       const dnnl::convolution_backward_data::primitive_desc pd(
-          {dnnl::algorithm::convolution_direct, src_nhwc, weights, dst_nhwc, pr.strides(), pr.dilates(), pr.pad_left(),
+          {dnnl::algorithm::convolution_direct, src_prim, weights, dst_prim, pr.strides(), pr.dilates(), pr.pad_left(),
            pr.pad_right()},
           attr, engine, fwd);
       plan->primitive = dnnl::convolution_backward_data(pd);
       plan->scratch = pd.scratchpad_desc();
-      plan->in_user = dst_user, plan->in_nhwc = dst_nhwc, plan->out_user = src_user, plan->out_nhwc = src_nhwc;
+      plan->in_user = dst_user, plan->in_prim = dst_prim, plan->out_user = src_user, plan->out_prim = src_prim;
       plan->weights_user = memory::desc(pr.weights(), pr.dt, pr.weights_tag());
       plan->weights_prim = pd.weights_desc();
       impl = pd.impl_info_str();
@@ -80,22 +80,24 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
       const auto algo = dnnl::algorithm::convolution_direct;
       using Desc = dnnl::convolution_backward_weights::desc;
       const Desc desc =
-          pr.bias ? Desc(algo, src_nhwc, weights, memory::desc({pr.o}, kF32, Tag::a), dst_nhwc, pr.strides(),
+          pr.bias ? Desc(algo, src_prim, weights, memory::desc({pr.o}, kF32, Tag::a), dst_prim, pr.strides(),
                          pr.dilates(), pr.pad_left(), pr.pad_right())
-                  : Desc(algo, src_nhwc, weights, dst_nhwc, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right());
+                  : Desc(algo, src_prim, weights, dst_prim, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right());
       const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine, fwd);
       plan->primitive = dnnl::convolution_backward_weights(pd);
       plan->scratch = pd.scratchpad_desc();
-      plan->in_user = src_user, plan->in_nhwc = src_nhwc, plan->out_user = dst_user, plan->out_nhwc = dst_nhwc;
+      plan->in_user = src_user, plan->in_prim = src_prim, plan->out_user = dst_user, plan->out_prim = dst_prim;
       plan->weights_prim = pd.diff_weights_desc();
       plan->weights_user = memory::desc(pr.weights(), kF32, pr.weights_tag());
       if (pr.bias) plan->bias = pd.diff_bias_desc();
+      plan->filter_blocks16 = pr.groups == 1 && pr.o % 16 == 0 && pr.c % 16 == 0 &&
+                              plan->weights_prim == memory::desc(pr.weights(), kF32, Tag::ABcd16b16a);
       impl = pd.impl_info_str();
     }
     if (std::strstr(impl, "ref") != nullptr) return plan;  // a reference kernel: slower than halfgrad's own
-    plan->in_reorder = make_reorder(plan->in_user, plan->in_nhwc);
-    plan->out_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->out_user, plan->out_nhwc)
-                                                     : make_reorder(plan->out_nhwc, plan->out_user);
+    plan->in_reorder = make_reorder(plan->in_user, plan->in_prim);
+    plan->out_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->out_user, plan->out_prim)
+                                                     : make_reorder(plan->out_prim, plan->out_user);
     plan->weights_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->weights_prim, plan->weights_user)
                                                          : make_reorder(plan->weights_user, plan->weights_prim);
     plan->usable = true;

@@ -55,6 +55,14 @@ struct Problem {
     return groups == 1 ? memory::dims{o, c, kh, kw} : memory::dims{groups, o / groups, c / groups, kh, kw};
   }
   Tag weights_tag() const { return groups == 1 ? Tag::oihw : Tag::goihw; }
+  // The activations' layout in the primitives: float32 with whole blocks of 16 input and output
+  // channels in oneDNN's nChw16c, the native layout of its AVX-512 direct kernels (faster than
+  // NHWC in all three passes of ResNet-18's float32 step: docs/BENCHMARKS.md); bfloat16, and
+  // channel counts off the blocks, channels-last (NHWC), where oneDNN's bfloat16 kernels are
+  // fastest (nChw16c measured no better there).
+  Tag activations_tag() const {
+    return dt == kF32 && (c / groups) % 16 == 0 && (o / groups) % 16 == 0 ? Tag::nChw16c : Tag::nhwc;
+  }
   memory::dims strides() const { return {stride[0], stride[1]}; }
   memory::dims dilates() const { return {dilation[0] - 1, dilation[1] - 1}; }  // oneDNN counts the gaps
   memory::dims pad_left() const { return {padding[0], padding[1]}; }
@@ -70,19 +78,22 @@ struct Problem {
 Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, bool bias, const Conv2dParams& p);
 
 // A primitive for one pass of one problem, with the reorders between halfgrad's NCHW / OIHW
-// tensors and the layouts the primitive runs in: activations channels-last (NHWC, where
-// oneDNN's bfloat16 kernels are fastest), weights in whatever blocked layout it picked.
+// tensors and the layouts the primitive runs in: activations in Problem::activations_tag's,
+// weights in whatever blocked layout it picked.
 struct Plan {
   bool usable = false;
   dnnl::primitive primitive;
   memory::desc scratch;
-  // Activations: halfgrad's NCHW and the primitive's NHWC, for the input side and output side.
-  memory::desc in_user, in_nhwc, out_user, out_nhwc;
+  // Activations: halfgrad's NCHW and the primitive's layout, for the input side and output side.
+  memory::desc in_user, in_prim, out_user, out_prim;
   dnnl::reorder in_reorder, out_reorder;
   // Weights: halfgrad's OIHW (bf16 for the forward and backward-data passes, f32 partials for the
   // filter pass) and the primitive's layout.
   memory::desc weights_user, weights_prim;
   dnnl::reorder weights_reorder;
+  // The filter pass's weight gradient comes in ABcd16b16a blocks ([O/16][I/16][kh][kw][16 i][16 o],
+  // no padding), which conv/onednn.cpp unblocks itself instead of running weights_reorder.
+  bool filter_blocks16 = false;
   memory::desc bias;
 };
 
