@@ -115,7 +115,8 @@ void check_same(const Outcome& x, const Outcome& y) {
   }
   REQUIRE(x.state.size() == y.state.size());
   for (const auto& [key, t] : x.state) {
-    CAPTURE(key);
+    const std::string& state_key = key;  // clang 14 cannot capture a structured binding
+    CAPTURE(state_key);
     REQUIRE(y.state.count(key));
     CHECK(bitwise_equal(t, y.state.at(key)));
   }

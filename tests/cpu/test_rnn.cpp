@@ -162,7 +162,8 @@ TEST_CASE(
         if (lstm) rloss = rloss + rc.sum();
         rloss.backward();
         for (auto& [name, t] : r.module->named_parameters()) {
-          CAPTURE(name);
+          const std::string& param_name = name;  // clang 14 cannot capture a structured binding
+          CAPTURE(param_name);
           check_close(got[name], t.grad(), {1e-12, 1e-9});
         }
         CHECK(x.grad().shape() == x.shape());

@@ -100,7 +100,8 @@ TEST_CASE("LSTM under bfloat16 autocast: the GEMMs in bfloat16, float32 gradient
   check_close(out.output.to(kFloat32), ref, {3e-2, 3e-2});
   out.output.to(kFloat32).sum().backward();
   for (auto& [name, t] : lstm.named_parameters()) {
-    CAPTURE(name);
+    const std::string& param_name = name;  // clang 14 cannot capture a structured binding
+    CAPTURE(param_name);
     REQUIRE(t.grad().defined());
     CHECK(t.grad().dtype() == kFloat32);
   }

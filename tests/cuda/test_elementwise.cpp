@@ -109,7 +109,8 @@ TEST_CASE("binary ops match the CPU with broadcasting, scalars and strided opera
     for (const auto& [name, f] : ops) {
       // Integer tensors: no true division, and alpha must be a whole number.
       if (!is_floating(d) && (std::string(name) == "div" || std::string(name) == "add alpha")) continue;
-      CAPTURE(name);
+      const std::string op_name = name;  // clang 14 cannot capture a structured binding
+      CAPTURE(op_name);
       auto run = [f = f](const Inputs& in) { return f(in[0], in[1]); };
       check_cuda_matches_cpu(run, {a, b}, tol);                                            // contiguous
       check_cuda_matches_cpu(run, {a.narrow(0, 0, 1), b.narrow(1, 0, 1)}, tol);            // [1,65] x [37,1]

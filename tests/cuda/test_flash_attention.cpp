@@ -42,12 +42,12 @@ Tensor bool_mask(int64_t L, int64_t S) {  // about 30% false, key 0 always atten
   return tensor(m, {L, S}).to(kBool);
 }
 
-struct Inputs {
+struct FlashInputs {
   Tensor q, k, v, mask, go;  // on CUDA (q, k, v leaves requiring grad)
 };
 
-Inputs make_inputs(const FlashCase& c) {
-  Inputs in;
+FlashInputs make_inputs(const FlashCase& c) {
+  FlashInputs in;
   if (c.strided) {
     const Tensor qkv = randn({c.B, c.L, 3, c.H, c.E}).to(c.dtype).to(kCUDA);
     in.q = transpose(select(qkv, 2, 0), 1, 2);
@@ -65,7 +65,7 @@ Inputs make_inputs(const FlashCase& c) {
   return in;
 }
 
-AttentionArgs flash_args(const Inputs& in, bool causal, double scale) {
+AttentionArgs flash_args(const FlashInputs& in, bool causal, double scale) {
   AttentionArgs a;
   a.q = in.q;
   a.k = in.k;
@@ -80,7 +80,7 @@ AttentionArgs flash_args(const Inputs& in, bool causal, double scale) {
 }
 
 // Gradients of sum(out * go) through the op on q, k, v's device.
-std::vector<Tensor> op_grads(const Inputs& in, Device dev, bool causal, double scale) {
+std::vector<Tensor> op_grads(const FlashInputs& in, Device dev, bool causal, double scale) {
   std::vector<Tensor> xs;
   for (const Tensor& t : {in.q, in.k, in.v}) xs.push_back(t.to(dev).detach().requires_grad_());
   const Tensor m = in.mask.defined() ? in.mask.to(dev) : Tensor();
@@ -99,7 +99,7 @@ void check_case(const FlashCase& c) {
   CAPTURE(c.causal);
   CAPTURE(c.strided);
   CAPTURE(c.dtype);
-  const Inputs in = make_inputs(c);
+  const FlashInputs in = make_inputs(c);
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.E));
   const AttentionArgs args = flash_args(in, c.causal, scale);
   REQUIRE(cuda::flash_attention_supported(args));
