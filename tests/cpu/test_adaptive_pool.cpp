@@ -3,21 +3,13 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "reference_wave.h"
 
 using namespace hg;
 using hg::test::check_close;
 using hg::test::check_error;
 using hg::test::non_contiguous;
-
-namespace {
-// v[i] = f(a + b i), the pattern tests/tools/ops2_reference.py builds its inputs from.
-Tensor wave(
-    const Shape& shape, double a, double b, double (*f)(double) = [](double v) { return std::sin(v); }) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = f(a + b * static_cast<double>(i));
-  return tensor(v, shape);
-}
-}  // namespace
+using hg::test::reference_wave;
 
 TEST_CASE("adaptive pools: values, indices and gradients match PyTorch") {
   struct Case {
@@ -25,8 +17,9 @@ TEST_CASE("adaptive pools: values, indices and gradients match PyTorch") {
     std::vector<int64_t> size;
     std::vector<double> y, indices, grad;
   };
-  // tests/tools/ops2_reference.py adaptive: x = wave([1, 1, 5, 7], 0.3, 1.1), y = F.adaptive_{avg,max}_pool2d(x,
-  // size), grad = d/dx (y * w).sum() with w = wave(y.shape, 0.2, 0.7, cos); float64.
+  // tests/tools/ops2_reference.py adaptive: x = reference_wave([1, 1, 5, 7], 0.3, 1.1), y =
+  // F.adaptive_{avg,max}_pool2d(x, size), grad = d/dx (y * w).sum() with w = reference_wave(y.shape, 0.2, 0.7, cos);
+  // float64.
   const std::vector<Case> cases = {
       {false,
        {2, 3},
@@ -177,7 +170,7 @@ TEST_CASE("adaptive pools: values, indices and gradients match PyTorch") {
     CAPTURE(c.size[1]);
     const Shape out{1, 1, c.size[0], c.size[1]};
     for (Dtype d : {kFloat64, kFloat32, kBFloat16}) {
-      Tensor x = wave({1, 1, 5, 7}, 0.3, 1.1).to(d).requires_grad_();
+      Tensor x = reference_wave({1, 1, 5, 7}, 0.3, 1.1).to(d).requires_grad_();
       Tensor y;
       if (c.max) {
         auto [values, indices] = adaptive_max_pool2d(x, c.size);
@@ -189,7 +182,7 @@ TEST_CASE("adaptive pools: values, indices and gradients match PyTorch") {
       }
       REQUIRE(y.shape() == out);
       CHECK(y.dtype() == d);
-      (y * wave(out, 0.2, 0.7, [](double v) { return std::cos(v); }).to(d)).sum().backward();
+      (y * reference_wave(out, 0.2, 0.7, true).to(d)).sum().backward();
       const test::Tolerance tol = d == kBFloat16 ? test::Tolerance{2e-2, 2e-2} : test::tolerance(d);
       check_close(y, tensor(c.y, out), tol);
       if (!c.max || d != kBFloat16) check_close(x.grad(), tensor(c.grad, {1, 1, 5, 7}), tol);

@@ -4,22 +4,12 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "reference_wave.h"
 
 using namespace hg;
 using hg::test::check_close;
 using hg::test::check_error;
-
-namespace {
-// v[i] = f(a + b i), the pattern tests/tools/ops2_reference.py builds its inputs from.
-Tensor wave_c(const Shape& shape, double a, double b, bool cosine = false) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double t = a + b * static_cast<double>(i);
-    v[i] = cosine ? std::cos(t) : std::sin(t);
-  }
-  return tensor(v, shape);
-}
-}  // namespace
+using hg::test::reference_wave;
 
 TEST_CASE("conv_transpose2d: values and gradients match PyTorch") {
   struct Case {
@@ -181,12 +171,13 @@ TEST_CASE("conv_transpose2d: values and gradients match PyTorch") {
   for (const Case& c : cases) {
     CAPTURE(c.x);
     for (Dtype d : {kFloat64, kFloat32}) {
-      TensorList in = {wave_c(c.x, 0.3, 1.1).to(d).requires_grad_(), wave_c(c.w, 1.3, 0.7).to(d).requires_grad_()};
-      if (c.bias) in.push_back(wave_c({c.w[1] * c.groups}, 2.3, 0.9).to(d).requires_grad_());
+      TensorList in = {reference_wave(c.x, 0.3, 1.1).to(d).requires_grad_(),
+                       reference_wave(c.w, 1.3, 0.7).to(d).requires_grad_()};
+      if (c.bias) in.push_back(reference_wave({c.w[1] * c.groups}, 2.3, 0.9).to(d).requires_grad_());
       const Tensor y = conv_transpose2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.stride, c.padding, c.output_padding,
                                         c.groups, c.dilation);
       REQUIRE(y.shape() == c.out);
-      (y * wave_c(c.out, 0.2, 0.7, true).to(d)).sum().backward();
+      (y * reference_wave(c.out, 0.2, 0.7, true).to(d)).sum().backward();
       check_close(y, tensor(c.y, c.out));
       check_close(in[0].grad(), tensor(c.grads[0], c.x));
       check_close(in[1].grad(), tensor(c.grads[1], c.w));

@@ -4,22 +4,12 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "reference_wave.h"
 
 using namespace hg;
 using hg::test::check_close;
 using hg::test::check_error;
-
-namespace {
-// v[i] = f(a + b i), the pattern tests/tools/ops2_reference.py builds its inputs from.
-Tensor wave_t(const Shape& shape, double a, double b, bool cosine = false) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double t = a + b * static_cast<double>(i);
-    v[i] = cosine ? std::cos(t) : std::sin(t);
-  }
-  return tensor(v, shape);
-}
-}  // namespace
+using hg::test::reference_wave;
 
 TEST_CASE("einsum: values and gradients match PyTorch") {
   struct Case {
@@ -149,11 +139,11 @@ TEST_CASE("einsum: values and gradients match PyTorch") {
     for (Dtype d : {kFloat64, kFloat32}) {
       TensorList ops;
       for (size_t k = 0; k < c.shapes.size(); ++k)
-        ops.push_back(wave_t(c.shapes[k], 0.3 + static_cast<double>(k), 1.1).to(d).requires_grad_());
+        ops.push_back(reference_wave(c.shapes[k], 0.3 + static_cast<double>(k), 1.1).to(d).requires_grad_());
       const Tensor y = einsum(c.equation, ops);
       REQUIRE(y.shape() == c.out);
       CHECK(y.dtype() == d);
-      (y * wave_t(c.out, 0.2, 0.7, true).to(d)).sum().backward();
+      (y * reference_wave(c.out, 0.2, 0.7, true).to(d)).sum().backward();
       check_close(y, tensor(c.y, c.out));
       for (size_t k = 0; k < ops.size(); ++k) check_close(ops[k].grad(), tensor(c.grads[k], c.shapes[k]));
     }

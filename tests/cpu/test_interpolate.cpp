@@ -3,23 +3,13 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "reference_wave.h"
 
 using namespace hg;
 using hg::test::check_close;
 using hg::test::check_error;
 using hg::test::non_contiguous;
-
-namespace {
-// v[i] = f(a + b i), the pattern tests/tools/ops2_reference.py builds its inputs from.
-Tensor wave_of(const Shape& shape, double a, double b, bool cosine = false) {
-  std::vector<double> v(static_cast<size_t>(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double t = a + b * static_cast<double>(i);
-    v[i] = cosine ? std::cos(t) : std::sin(t);
-  }
-  return tensor(v, shape);
-}
-}  // namespace
+using hg::test::reference_wave;
 
 TEST_CASE("interpolate: values and gradients match PyTorch (nearest and bilinear, sizes and factors)") {
   struct Case {
@@ -128,11 +118,11 @@ TEST_CASE("interpolate: values and gradients match PyTorch (nearest and bilinear
     CAPTURE(c.options.mode);
     CAPTURE(c.out);
     for (Dtype d : {kFloat64, kFloat32, kBFloat16}) {
-      Tensor x = wave_of({1, 1, 3, 4}, 0.3, 1.1).to(d).requires_grad_();
+      Tensor x = reference_wave({1, 1, 3, 4}, 0.3, 1.1).to(d).requires_grad_();
       Tensor y = interpolate(x, c.options);
       REQUIRE(y.shape() == c.out);
       CHECK(y.dtype() == d);
-      (y * wave_of(c.out, 0.2, 0.7, true).to(d)).sum().backward();
+      (y * reference_wave(c.out, 0.2, 0.7, true).to(d)).sum().backward();
       const test::Tolerance tol = d == kBFloat16 ? test::Tolerance{3e-2, 2e-2} : test::tolerance(d);
       check_close(y, tensor(c.y, c.out), tol);
       check_close(x.grad(), tensor(c.grad, {1, 1, 3, 4}), tol);
