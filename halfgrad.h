@@ -69,6 +69,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/norm.h"
+#include "nn/packed_sequence.h"
 #include "nn/rnn.h"
 #include "nn/sequential.h"
 #include "nn/spatial.h"

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <optional>
 
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
@@ -76,6 +77,44 @@ std::string Recurrent::extra_repr() const {
   return s;
 }
 
+Tensor Recurrent::initial_state(const Tensor& t, const char* what, const Shape& shape, const Tensor& like) const {
+  if (!t.defined()) return zeros(shape, TensorOptions(like.dtype()).device(like.device()));
+  HG_CHECK(t.shape() == shape, name_, "expected {} of shape {}, got {}", what, shape, t.shape());
+  HG_CHECK(t.device() == like.device(), name_, "{} is on {} but the input is on {}", what, t.device(), like.device());
+  return t;
+}
+
+std::tuple<Tensor, Tensor, Tensor> Recurrent::layers(Tensor x, const Tensor& h0, const Tensor& c0, bool training,
+                                                     const std::vector<int64_t>& batch_sizes) const {
+  const bool lstm = mode_ == RecurrentMode::Lstm;
+  const int64_t dirs = options_.bidirectional ? 2 : 1;
+  TensorList h_n, c_n;
+  for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
+    TensorList outs;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const int64_t k = layer * dirs + d;
+      const auto& w = weights_[static_cast<size_t>(k)];
+      const Tensor b_ih = w[2] ? *w[2] : Tensor(), b_hh = w[3] ? *w[3] : Tensor();
+      const Tensor gx = linear(x, *w[0], b_ih);
+      Tensor out, h, c;
+      if (lstm) {
+        std::tie(out, h, c) = lstm_recurrence(gx, h0.select(0, k), c0.select(0, k), *w[1], b_hh, d == 1, batch_sizes);
+        c_n.push_back(c);
+      } else if (mode_ == RecurrentMode::Gru) {
+        std::tie(out, h) = gru_recurrence(gx, h0.select(0, k), *w[1], b_hh, d == 1, batch_sizes);
+      } else {
+        std::tie(out, h) =
+            rnn_recurrence(gx, h0.select(0, k), *w[1], b_hh, mode_ == RecurrentMode::RnnRelu, d == 1, batch_sizes);
+      }
+      outs.push_back(out);
+      h_n.push_back(h);
+    }
+    x = dirs == 2 ? cat(outs, x.dim() - 1) : outs[0];
+    if (options_.dropout > 0 && training && layer + 1 < options_.num_layers) x = dropout(x, options_.dropout, true);
+  }
+  return {x, stack(h_n, 0), lstm ? stack(c_n, 0) : Tensor()};
+}
+
 std::tuple<Tensor, Tensor, Tensor> Recurrent::run(const Tensor& input, const Tensor& h0_in, const Tensor& c0_in,
                                                   bool training) const {
   const bool lstm = mode_ == RecurrentMode::Lstm;
@@ -93,54 +132,78 @@ std::tuple<Tensor, Tensor, Tensor> Recurrent::run(const Tensor& input, const Ten
   const Shape state_shape = batched ? Shape{options_.num_layers * dirs, batch, hidden_size_}
                                     : Shape{options_.num_layers * dirs, hidden_size_};
   auto check_state = [&](const Tensor& t, const char* what) -> Tensor {
-    if (!t.defined())
-      return zeros({options_.num_layers * dirs, batch, hidden_size_}, TensorOptions(x.dtype()).device(x.device()));
+    if (!t.defined()) return initial_state(t, what, {options_.num_layers * dirs, batch, hidden_size_}, x);
     HG_CHECK(batched || t.dim() == 2, name_, "for unbatched 2-D input, {} should also be 2-D but got {}-D tensor", what,
              t.dim());
     HG_CHECK(!batched || t.dim() == 3, name_, "for batched 3-D input, {} should also be 3-D but got {}-D tensor", what,
              t.dim());
-    HG_CHECK(t.shape() == state_shape, name_, "expected {} of shape {}, got {}", what, state_shape, t.shape());
-    HG_CHECK(t.device() == x.device(), name_, "{} is on {} but the input is on {}", what, t.device(), x.device());
-    return batched ? t : t.unsqueeze(1);
+    const Tensor s = initial_state(t, what, state_shape, x);
+    return batched ? s : s.unsqueeze(1);
   };
   const Tensor h0 = check_state(h0_in, "hx");
   const Tensor c0 = lstm ? check_state(c0_in, "cx") : Tensor();
-  TensorList h_n, c_n;
-  for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
-    TensorList outs;
-    for (int64_t d = 0; d < dirs; ++d) {
-      const int64_t k = layer * dirs + d;
-      const auto& w = weights_[static_cast<size_t>(k)];
-      const Tensor b_ih = w[2] ? *w[2] : Tensor(), b_hh = w[3] ? *w[3] : Tensor();
-      const Tensor gx = linear(x, *w[0], b_ih);
-      Tensor out, h, c;
-      if (lstm) {
-        std::tie(out, h, c) = lstm_recurrence(gx, h0.select(0, k), c0.select(0, k), *w[1], b_hh, d == 1);
-        c_n.push_back(c);
-      } else if (mode_ == RecurrentMode::Gru) {
-        std::tie(out, h) = gru_recurrence(gx, h0.select(0, k), *w[1], b_hh, d == 1);
-      } else {
-        std::tie(out, h) = rnn_recurrence(gx, h0.select(0, k), *w[1], b_hh, mode_ == RecurrentMode::RnnRelu, d == 1);
-      }
-      outs.push_back(out);
-      h_n.push_back(h);
-    }
-    x = dirs == 2 ? cat(outs, 2) : outs[0];
-    if (options_.dropout > 0 && training && layer + 1 < options_.num_layers) x = dropout(x, options_.dropout, true);
-  }
-  Tensor h = stack(h_n, 0), c = lstm ? stack(c_n, 0) : Tensor();
+  auto [y, h, c] = layers(x, h0, c0, training, {});
   if (!batched) {
-    x = x.squeeze(1);
+    y = y.squeeze(1);
     h = h.squeeze(1);
     if (lstm) c = c.squeeze(1);
   } else if (options_.batch_first) {
-    x = x.transpose(0, 1);
+    y = y.transpose(0, 1);
   }
-  return {x, h, c};
+  return {y, h, c};
+}
+
+std::tuple<PackedSequence, Tensor, Tensor> Recurrent::run(const PackedSequence& input, const Tensor& h0_in,
+                                                          const Tensor& c0_in, bool training) const {
+  const bool lstm = mode_ == RecurrentMode::Lstm;
+  HG_CHECK(input.data.defined() && input.data.dim() == 2, name_,
+           "expected packed data of 2 dimensions [sum of lengths, input_size], got {}",
+           input.data.defined() ? fmt::format("shape {}", input.data.shape()) : std::string("undefined data"));
+  HG_CHECK(input.data.size(1) == input_size_, name_,
+           "input.size(-1) must be equal to input_size. Expected {}, got {} (packed data shape {})", input_size_,
+           input.data.size(1), input.data.shape());
+  HG_CHECK(input.batch_sizes.defined() && input.batch_sizes.dim() == 1 && input.batch_sizes.numel() > 0 &&
+               input.batch_sizes.device().type == kCPU,
+           name_, "a PackedSequence's batch_sizes must be a non-empty 1-d CPU tensor (pack_padded_sequence makes one)");
+  const std::vector<int64_t> sizes = input.batch_sizes.to(kInt64).to_vector<int64_t>();
+  const int64_t dirs = options_.bidirectional ? 2 : 1, batch = sizes[0];
+  const Shape state_shape{options_.num_layers * dirs, batch, hidden_size_};
+  // The user's states are in the batch's original order; the recurrence runs in sorted order.
+  const bool sorted = input.sorted_indices.defined();
+  auto sorted_state = [&](const Tensor& t, const char* what) {
+    const Tensor s = initial_state(t, what, state_shape, input.data);
+    return sorted && t.defined() ? index_select(s, 1, input.sorted_indices.to(s.device())) : s;
+  };
+  const Tensor h0 = sorted_state(h0_in, "hx");
+  const Tensor c0 = lstm ? sorted_state(c0_in, "cx") : Tensor();
+  auto [y, h, c] = layers(input.data, h0, c0, training, sizes);
+  if (sorted) {
+    const Tensor back = input.unsorted_indices.to(h.device());
+    h = index_select(h, 1, back);
+    if (lstm) c = index_select(c, 1, back);
+  }
+  PackedSequence out = input;
+  out.data = y;
+  return {out, h, c};
 }
 }  // namespace detail
 
 namespace {
+// A packed call inside the module's forward hooks, which see (and may replace) the packed data.
+template <class Result, class RunHooked, class Body>
+Result packed_call(bool hooks, const PackedSequence& input, const RunHooked& run_hooked, const Body& body) {
+  if (!hooks) return body(input);
+  std::optional<Result> full;
+  Tensor data = run_hooked(input.data, [&](const Tensor& d) {
+    PackedSequence in = input;
+    in.data = d;
+    full.emplace(body(in));
+    return full->output.data;
+  });
+  full->output.data = std::move(data);
+  return std::move(*full);
+}
+
 detail::Recurrent::Options core_options(const auto& o) {
   return {o.num_layers, o.bias, o.batch_first, o.dropout, o.bidirectional};
 }
@@ -162,12 +225,36 @@ LSTMOutput LSTM::forward(const Tensor& input, const LSTMState& state) {
   return {y, {h, c}};
 }
 
+LSTMPackedOutput LSTM::forward(const PackedSequence& input, const LSTMState& state) {
+  HG_CHECK(state.h.defined() == state.c.defined(), "LSTM",
+           "give both h and c of the initial state, or neither (got only {})", state.h.defined() ? "h" : "c");
+  auto [y, h, c] = core_.run(input, state.h, state.c, is_training());
+  return {y, {h, c}};
+}
+
+LSTMPackedOutput LSTM::operator()(const PackedSequence& input, const LSTMState& state) {
+  return packed_call<LSTMPackedOutput>(
+      has_forward_hooks(), input, [this](const Tensor& x, const auto& f) { return run_hooked(x, f); },
+      [&](const PackedSequence& in) { return forward(in, state); });
+}
+
 GRU::GRU(int64_t input_size, int64_t hidden_size, GRUOptions options)
     : CallableModule("GRU"), core_(*this, detail::RecurrentMode::Gru, input_size, hidden_size, core_options(options)) {}
 
 RNNOutput GRU::forward(const Tensor& input, const Tensor& h0) {
   auto [y, h, c] = core_.run(input, h0, Tensor(), is_training());
   return {y, h};
+}
+
+RNNPackedOutput GRU::forward(const PackedSequence& input, const Tensor& h0) {
+  auto [y, h, c] = core_.run(input, h0, Tensor(), is_training());
+  return {y, h};
+}
+
+RNNPackedOutput GRU::operator()(const PackedSequence& input, const Tensor& h0) {
+  return packed_call<RNNPackedOutput>(
+      has_forward_hooks(), input, [this](const Tensor& x, const auto& f) { return run_hooked(x, f); },
+      [&](const PackedSequence& in) { return forward(in, h0); });
 }
 
 RNN::RNN(int64_t input_size, int64_t hidden_size, RNNOptions options)
@@ -177,6 +264,17 @@ RNN::RNN(int64_t input_size, int64_t hidden_size, RNNOptions options)
 RNNOutput RNN::forward(const Tensor& input, const Tensor& h0) {
   auto [y, h, c] = core_.run(input, h0, Tensor(), is_training());
   return {y, h};
+}
+
+RNNPackedOutput RNN::forward(const PackedSequence& input, const Tensor& h0) {
+  auto [y, h, c] = core_.run(input, h0, Tensor(), is_training());
+  return {y, h};
+}
+
+RNNPackedOutput RNN::operator()(const PackedSequence& input, const Tensor& h0) {
+  return packed_call<RNNPackedOutput>(
+      has_forward_hooks(), input, [this](const Tensor& x, const auto& f) { return run_hooked(x, f); },
+      [&](const PackedSequence& in) { return forward(in, h0); });
 }
 
 }  // namespace hg::nn

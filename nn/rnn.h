@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/packed_sequence.h"
 
 namespace hg::nn {
 
@@ -68,6 +69,16 @@ struct RNNOutput {
   Tensor output;
   Tensor h_n;
 };
+// A PackedSequence in, a PackedSequence out (the same batch_sizes and indices): each state is
+// the sequence's own after its last step, in the batch's original order.
+struct LSTMPackedOutput {
+  PackedSequence output;
+  LSTMState state;
+};
+struct RNNPackedOutput {
+  PackedSequence output;
+  Tensor h_n;
+};
 
 namespace detail {
 enum class RecurrentMode { Lstm, Gru, RnnTanh, RnnRelu };
@@ -84,6 +95,8 @@ class Recurrent {
   Recurrent(Module& owner, RecurrentMode mode, int64_t input_size, int64_t hidden_size, Options options);
   // output, h_n, c_n (c only for LSTM).
   std::tuple<Tensor, Tensor, Tensor> run(const Tensor& input, const Tensor& h0, const Tensor& c0, bool training) const;
+  std::tuple<PackedSequence, Tensor, Tensor> run(const PackedSequence& input, const Tensor& h0, const Tensor& c0,
+                                                 bool training) const;
   std::string extra_repr() const;
 
  private:
@@ -93,6 +106,13 @@ class Recurrent {
   Options options_;
   // Per layer and direction: weight_ih, weight_hh, bias_ih, bias_hh (the module's slots).
   std::vector<std::array<Tensor*, 4>> weights_;
+
+  // x [L, N, in] (or packed [T, in] with batch_sizes), h0 and c0 [layers * D, N, H]: the stacked
+  // layers' output and final h and c.
+  std::tuple<Tensor, Tensor, Tensor> layers(Tensor x, const Tensor& h0, const Tensor& c0, bool training,
+                                            const std::vector<int64_t>& batch_sizes) const;
+  // An initial state checked against `shape` (zeros when undefined).
+  Tensor initial_state(const Tensor& t, const char* what, const Shape& shape, const Tensor& like) const;
 };
 }  // namespace detail
 
@@ -105,6 +125,8 @@ class LSTM : public CallableModule<LSTM> {
   LSTMOutput operator()(const Tensor& input, const LSTMState& state) {
     return CallableModule::operator()(input, state);
   }
+  LSTMPackedOutput forward(const PackedSequence& input, const LSTMState& state = {});
+  LSTMPackedOutput operator()(const PackedSequence& input, const LSTMState& state = {});
   std::string extra_repr() const override { return core_.extra_repr(); }
 
  private:
@@ -115,6 +137,9 @@ class GRU : public CallableModule<GRU> {
  public:
   GRU(int64_t input_size, int64_t hidden_size, GRUOptions options = {});
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor());
+  using CallableModule::operator();
+  RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor());
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor());
   std::string extra_repr() const override { return core_.extra_repr(); }
 
  private:
@@ -126,6 +151,9 @@ class RNN : public CallableModule<RNN> {
  public:
   RNN(int64_t input_size, int64_t hidden_size, RNNOptions options = {});
   RNNOutput forward(const Tensor& input, const Tensor& h0 = Tensor());
+  using CallableModule::operator();
+  RNNPackedOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor());
+  RNNPackedOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor());
   std::string extra_repr() const override { return core_.extra_repr(); }
 
  private:

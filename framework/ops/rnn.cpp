@@ -4,11 +4,19 @@
 // gradient kernel, then dh_prev = dgh @ W_hh; W_hh's and b_hh's gradients are then two GEMMs and
 // a sum over all steps at once. Nothing inside the loop records a node: autograd sees one node
 // per call (the backward calls raw kernels, so it is not differentiable again).
+//
+// Every step works on the first rows of one running state ([N, H], h0's copy), which a packed
+// sequence needs: step t updates rows 0..batch_sizes[t]-1, the others keep their state. A full
+// batch is the packed case with N rows at every step; it pays one [N, H] copy per step (under 0.1%
+// of the step's GEMM at H = 256) for having one code path.
 #include "framework/ops/rnn_kernels.h"
+
+#include <algorithm>
 
 #include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
+#include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/matmul.h"
@@ -25,15 +33,15 @@ const OpDef kLstmRecurrence{"lstm_recurrence", true, false};
 const OpDef kGruRecurrence{"gru_recurrence", true, false};
 const OpDef kRnnRecurrence{"rnn_recurrence", true, false};
 
-// Row t of a contiguous [L, N, C] tensor, as a contiguous [N, C] alias.
-Tensor recurrence_step(const Tensor& t, int64_t s) {
-  const int64_t n = t.shape()[1], c = t.shape()[2];
-  return internal::alias(t, {n, c}, {c, 1}, t.offset() + s * n * c);
+// Rows [begin, begin + count) of a contiguous 2-d tensor, as a contiguous alias.
+Tensor recurrence_rows(const Tensor& t, int64_t begin, int64_t count) {
+  const int64_t c = t.shape()[1];
+  return internal::alias(t, {count, c}, {c, 1}, t.offset() + begin * c);
 }
-// Rows [begin, end) of a contiguous [L, N, C] tensor as a [(end - begin) N, C] alias.
-Tensor recurrence_rows(const Tensor& t, int64_t begin, int64_t end) {
-  const int64_t n = t.shape()[1], c = t.shape()[2];
-  return internal::alias(t, {(end - begin) * n, c}, {c, 1}, t.offset() + begin * n * c);
+// A contiguous [L, N, C] (or already 2-d) tensor as its [L N, C] rows.
+Tensor recurrence_flat(const Tensor& t) {
+  return t.dim() == 2 ? t
+                      : internal::alias(t, {t.shape()[0] * t.shape()[1], t.shape()[2]}, {t.shape()[2], 1}, t.offset());
 }
 // A 2-d tensor as the [1, rows, cols] batch gemm_stub takes.
 Tensor recurrence_batch(const Tensor& t) {
@@ -48,13 +56,50 @@ void check_recurrence_operand(const char* op, const char* what, const Tensor& t,
   HG_CHECK(t.shape() == shape, op, "{} must have shape {}, got {}", what, shape, t.shape());
 }
 
+// The steps' row counts and first rows: batch_sizes as given (packed), or L steps of N.
+struct RecurrenceSteps {
+  std::vector<int64_t> sizes, offsets;
+  bool uniform = true;  // every step has every row: h_prev of step t is the output of the step before
+  int64_t batch = 0, rows = 0;
+};
+RecurrenceSteps recurrence_steps(const char* name, const Tensor& gx, const std::vector<int64_t>& batch_sizes,
+                                 int64_t gates_per_unit) {
+  RecurrenceSteps r;
+  if (batch_sizes.empty()) {
+    HG_CHECK(gx.dim() == 3, name, "gates_x must be 3-d [L, N, {}*H], got shape {}", gates_per_unit, gx.shape());
+    HG_CHECK(gx.shape()[0] > 0, name, "expected a sequence length above 0, got gates_x of shape {}", gx.shape());
+    r.sizes.assign(static_cast<size_t>(gx.shape()[0]), gx.shape()[1]);
+  } else {
+    HG_CHECK(gx.dim() == 2, name, "packed gates_x must be 2-d [T, {}*H] (T = the sum of batch_sizes), got shape {}",
+             gates_per_unit, gx.shape());
+    r.sizes = batch_sizes;
+    for (size_t t = 0; t < r.sizes.size(); ++t) {
+      HG_CHECK(r.sizes[t] > 0, name, "batch_sizes[{}] is {}: every step needs at least one sequence", t, r.sizes[t]);
+      HG_CHECK(t == 0 || r.sizes[t] <= r.sizes[t - 1], name,
+               "batch_sizes must be non-increasing (sequences sorted by decreasing length), but batch_sizes[{}] = {} > "
+               "batch_sizes[{}] = {}",
+               t, r.sizes[t], t - 1, r.sizes[t - 1]);
+      r.uniform = r.uniform && r.sizes[t] == r.sizes[0];
+    }
+  }
+  r.batch = r.sizes[0];
+  for (int64_t s : r.sizes) {
+    r.offsets.push_back(r.rows);
+    r.rows += s;
+  }
+  HG_CHECK(batch_sizes.empty() || r.rows == gx.shape()[0], name,
+           "packed gates_x has {} rows but batch_sizes add up to {}", gx.shape()[0], r.rows);
+  return r;
+}
+
 struct RecurrenceSaved {
   SavedTensor h0, c0, w_hh, out;
   Tensor c_all, ws;  // internal buffers, not visible to the user
 };
 
 // The shared body. inputs: gates_x, h0, [c0,] w_hh, b_hh.
-std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorList& in_args, bool reverse) {
+std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorList& in_args, bool reverse,
+                                   const std::vector<int64_t>& batch_sizes) {
   OpCall call(def, in_args);
   const char* name = def.name;
   const bool lstm = kind == RnnCell::Lstm;
@@ -65,15 +110,14 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
   const Tensor& b_in = call.input(lstm ? 4 : 3);
   HG_CHECK(gx_in.defined(), name, "gates_x is undefined");
   HG_CHECK(is_floating(gx_in.dtype()), name, "expected floating-point tensors, got {}", gx_in.dtype());
-  HG_CHECK(gx_in.dim() == 3, name, "gates_x must be 3-d [L, N, {}*H], got shape {}", rnn_gates(kind), gx_in.shape());
   HG_CHECK(h0_in.defined() && h0_in.dim() == 2, name, "h0 must be 2-d [N, H], got {}",
            h0_in.defined() ? fmt::format("shape {}", h0_in.shape()) : std::string("undefined"));
-  const int64_t steps = gx_in.shape()[0], batch = gx_in.shape()[1], hidden = h0_in.shape()[1];
+  auto plan = std::make_shared<const RecurrenceSteps>(recurrence_steps(name, gx_in, batch_sizes, rnn_gates(kind)));
+  const int64_t steps = static_cast<int64_t>(plan->sizes.size()), batch = plan->batch, hidden = h0_in.shape()[1];
   const int64_t gates = rnn_gates(kind) * hidden;
-  HG_CHECK(steps > 0, name, "expected a sequence length above 0, got gates_x of shape {}", gx_in.shape());
   HG_CHECK(hidden > 0, name, "expected a hidden size above 0, got h0 of shape {}", h0_in.shape());
-  HG_CHECK(gx_in.shape()[2] == gates, name, "gates_x has {} columns, expected {} * hidden size {} = {}",
-           gx_in.shape()[2], rnn_gates(kind), hidden, gates);
+  HG_CHECK(gx_in.shape().back() == gates, name, "gates_x has {} columns, expected {} * hidden size {} = {}",
+           gx_in.shape().back(), rnn_gates(kind), hidden, gates);
   check_recurrence_operand(name, "h0", h0_in, gx_in, {batch, hidden});
   if (lstm) check_recurrence_operand(name, "c0", c0_in, gx_in, {batch, hidden});
   check_recurrence_operand(name, "w_hh", w_in, gx_in, {gates, hidden});
@@ -81,89 +125,135 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
 
   const DeviceType dev = gx_in.device().type;
   const TensorOptions opts = TensorOptions(gx_in.dtype()).device(gx_in.device());
-  const Tensor gx = internal::contiguous(gx_in), h0 = internal::contiguous(h0_in);
-  const Tensor c0 = lstm ? internal::contiguous(c0_in) : Tensor();
+  const Tensor gx = recurrence_flat(internal::contiguous(gx_in));
   const Tensor w_t = recurrence_batch(internal::transposed(w_in));
   const Tensor bias = b_in.defined() ? internal::contiguous(b_in) : Tensor();
-  Tensor out = empty({steps, batch, hidden}, opts);
-  Tensor c_all = lstm ? empty({steps, batch, hidden}, opts) : Tensor();
-  Tensor ws = rnn_workspace(kind) ? empty({steps, batch, rnn_workspace(kind) * hidden}, opts) : Tensor();
+  const int64_t rows = plan->rows;
+  Tensor out = batch_sizes.empty() ? empty({steps, batch, hidden}, opts) : empty({rows, hidden}, opts);
+  const Tensor out_rows = recurrence_flat(out);
+  Tensor c_all = lstm ? empty({rows, hidden}, opts) : Tensor();
+  Tensor ws = rnn_workspace(kind) ? empty({rows, rnn_workspace(kind) * hidden}, opts) : Tensor();
+  // The running state: row r holds sequence r's h (c) after its latest step. A row that is not in
+  // a step keeps its value, which is what a packed sequence needs at both of its ends.
+  Tensor h_n = empty({batch, hidden}, opts), c_n = lstm ? empty({batch, hidden}, opts) : Tensor();
   if (batch > 0) {
+    copy_stub(dev, h_n, h0_in);
+    if (lstm) copy_stub(dev, c_n, c0_in);
     Tensor gh = empty({batch, gates}, opts);
-    Tensor h_prev = h0, c_prev = c0;
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = reverse ? steps - 1 - s : s;
-      gemm_stub(dev, recurrence_batch(gh), recurrence_batch(h_prev), w_t);
+      const int64_t n = plan->sizes[static_cast<size_t>(t)], first = plan->offsets[static_cast<size_t>(t)];
       RnnStep st;
-      st.kind = kind, st.gx = recurrence_step(gx, t), st.gh = gh, st.bias = bias, st.h_prev = h_prev,
-      st.c_prev = c_prev;
-      st.h = recurrence_step(out, t);
-      if (lstm) st.c = recurrence_step(c_all, t);
-      if (ws.defined()) st.ws = recurrence_step(ws, t);
+      st.kind = kind, st.gx = recurrence_rows(gx, first, n), st.gh = recurrence_rows(gh, 0, n), st.bias = bias;
+      st.h_prev = recurrence_rows(h_n, 0, n);
+      if (lstm) st.c_prev = recurrence_rows(c_n, 0, n);
+      gemm_stub(dev, recurrence_batch(st.gh), recurrence_batch(st.h_prev), w_t);
+      st.h = recurrence_rows(out_rows, first, n);
+      if (lstm) st.c = recurrence_rows(c_all, first, n);
+      if (ws.defined()) st.ws = recurrence_rows(ws, first, n);
       rnn_cell_stub(dev, st);
-      h_prev = st.h;
-      c_prev = st.c;
+      copy_stub(dev, st.h_prev, st.h);
+      if (lstm) copy_stub(dev, st.c_prev, st.c);
     }
   }
-  const int64_t last = reverse ? 0 : steps - 1;
-  Tensor h_n = internal::converted(recurrence_step(out, last), out.dtype());
-  Tensor c_n = lstm ? internal::converted(recurrence_step(c_all, last), out.dtype()) : Tensor();
 
   BackwardFn bw;
   if (call.needs_grad()) {
     auto saved = std::make_shared<RecurrenceSaved>(
         RecurrenceSaved{SavedTensor(h0_in, name), lstm ? SavedTensor(c0_in, name) : SavedTensor(),
                         SavedTensor(w_in, name), SavedTensor::output(out, name, 0), c_all, ws});
-    bw = [saved, kind, lstm, reverse, steps, batch, hidden, gates,
+    bw = [saved, plan, gx_shape = gx_in.shape(), kind, lstm, reverse, steps, batch, hidden, gates,
           has_bias = b_in.defined()](const TensorList& g) -> TensorList {
-      const Tensor h0 = internal::contiguous(saved->h0.get()), w = saved->w_hh.get(), out = saved->out.get();
+      const Tensor h0 = internal::contiguous(saved->h0.get()), w = saved->w_hh.get(), out_saved = saved->out.get();
+      const Tensor out = recurrence_flat(out_saved);
       const Tensor c0 = lstm ? internal::contiguous(saved->c0.get()) : Tensor();
       const TensorOptions opts = TensorOptions(out.dtype()).device(out.device());
       const DeviceType dev = out.device().type;
-      const Tensor dy_all =
-          g[0].defined() ? internal::dense_as(g[0], out.dtype(), out.shape()) : zeros(out.shape(), opts);
-      Tensor dh = g[1].defined() ? internal::converted(g[1], out.dtype()) : zeros({batch, hidden}, opts);
-      Tensor dc =
-          lstm ? (g[2].defined() ? internal::converted(g[2], out.dtype()) : zeros({batch, hidden}, opts)) : Tensor();
-      Tensor dgx = empty({steps, batch, gates}, opts);
-      Tensor dgh = kind == RnnCell::Gru ? empty({steps, batch, gates}, opts) : dgx;
+      const int64_t rows = plan->rows;
+      const Tensor dy_all = recurrence_flat(g[0].defined() ? internal::dense_as(g[0], out.dtype(), out_saved.shape())
+                                                           : zeros(out_saved.shape(), opts));
+      // The running gradients of each row's state, as the forward's running state backwards.
+      // (Fresh buffers: they are written in place, and the incoming gradients are not ours to change.)
+      auto running = [&](const Tensor& grad) {
+        Tensor r = empty({batch, hidden}, opts);
+        if (grad.defined()) {
+          copy_stub(dev, r, grad);
+        } else {
+          fill_stub(dev, r, 0.0);
+        }
+        return r;
+      };
+      Tensor dh = running(g[1]), dc = lstm ? running(g[2]) : Tensor();
+      Tensor dgx = empty({rows, gates}, opts);
+      Tensor dgh = kind == RnnCell::Gru ? empty({rows, gates}, opts) : dgx;
       Tensor direct = kind == RnnCell::Gru ? empty({batch, hidden}, opts) : Tensor();
+      Tensor dh_prev = empty({batch, hidden}, opts), dc_prev = lstm ? empty({batch, hidden}, opts) : Tensor();
+      // Packed with varying sizes: each step's h_prev gathered into one [T, H] buffer for dW_hh.
+      Tensor h_prev_all = plan->uniform ? Tensor() : empty({rows, hidden}, opts);
+      Tensor c_prev_buf = lstm && !plan->uniform ? empty({batch, hidden}, opts) : Tensor();
       const Tensor w_b = recurrence_batch(internal::contiguous(w));
+      // state_before(t): rows [0, n) of the state step t started from: the step before it in
+      // running order where it had those rows, h0's (c0's) rows where it had not.
+      auto state_before = [&](int64_t s, const Tensor& all, const Tensor& init, const Tensor& buf) -> Tensor {
+        const int64_t t = reverse ? steps - 1 - s : s;
+        const int64_t n = plan->sizes[static_cast<size_t>(t)];
+        if (s == 0 && !buf.defined()) return recurrence_rows(init, 0, n);
+        if (s == 0) {
+          copy_stub(dev, recurrence_rows(buf, 0, n), recurrence_rows(init, 0, n));
+          return recurrence_rows(buf, 0, n);
+        }
+        const int64_t tp = reverse ? t + 1 : t - 1;
+        const int64_t np = plan->sizes[static_cast<size_t>(tp)], fp = plan->offsets[static_cast<size_t>(tp)];
+        if (np >= n && !buf.defined()) return recurrence_rows(all, fp, n);
+        const Tensor dst = recurrence_rows(buf, 0, n);
+        const int64_t have = std::min(np, n);
+        copy_stub(dev, recurrence_rows(dst, 0, have), recurrence_rows(all, fp, have));
+        if (have < n) copy_stub(dev, recurrence_rows(dst, have, n - have), recurrence_rows(init, have, n - have));
+        return dst;
+      };
       if (batch > 0) {
         for (int64_t s = steps - 1; s >= 0; --s) {
           const int64_t t = reverse ? steps - 1 - s : s;
-          const int64_t tp = reverse ? t + 1 : t - 1;  // the step that ran before t
+          const int64_t n = plan->sizes[static_cast<size_t>(t)], first = plan->offsets[static_cast<size_t>(t)];
           RnnStepGrad sg;
-          sg.kind = kind, sg.dy = recurrence_step(dy_all, t), sg.dh = dh, sg.dc = dc;
-          if (saved->ws.defined()) sg.ws = recurrence_step(saved->ws, t);
-          sg.h_prev = s == 0 ? h0 : recurrence_step(out, tp);
-          sg.h = recurrence_step(out, t);
+          sg.kind = kind, sg.dy = recurrence_rows(dy_all, first, n), sg.dh = recurrence_rows(dh, 0, n);
+          if (lstm) sg.dc = recurrence_rows(dc, 0, n);
+          if (saved->ws.defined()) sg.ws = recurrence_rows(saved->ws, first, n);
+          sg.h_prev = state_before(s, out, h0, h_prev_all.defined() ? recurrence_rows(h_prev_all, first, n) : Tensor());
+          sg.h = recurrence_rows(out, first, n);
           if (lstm) {
-            sg.c_prev = s == 0 ? c0 : recurrence_step(saved->c_all, tp);
-            sg.c = recurrence_step(saved->c_all, t);
-            sg.dc_prev = empty({batch, hidden}, opts);
+            sg.c_prev = state_before(s, saved->c_all, c0, c_prev_buf);
+            sg.c = recurrence_rows(saved->c_all, first, n);
+            sg.dc_prev = recurrence_rows(dc_prev, 0, n);
           }
-          sg.dgx = recurrence_step(dgx, t);
-          sg.dgh = recurrence_step(dgh, t);
-          sg.dh_direct = direct;
+          sg.dgx = recurrence_rows(dgx, first, n);
+          sg.dgh = recurrence_rows(dgh, first, n);
+          if (direct.defined()) sg.dh_direct = recurrence_rows(direct, 0, n);
           rnn_cell_backward_stub(dev, sg);
-          Tensor dh_prev = empty({batch, hidden}, opts);
-          gemm_stub(dev, recurrence_batch(dh_prev), recurrence_batch(sg.dgh), w_b);
-          if (direct.defined()) binary_stub(dev, BinaryOp::Add, dh_prev, dh_prev, direct, 1.0);
-          dh = dh_prev;
-          dc = sg.dc_prev;
+          const Tensor dhp = recurrence_rows(dh_prev, 0, n);
+          gemm_stub(dev, recurrence_batch(dhp), recurrence_batch(sg.dgh), w_b);
+          if (direct.defined()) binary_stub(dev, BinaryOp::Add, dhp, dhp, sg.dh_direct, 1.0);
+          copy_stub(dev, sg.dh, dhp);
+          if (lstm) copy_stub(dev, sg.dc, sg.dc_prev);
         }
       }
-      // dW_hh = sum_t dgh_t^T h_prev_t: the steps whose h_prev is an output row in one GEMM, h0's step in another.
-      const int64_t first = reverse ? steps - 1 : 0;
-      Tensor dw = mm(recurrence_step(dgh, first).t(), h0);
-      if (steps > 1) {
-        const Tensor rows = reverse ? recurrence_rows(dgh, 0, steps - 1) : recurrence_rows(dgh, 1, steps);
-        const Tensor prev = reverse ? recurrence_rows(out, 1, steps) : recurrence_rows(out, 0, steps - 1);
-        dw = dw + mm(rows.t(), prev);
+      // dW_hh = sum_t dgh_t^T h_prev_t. Every row present at every step: the steps whose h_prev is
+      // an output row in one GEMM, h0's step in another; packed: over the gathered h_prev rows.
+      Tensor dw;
+      if (!plan->uniform) {
+        dw = mm(dgh.t(), h_prev_all);
+      } else {
+        const int64_t first = reverse ? (steps - 1) * batch : 0;
+        dw = mm(recurrence_rows(dgh, first, batch).t(), h0);
+        if (steps > 1) {
+          const int64_t later = (steps - 1) * batch;
+          const Tensor dg = reverse ? recurrence_rows(dgh, 0, later) : recurrence_rows(dgh, batch, later);
+          const Tensor prev = reverse ? recurrence_rows(out, batch, later) : recurrence_rows(out, 0, later);
+          dw = dw + mm(dg.t(), prev);
+        }
       }
-      Tensor db = has_bias ? sum(recurrence_rows(dgh, 0, steps), {0}) : Tensor();
-      TensorList grads{dgx, dh};
+      Tensor db = has_bias ? sum(dgh, {0}) : Tensor();
+      TensorList grads{internal::alias_contiguous(dgx, gx_shape), dh};
       if (lstm) grads.push_back(dc);
       grads.push_back(dw);
       grads.push_back(db);
@@ -179,20 +269,23 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> lstm_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& c0,
-                                                   const Tensor& w_hh, const Tensor& b_hh, bool reverse) {
-  auto r = run_recurrence(kLstmRecurrence, RnnCell::Lstm, {gates_x, h0, c0, w_hh, b_hh}, reverse);
+                                                   const Tensor& w_hh, const Tensor& b_hh, bool reverse,
+                                                   const std::vector<int64_t>& batch_sizes) {
+  auto r = run_recurrence(kLstmRecurrence, RnnCell::Lstm, {gates_x, h0, c0, w_hh, b_hh}, reverse, batch_sizes);
   return {r[0], r[1], r[2]};
 }
 
 std::tuple<Tensor, Tensor> gru_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& w_hh,
-                                          const Tensor& b_hh, bool reverse) {
-  auto r = run_recurrence(kGruRecurrence, RnnCell::Gru, {gates_x, h0, w_hh, b_hh}, reverse);
+                                          const Tensor& b_hh, bool reverse, const std::vector<int64_t>& batch_sizes) {
+  auto r = run_recurrence(kGruRecurrence, RnnCell::Gru, {gates_x, h0, w_hh, b_hh}, reverse, batch_sizes);
   return {r[0], r[1]};
 }
 
 std::tuple<Tensor, Tensor> rnn_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& w_hh,
-                                          const Tensor& b_hh, bool relu, bool reverse) {
-  auto r = run_recurrence(kRnnRecurrence, relu ? RnnCell::Relu : RnnCell::Tanh, {gates_x, h0, w_hh, b_hh}, reverse);
+                                          const Tensor& b_hh, bool relu, bool reverse,
+                                          const std::vector<int64_t>& batch_sizes) {
+  auto r = run_recurrence(kRnnRecurrence, relu ? RnnCell::Relu : RnnCell::Tanh, {gates_x, h0, w_hh, b_hh}, reverse,
+                          batch_sizes);
   return {r[0], r[1]};
 }
 

@@ -43,6 +43,47 @@ TEST_CASE("cuda lstm/gru/rnn_recurrence (+backward) match the CPU in every float
   }
 }
 
+TEST_CASE("cuda lstm/gru_recurrence on packed rows (batch_sizes) match the CPU") {
+  manual_seed(46);
+  const std::vector<int64_t> sizes = {3, 3, 2, 1};
+  const int64_t rows = 9, N = 3, H = 6;
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    auto tol = row_tolerance(d);
+    tol.atol *= 2, tol.rtol *= 2;
+    for (bool reverse : {false, true}) {
+      check_with_grad(
+          [&](const auto& v) {
+            auto [y, h, c] = lstm_recurrence(v[0], v[1], v[2], v[3], v[4], reverse, sizes);
+            return cat({y.flatten(), h.flatten(), c.flatten()});
+          },
+          {randn({rows, 4 * H}).to(d), randn({N, H}).to(d), randn({N, H}).to(d), (randn({4 * H, H}) * 0.3).to(d),
+           randn({4 * H}).to(d)},
+          tol);
+      check_with_grad(
+          [&](const auto& v) {
+            auto [y, h] = gru_recurrence(v[0], v[1], v[2], v[3], reverse, sizes);
+            return cat({y.flatten(), h.flatten()});
+          },
+          {randn({rows, 3 * H}).to(d), randn({N, H}).to(d), (randn({3 * H, H}) * 0.3).to(d), randn({3 * H}).to(d)},
+          tol);
+    }
+  }
+  // The module on a packed, unsorted batch.
+  nn::LSTM cpu(5, 7, {.num_layers = 2, .bidirectional = true});
+  nn::LSTM gpu(5, 7, {.num_layers = 2, .bidirectional = true});
+  gpu.load_state_dict(cpu.state_dict());
+  gpu.to(kCUDA);
+  const Tensor x = randn({6, 4, 5});
+  const std::vector<int64_t> lengths = {2, 6, 1, 4};
+  auto [y_cpu, s_cpu] = cpu(nn::pack_padded_sequence(x, lengths, false, false));
+  auto [y_gpu, s_gpu] = gpu(nn::pack_padded_sequence(x.to(kCUDA), lengths, false, false));
+  REQUIRE(y_gpu.data.device().is_cuda());
+  check_close(nn::pad_packed_sequence(y_gpu).first.to(kCPU), nn::pad_packed_sequence(y_cpu).first, {1e-5, 1e-4});
+  check_close(s_gpu.h.to(kCPU), s_cpu.h, {1e-5, 1e-4});
+  check_close(s_gpu.c.to(kCPU), s_cpu.c, {1e-5, 1e-4});
+}
+
 TEST_CASE("cuda nn::LSTM (2 layers, bidirectional, batch-first): outputs and parameter gradients match the CPU") {
   manual_seed(44);
   nn::LSTM cpu(5, 7, {.num_layers = 2, .batch_first = true, .bidirectional = true});
