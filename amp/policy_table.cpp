@@ -118,6 +118,7 @@ constexpr PolicyRow kTable[] = {
   {"conv_transpose2d",                   Lower,   Lower,   "convolution (PyTorch 1.13's CPU table had it in fp32; 2.x lower)"},
   {"scaled_dot_product_attention",       Lower,   Lower,   "two GEMMs around a softmax kept in float32 inside"},
   {"lstm_recurrence",                    Lower,   Lower,   "h W_hh^T per step (PyTorch: lstm_cell, _cudnn_rnn; 1.13's CPU kept lstm in fp32)"},
+  {"lstm_projected_recurrence",          Lower,   Lower,   "h W_hh^T and (o tanh c) W_hr^T per step (PyTorch: _cudnn_rnn with proj_size)"},
   {"gru_recurrence",                     Lower,   Lower,   "h W_hh^T per step (PyTorch: gru_cell, _cudnn_rnn; 1.13's CPU kept gru in fp32)"},
   {"rnn_recurrence",                     Lower,   Lower,   "h W_hh^T per step (PyTorch: rnn_tanh_cell, rnn_relu_cell, _cudnn_rnn)"},
   // -- softmax and normalisation --

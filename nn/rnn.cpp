@@ -31,6 +31,10 @@ Recurrent::Recurrent(Module& owner, RecurrentMode mode, int64_t input_size, int6
   HG_CHECK(input_size > 0, name_, "input_size must be greater than zero, got {}", input_size);
   HG_CHECK(hidden_size > 0, name_, "hidden_size must be greater than zero, got {}", hidden_size);
   HG_CHECK(options.num_layers > 0, name_, "num_layers must be greater than zero, got {}", options.num_layers);
+  HG_CHECK(options.proj_size >= 0, name_,
+           "proj_size should be a positive integer or zero to disable projections, got {}", options.proj_size);
+  HG_CHECK(options.proj_size < hidden_size, name_, "proj_size ({}) has to be smaller than hidden_size ({})",
+           options.proj_size, hidden_size);
   HG_CHECK(options.dropout >= 0 && options.dropout <= 1, name_,
            "dropout should be a number in range [0, 1] representing the probability of an element being zeroed, "
            "got {}",
@@ -49,14 +53,21 @@ Recurrent::Recurrent(Module& owner, RecurrentMode mode, int64_t input_size, int6
   // PyTorch's initialisation: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H)).
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
   const int64_t gates = recurrent_gates(mode) * hidden_size, dirs = options.bidirectional ? 2 : 1;
+  const int64_t width = state_size();
   for (int64_t layer = 0; layer < options.num_layers; ++layer) {
-    const int64_t in = layer == 0 ? input_size : hidden_size * dirs;
+    const int64_t in = layer == 0 ? input_size : width * dirs;
     for (int64_t d = 0; d < dirs; ++d) {
       const std::string suffix = fmt::format("_l{}{}", layer, d == 1 ? "_reverse" : "");
-      std::array<Tensor*, 4> slots{};
-      const std::pair<const char*, Shape> specs[4] = {
-          {"weight_ih", {gates, in}}, {"weight_hh", {gates, hidden_size}}, {"bias_ih", {gates}}, {"bias_hh", {gates}}};
-      for (int k = 0; k < (options.bias ? 4 : 2); ++k) {
+      std::array<Tensor*, 5> slots{};
+      // PyTorch's order: the biases before weight_hr.
+      const std::pair<const char*, Shape> specs[5] = {{"weight_ih", {gates, in}},
+                                                      {"weight_hh", {gates, width}},
+                                                      {"bias_ih", {gates}},
+                                                      {"bias_hh", {gates}},
+                                                      {"weight_hr", {width, hidden_size}}};
+      for (int k = 0; k < 5; ++k) {
+        if ((k == 2 || k == 3) && !options.bias) continue;
+        if (k == 4 && options.proj_size == 0) continue;
         Tensor& slot = owner.register_parameter(specs[k].first + suffix, empty(specs[k].second));
         init::uniform_(slot, -bound, bound);
         slots[static_cast<size_t>(k)] = &slot;
@@ -74,6 +85,7 @@ std::string Recurrent::extra_repr() const {
   if (options_.batch_first) s += ", batch_first=true";
   if (options_.dropout != 0) s += fmt::format(", dropout={}", options_.dropout);
   if (options_.bidirectional) s += ", bidirectional=true";
+  if (options_.proj_size > 0) s += fmt::format(", proj_size={}", options_.proj_size);
   return s;
 }
 
@@ -97,7 +109,11 @@ std::tuple<Tensor, Tensor, Tensor> Recurrent::layers(Tensor x, const Tensor& h0,
       const Tensor b_ih = w[2] ? *w[2] : Tensor(), b_hh = w[3] ? *w[3] : Tensor();
       const Tensor gx = linear(x, *w[0], b_ih);
       Tensor out, h, c;
-      if (lstm) {
+      if (lstm && w[4]) {
+        std::tie(out, h, c) =
+            lstm_projected_recurrence(gx, h0.select(0, k), c0.select(0, k), *w[1], b_hh, *w[4], d == 1, batch_sizes);
+        c_n.push_back(c);
+      } else if (lstm) {
         std::tie(out, h, c) = lstm_recurrence(gx, h0.select(0, k), c0.select(0, k), *w[1], b_hh, d == 1, batch_sizes);
         c_n.push_back(c);
       } else if (mode_ == RecurrentMode::Gru) {
@@ -129,10 +145,10 @@ std::tuple<Tensor, Tensor, Tensor> Recurrent::run(const Tensor& input, const Ten
   Tensor x = !batched ? input.unsqueeze(1) : options_.batch_first ? input.transpose(0, 1) : input;
   HG_CHECK(x.size(0) > 0, name_, "expected a sequence length above 0, got input shape {}", input.shape());
   const int64_t dirs = options_.bidirectional ? 2 : 1, batch = x.size(1);
-  const Shape state_shape = batched ? Shape{options_.num_layers * dirs, batch, hidden_size_}
-                                    : Shape{options_.num_layers * dirs, hidden_size_};
-  auto check_state = [&](const Tensor& t, const char* what) -> Tensor {
-    if (!t.defined()) return initial_state(t, what, {options_.num_layers * dirs, batch, hidden_size_}, x);
+  auto check_state = [&](const Tensor& t, const char* what, int64_t features) -> Tensor {
+    const Shape state_shape =
+        batched ? Shape{options_.num_layers * dirs, batch, features} : Shape{options_.num_layers * dirs, features};
+    if (!t.defined()) return initial_state(t, what, {options_.num_layers * dirs, batch, features}, x);
     HG_CHECK(batched || t.dim() == 2, name_, "for unbatched 2-D input, {} should also be 2-D but got {}-D tensor", what,
              t.dim());
     HG_CHECK(!batched || t.dim() == 3, name_, "for batched 3-D input, {} should also be 3-D but got {}-D tensor", what,
@@ -140,8 +156,8 @@ std::tuple<Tensor, Tensor, Tensor> Recurrent::run(const Tensor& input, const Ten
     const Tensor s = initial_state(t, what, state_shape, x);
     return batched ? s : s.unsqueeze(1);
   };
-  const Tensor h0 = check_state(h0_in, "hx");
-  const Tensor c0 = lstm ? check_state(c0_in, "cx") : Tensor();
+  const Tensor h0 = check_state(h0_in, "hx", state_size());
+  const Tensor c0 = lstm ? check_state(c0_in, "cx", hidden_size_) : Tensor();
   auto [y, h, c] = layers(x, h0, c0, training, {});
   if (!batched) {
     y = y.squeeze(1);
@@ -167,15 +183,15 @@ std::tuple<PackedSequence, Tensor, Tensor> Recurrent::run(const PackedSequence& 
            name_, "a PackedSequence's batch_sizes must be a non-empty 1-d CPU tensor (pack_padded_sequence makes one)");
   const std::vector<int64_t> sizes = input.batch_sizes.to(kInt64).to_vector<int64_t>();
   const int64_t dirs = options_.bidirectional ? 2 : 1, batch = sizes[0];
-  const Shape state_shape{options_.num_layers * dirs, batch, hidden_size_};
+
   // The user's states are in the batch's original order; the recurrence runs in sorted order.
   const bool sorted = input.sorted_indices.defined();
-  auto sorted_state = [&](const Tensor& t, const char* what) {
-    const Tensor s = initial_state(t, what, state_shape, input.data);
+  auto sorted_state = [&](const Tensor& t, const char* what, int64_t features) {
+    const Tensor s = initial_state(t, what, {options_.num_layers * dirs, batch, features}, input.data);
     return sorted && t.defined() ? index_select(s, 1, input.sorted_indices.to(s.device())) : s;
   };
-  const Tensor h0 = sorted_state(h0_in, "hx");
-  const Tensor c0 = lstm ? sorted_state(c0_in, "cx") : Tensor();
+  const Tensor h0 = sorted_state(h0_in, "hx", state_size());
+  const Tensor c0 = lstm ? sorted_state(c0_in, "cx", hidden_size_) : Tensor();
   auto [y, h, c] = layers(input.data, h0, c0, training, sizes);
   if (sorted) {
     const Tensor back = input.unsorted_indices.to(h.device());
@@ -207,6 +223,11 @@ Result packed_call(bool hooks, const PackedSequence& input, const RunHooked& run
 detail::Recurrent::Options core_options(const auto& o) {
   return {o.num_layers, o.bias, o.batch_first, o.dropout, o.bidirectional};
 }
+detail::Recurrent::Options lstm_options(const LSTMOptions& o) {
+  detail::Recurrent::Options core = core_options(o);
+  core.proj_size = o.proj_size;
+  return core;
+}
 detail::RecurrentMode rnn_mode(const std::string& nonlinearity) {
   HG_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", "RNN",
            "Unknown nonlinearity '{}'. Select from 'tanh' or 'relu'.", nonlinearity);
@@ -216,7 +237,7 @@ detail::RecurrentMode rnn_mode(const std::string& nonlinearity) {
 
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, LSTMOptions options)
     : CallableModule("LSTM"),
-      core_(*this, detail::RecurrentMode::Lstm, input_size, hidden_size, core_options(options)) {}
+      core_(*this, detail::RecurrentMode::Lstm, input_size, hidden_size, lstm_options(options)) {}
 
 LSTMOutput LSTM::forward(const Tensor& input, const LSTMState& state) {
   HG_CHECK(state.h.defined() == state.c.defined(), "LSTM",

@@ -36,6 +36,9 @@ struct LSTMOptions {
   bool batch_first = false;  // input and output [N, L, features] instead of [L, N, features]
   double dropout = 0.0;      // on each layer's output but the last, in training
   bool bidirectional = false;
+  // > 0: h = (o tanh(c)) W_hr^T with W_hr [proj_size, hidden_size] (weight_hr_l*), so h, the
+  // output and h0 have proj_size features (c keeps hidden_size); 0 < proj_size < hidden_size.
+  int64_t proj_size = 0;
 };
 struct GRUOptions {
   int64_t num_layers = 1;
@@ -54,7 +57,7 @@ struct RNNOptions {
 };
 
 // h and c [D * num_layers, N, H] (D = 2 when bidirectional), or [D * num_layers, H] for an
-// unbatched input; undefined = zeros.
+// unbatched input; undefined = zeros. With proj_size P, h is [D * num_layers, N, P].
 struct LSTMState {
   Tensor h, c;
 };
@@ -91,6 +94,7 @@ class Recurrent {
     bool bias, batch_first;
     double dropout;
     bool bidirectional;
+    int64_t proj_size = 0;  // LSTM only
   };
   Recurrent(Module& owner, RecurrentMode mode, int64_t input_size, int64_t hidden_size, Options options);
   // output, h_n, c_n (c only for LSTM).
@@ -104,8 +108,10 @@ class Recurrent {
   RecurrentMode mode_;
   int64_t input_size_, hidden_size_;
   Options options_;
-  // Per layer and direction: weight_ih, weight_hh, bias_ih, bias_hh (the module's slots).
-  std::vector<std::array<Tensor*, 4>> weights_;
+  // Per layer and direction: weight_ih, weight_hh, bias_ih, bias_hh, weight_hr (the module's slots).
+  std::vector<std::array<Tensor*, 5>> weights_;
+  // h's features: proj_size when set, else hidden_size.
+  int64_t state_size() const { return options_.proj_size > 0 ? options_.proj_size : hidden_size_; }
 
   // x [L, N, in] (or packed [T, in] with batch_sizes), h0 and c0 [layers * D, N, H]: the stacked
   // layers' output and final h and c.

@@ -32,6 +32,7 @@ namespace {
 const OpDef kLstmRecurrence{"lstm_recurrence", true, false};
 const OpDef kGruRecurrence{"gru_recurrence", true, false};
 const OpDef kRnnRecurrence{"rnn_recurrence", true, false};
+const OpDef kLstmProjectedRecurrence{"lstm_projected_recurrence", true, false};
 
 // Rows [begin, begin + count) of a contiguous 2-d tensor, as a contiguous alias.
 Tensor recurrence_rows(const Tensor& t, int64_t begin, int64_t count) {
@@ -93,13 +94,13 @@ RecurrenceSteps recurrence_steps(const char* name, const Tensor& gx, const std::
 }
 
 struct RecurrenceSaved {
-  SavedTensor h0, c0, w_hh, out;
-  Tensor c_all, ws;  // internal buffers, not visible to the user
+  SavedTensor h0, c0, w_hh, w_hr, out;
+  Tensor c_all, ws, h_raw;  // internal buffers, not visible to the user
 };
 
-// The shared body. inputs: gates_x, h0, [c0,] w_hh, b_hh.
+// The shared body. inputs: gates_x, h0, [c0,] w_hh, b_hh[, w_hr (projected LSTM)].
 std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorList& in_args, bool reverse,
-                                   const std::vector<int64_t>& batch_sizes) {
+                                   const std::vector<int64_t>& batch_sizes, bool projected = false) {
   OpCall call(def, in_args);
   const char* name = def.name;
   const bool lstm = kind == RnnCell::Lstm;
@@ -108,20 +109,28 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
   const Tensor& c0_in = lstm ? call.input(2) : Tensor();
   const Tensor& w_in = call.input(lstm ? 3 : 2);
   const Tensor& b_in = call.input(lstm ? 4 : 3);
+  const Tensor& wr_in = projected ? call.input(5) : Tensor();
   HG_CHECK(gx_in.defined(), name, "gates_x is undefined");
   HG_CHECK(is_floating(gx_in.dtype()), name, "expected floating-point tensors, got {}", gx_in.dtype());
   HG_CHECK(h0_in.defined() && h0_in.dim() == 2, name, "h0 must be 2-d [N, H], got {}",
            h0_in.defined() ? fmt::format("shape {}", h0_in.shape()) : std::string("undefined"));
   auto plan = std::make_shared<const RecurrenceSteps>(recurrence_steps(name, gx_in, batch_sizes, rnn_gates(kind)));
-  const int64_t steps = static_cast<int64_t>(plan->sizes.size()), batch = plan->batch, hidden = h0_in.shape()[1];
+  // width: h's (the projection's P when projected), hidden: the cell's (c's) H.
+  const int64_t steps = static_cast<int64_t>(plan->sizes.size()), batch = plan->batch, width = h0_in.shape()[1];
+  if (projected)
+    HG_CHECK(c0_in.defined() && c0_in.dim() == 2, name, "c0 must be 2-d [N, H], got {}",
+             c0_in.defined() ? fmt::format("shape {}", c0_in.shape()) : std::string("undefined"));
+  const int64_t hidden = projected ? c0_in.shape()[1] : width;
   const int64_t gates = rnn_gates(kind) * hidden;
-  HG_CHECK(hidden > 0, name, "expected a hidden size above 0, got h0 of shape {}", h0_in.shape());
+  HG_CHECK(width > 0 && hidden > 0, name, "expected a hidden size above 0, got h0 of shape {}{}", h0_in.shape(),
+           projected ? fmt::format(" and c0 of shape {}", c0_in.shape()) : std::string());
   HG_CHECK(gx_in.shape().back() == gates, name, "gates_x has {} columns, expected {} * hidden size {} = {}",
            gx_in.shape().back(), rnn_gates(kind), hidden, gates);
-  check_recurrence_operand(name, "h0", h0_in, gx_in, {batch, hidden});
+  check_recurrence_operand(name, "h0", h0_in, gx_in, {batch, width});
   if (lstm) check_recurrence_operand(name, "c0", c0_in, gx_in, {batch, hidden});
-  check_recurrence_operand(name, "w_hh", w_in, gx_in, {gates, hidden});
+  check_recurrence_operand(name, "w_hh", w_in, gx_in, {gates, width});
   if (b_in.defined()) check_recurrence_operand(name, "b_hh", b_in, gx_in, {gates});
+  if (projected) check_recurrence_operand(name, "w_hr", wr_in, gx_in, {width, hidden});
 
   const DeviceType dev = gx_in.device().type;
   const TensorOptions opts = TensorOptions(gx_in.dtype()).device(gx_in.device());
@@ -129,13 +138,16 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
   const Tensor w_t = recurrence_batch(internal::transposed(w_in));
   const Tensor bias = b_in.defined() ? internal::contiguous(b_in) : Tensor();
   const int64_t rows = plan->rows;
-  Tensor out = batch_sizes.empty() ? empty({steps, batch, hidden}, opts) : empty({rows, hidden}, opts);
+  Tensor out = batch_sizes.empty() ? empty({steps, batch, width}, opts) : empty({rows, width}, opts);
   const Tensor out_rows = recurrence_flat(out);
   Tensor c_all = lstm ? empty({rows, hidden}, opts) : Tensor();
   Tensor ws = rnn_workspace(kind) ? empty({rows, rnn_workspace(kind) * hidden}, opts) : Tensor();
+  // Projected: the cell's o tanh(c) of every step, which W_hr^T maps to h.
+  Tensor h_raw = projected ? empty({rows, hidden}, opts) : Tensor();
+  const Tensor wr_t = projected ? recurrence_batch(internal::transposed(wr_in)) : Tensor();
   // The running state: row r holds sequence r's h (c) after its latest step. A row that is not in
   // a step keeps its value, which is what a packed sequence needs at both of its ends.
-  Tensor h_n = empty({batch, hidden}, opts), c_n = lstm ? empty({batch, hidden}, opts) : Tensor();
+  Tensor h_n = empty({batch, width}, opts), c_n = lstm ? empty({batch, hidden}, opts) : Tensor();
   if (batch > 0) {
     copy_stub(dev, h_n, h0_in);
     if (lstm) copy_stub(dev, c_n, c0_in);
@@ -148,21 +160,23 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
       st.h_prev = recurrence_rows(h_n, 0, n);
       if (lstm) st.c_prev = recurrence_rows(c_n, 0, n);
       gemm_stub(dev, recurrence_batch(st.gh), recurrence_batch(st.h_prev), w_t);
-      st.h = recurrence_rows(out_rows, first, n);
+      const Tensor h_out = recurrence_rows(out_rows, first, n);
+      st.h = projected ? recurrence_rows(h_raw, first, n) : h_out;
       if (lstm) st.c = recurrence_rows(c_all, first, n);
       if (ws.defined()) st.ws = recurrence_rows(ws, first, n);
       rnn_cell_stub(dev, st);
-      copy_stub(dev, st.h_prev, st.h);
+      if (projected) gemm_stub(dev, recurrence_batch(h_out), recurrence_batch(st.h), wr_t);
+      copy_stub(dev, st.h_prev, h_out);
       if (lstm) copy_stub(dev, st.c_prev, st.c);
     }
   }
 
   BackwardFn bw;
   if (call.needs_grad()) {
-    auto saved = std::make_shared<RecurrenceSaved>(
-        RecurrenceSaved{SavedTensor(h0_in, name), lstm ? SavedTensor(c0_in, name) : SavedTensor(),
-                        SavedTensor(w_in, name), SavedTensor::output(out, name, 0), c_all, ws});
-    bw = [saved, plan, gx_shape = gx_in.shape(), kind, lstm, reverse, steps, batch, hidden, gates,
+    auto saved = std::make_shared<RecurrenceSaved>(RecurrenceSaved{
+        SavedTensor(h0_in, name), lstm ? SavedTensor(c0_in, name) : SavedTensor(), SavedTensor(w_in, name),
+        projected ? SavedTensor(wr_in, name) : SavedTensor(), SavedTensor::output(out, name, 0), c_all, ws, h_raw});
+    bw = [saved, plan, gx_shape = gx_in.shape(), kind, lstm, projected, reverse, steps, batch, width, hidden, gates,
           has_bias = b_in.defined()](const TensorList& g) -> TensorList {
       const Tensor h0 = internal::contiguous(saved->h0.get()), w = saved->w_hh.get(), out_saved = saved->out.get();
       const Tensor out = recurrence_flat(out_saved);
@@ -174,8 +188,8 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
                                                            : zeros(out_saved.shape(), opts));
       // The running gradients of each row's state, as the forward's running state backwards.
       // (Fresh buffers: they are written in place, and the incoming gradients are not ours to change.)
-      auto running = [&](const Tensor& grad) {
-        Tensor r = empty({batch, hidden}, opts);
+      auto running = [&](const Tensor& grad, int64_t cols) {
+        Tensor r = empty({batch, cols}, opts);
         if (grad.defined()) {
           copy_stub(dev, r, grad);
         } else {
@@ -183,13 +197,19 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
         }
         return r;
       };
-      Tensor dh = running(g[1]), dc = lstm ? running(g[2]) : Tensor();
+      Tensor dh = running(g[1], width), dc = lstm ? running(g[2], hidden) : Tensor();
       Tensor dgx = empty({rows, gates}, opts);
       Tensor dgh = kind == RnnCell::Gru ? empty({rows, gates}, opts) : dgx;
       Tensor direct = kind == RnnCell::Gru ? empty({batch, hidden}, opts) : Tensor();
-      Tensor dh_prev = empty({batch, hidden}, opts), dc_prev = lstm ? empty({batch, hidden}, opts) : Tensor();
+      Tensor dh_prev = empty({batch, width}, opts), dc_prev = lstm ? empty({batch, hidden}, opts) : Tensor();
+      // Projected: dy + dh of every step (for W_hr's gradient), its image through W_hr, zeros for
+      // the cell's dh (the whole gradient reaching o tanh(c) arrives as its dy).
+      Tensor d_total = projected ? empty({rows, width}, opts) : Tensor();
+      Tensor d_raw = projected ? empty({batch, hidden}, opts) : Tensor();
+      Tensor no_dh = projected ? zeros({batch, hidden}, opts) : Tensor();
+      const Tensor wr_b = projected ? recurrence_batch(internal::contiguous(saved->w_hr.get())) : Tensor();
       // Packed with varying sizes: each step's h_prev gathered into one [T, H] buffer for dW_hh.
-      Tensor h_prev_all = plan->uniform ? Tensor() : empty({rows, hidden}, opts);
+      Tensor h_prev_all = plan->uniform ? Tensor() : empty({rows, width}, opts);
       Tensor c_prev_buf = lstm && !plan->uniform ? empty({batch, hidden}, opts) : Tensor();
       const Tensor w_b = recurrence_batch(internal::contiguous(w));
       // state_before(t): rows [0, n) of the state step t started from: the step before it in
@@ -217,10 +237,18 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
           const int64_t n = plan->sizes[static_cast<size_t>(t)], first = plan->offsets[static_cast<size_t>(t)];
           RnnStepGrad sg;
           sg.kind = kind, sg.dy = recurrence_rows(dy_all, first, n), sg.dh = recurrence_rows(dh, 0, n);
+          const Tensor dh_rows = sg.dh;
+          if (projected) {
+            const Tensor total = recurrence_rows(d_total, first, n);
+            binary_stub(dev, BinaryOp::Add, total, sg.dy, sg.dh, 1.0);
+            sg.dy = recurrence_rows(d_raw, 0, n);
+            gemm_stub(dev, recurrence_batch(sg.dy), recurrence_batch(total), wr_b);
+            sg.dh = recurrence_rows(no_dh, 0, n);
+          }
           if (lstm) sg.dc = recurrence_rows(dc, 0, n);
           if (saved->ws.defined()) sg.ws = recurrence_rows(saved->ws, first, n);
           sg.h_prev = state_before(s, out, h0, h_prev_all.defined() ? recurrence_rows(h_prev_all, first, n) : Tensor());
-          sg.h = recurrence_rows(out, first, n);
+          sg.h = projected ? recurrence_rows(saved->h_raw, first, n) : recurrence_rows(out, first, n);
           if (lstm) {
             sg.c_prev = state_before(s, saved->c_all, c0, c_prev_buf);
             sg.c = recurrence_rows(saved->c_all, first, n);
@@ -233,7 +261,7 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
           const Tensor dhp = recurrence_rows(dh_prev, 0, n);
           gemm_stub(dev, recurrence_batch(dhp), recurrence_batch(sg.dgh), w_b);
           if (direct.defined()) binary_stub(dev, BinaryOp::Add, dhp, dhp, sg.dh_direct, 1.0);
-          copy_stub(dev, sg.dh, dhp);
+          copy_stub(dev, dh_rows, dhp);
           if (lstm) copy_stub(dev, sg.dc, sg.dc_prev);
         }
       }
@@ -257,6 +285,7 @@ std::vector<Tensor> run_recurrence(const OpDef& def, RnnCell kind, const TensorL
       if (lstm) grads.push_back(dc);
       grads.push_back(dw);
       grads.push_back(db);
+      if (projected) grads.push_back(mm(d_total.t(), saved->h_raw));  // W_hr's: sum_t (dy + dh)_t^T (o tanh c)_t
       return grads;
     };
   }
@@ -272,6 +301,14 @@ std::tuple<Tensor, Tensor, Tensor> lstm_recurrence(const Tensor& gates_x, const 
                                                    const Tensor& w_hh, const Tensor& b_hh, bool reverse,
                                                    const std::vector<int64_t>& batch_sizes) {
   auto r = run_recurrence(kLstmRecurrence, RnnCell::Lstm, {gates_x, h0, c0, w_hh, b_hh}, reverse, batch_sizes);
+  return {r[0], r[1], r[2]};
+}
+
+std::tuple<Tensor, Tensor, Tensor> lstm_projected_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& c0,
+                                                             const Tensor& w_hh, const Tensor& b_hh, const Tensor& w_hr,
+                                                             bool reverse, const std::vector<int64_t>& batch_sizes) {
+  auto r = run_recurrence(kLstmProjectedRecurrence, RnnCell::Lstm, {gates_x, h0, c0, w_hh, b_hh, w_hr}, reverse,
+                          batch_sizes, true);
   return {r[0], r[1], r[2]};
 }
 

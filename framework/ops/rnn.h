@@ -29,6 +29,12 @@ namespace hg {
 std::tuple<Tensor, Tensor, Tensor> lstm_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& c0,
                                                    const Tensor& w_hh, const Tensor& b_hh, bool reverse = false,
                                                    const std::vector<int64_t>& batch_sizes = {});
+// LSTM with a projection (PyTorch's proj_size): h' = (o tanh(c')) W_hr^T, so h0, h and the output
+// have P columns: h0 [N, P], c0 [N, H], w_hh [4H, P], w_hr [P, H].
+std::tuple<Tensor, Tensor, Tensor> lstm_projected_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& c0,
+                                                             const Tensor& w_hh, const Tensor& b_hh, const Tensor& w_hr,
+                                                             bool reverse = false,
+                                                             const std::vector<int64_t>& batch_sizes = {});
 // GRU: r, z = sigmoid(x + h parts), n = tanh(x_n + r (h W_hn^T + b_hn)), h' = (1 - z) n + z h.
 std::tuple<Tensor, Tensor> gru_recurrence(const Tensor& gates_x, const Tensor& h0, const Tensor& w_hh,
                                           const Tensor& b_hh, bool reverse = false,

@@ -38,6 +38,7 @@ TEST_CASE("amp: the table's rows follow docs/AMP.md section 2") {
       {"conv2d", L, L},
       {"conv2d_relu", L, L},
       {"lstm_recurrence", L, L},
+      {"lstm_projected_recurrence", L, L},
       {"gru_recurrence", L, L},
       {"rnn_recurrence", L, L},
       {"exp", N, F},

@@ -17,7 +17,7 @@ namespace {
 // differentiate the gradient against.
 // The recurrence ops (nn::LSTM, GRU, RNN) run their backward time loop on raw kernels.
 const std::set<std::string> kNoDoubleBackward = {"cross_entropy_fused_", "gru_recurrence", "lstm_recurrence",
-                                                 "rnn_recurrence"};
+                                                 "lstm_projected_recurrence", "rnn_recurrence"};
 
 Tensor f64(std::vector<double> v, const Shape& shape) { return tensor(v, shape); }
 }  // namespace

@@ -243,3 +243,46 @@ TEST_CASE("packed sequences: bad input gives one-line errors") {
       },
       {"[lstm_recurrence]", "batch_sizes[1]"});
 }
+
+TEST_CASE("LSTM proj_size: PyTorch's weight_hr, shapes; the projected recurrence's gradcheck, full and packed") {
+  using autograd::gradcheck;
+  manual_seed(14);
+  nn::LSTM lstm(5, 6, {.num_layers = 2, .bidirectional = true, .proj_size = 2});
+  const auto sd = lstm.state_dict();
+  CHECK(sd.at("weight_hr_l0").shape() == Shape{2, 6});
+  CHECK(sd.at("weight_hh_l0").shape() == Shape{24, 2});
+  CHECK(sd.at("weight_ih_l1").shape() == Shape{24, 4});
+  std::vector<std::string> names;
+  for (auto& [name, t] : lstm.named_parameters()) names.push_back(name);
+  CHECK(names[4] == "weight_hr_l0");  // after the biases, as PyTorch orders them
+  auto [y, state] = lstm(randn({3, 4, 5}));
+  CHECK(y.shape() == Shape{3, 4, 4});
+  CHECK(state.h.shape() == Shape{4, 4, 2});
+  CHECK(state.c.shape() == Shape{4, 4, 6});
+  CHECK(fmt::format("{}", lstm).find("proj_size=2") != std::string::npos);
+  check_error([] { nn::LSTM(3, 4, {.proj_size = 4}); }, {"[LSTM]", "proj_size (4) has to be smaller than hidden_size"});
+  check_error([&] { lstm(randn({3, 4, 5}), {randn({4, 4, 6}), randn({4, 4, 6})}); }, {"[LSTM]", "hx", "[4, 4, 2]"});
+
+  const int64_t N = 3, H = 3, P = 2;
+  for (bool reverse : {false, true}) {
+    for (bool packed : {false, true}) {
+      CAPTURE(reverse);
+      CAPTURE(packed);
+      const std::vector<int64_t> sizes = packed ? std::vector<int64_t>{3, 2, 2, 1} : std::vector<int64_t>{};
+      const Tensor gx = packed ? randn({8, 4 * H}, kFloat64) : randn({4, N, 4 * H}, kFloat64);
+      CHECK(gradcheck(
+          [&](const TensorList& v) {
+            auto [out, h, c] = lstm_projected_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], reverse, sizes);
+            return cat({out.flatten(), h.flatten() * 2.0, c.flatten() * 3.0});
+          },
+          {gx, randn({N, P}, kFloat64), randn({N, H}, kFloat64), randn({4 * H, P}, kFloat64), randn({4 * H}, kFloat64),
+           randn({P, H}, kFloat64)}));
+    }
+  }
+  check_error(
+      [&] {
+        lstm_projected_recurrence(randn({2, N, 4 * H}), randn({N, P}), randn({N, H}), randn({4 * H, P}), Tensor(),
+                                  randn({H, P}));
+      },
+      {"[lstm_projected_recurrence]", "w_hr", "[2, 3]"});
+}

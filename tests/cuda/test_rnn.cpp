@@ -69,6 +69,18 @@ TEST_CASE("cuda lstm/gru_recurrence on packed rows (batch_sizes) match the CPU")
           tol);
     }
   }
+  // The projected LSTM (proj_size), full and packed.
+  for (bool packed : {false, true}) {
+    const std::vector<int64_t> steps = packed ? sizes : std::vector<int64_t>{};
+    check_with_grad(
+        [&](const auto& v) {
+          auto [y, h, c] = lstm_projected_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], false, steps);
+          return cat({y.flatten(), h.flatten(), c.flatten()});
+        },
+        {packed ? randn({rows, 4 * H}) : randn({4, N, 4 * H}), randn({N, 2}), randn({N, H}), randn({4 * H, 2}) * 0.3,
+         randn({4 * H}), randn({2, H}) * 0.3},
+        row_tolerance(kFloat32));
+  }
   // The module on a packed, unsorted batch.
   nn::LSTM cpu(5, 7, {.num_layers = 2, .bidirectional = true});
   nn::LSTM gpu(5, 7, {.num_layers = 2, .bidirectional = true});

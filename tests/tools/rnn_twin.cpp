@@ -1,9 +1,8 @@
 // Compares nn::LSTM, nn::GRU and nn::RNN with PyTorch 1.13's on the file tests/tools/rnn_twin.py
 // writes: the PyTorch state dict loads by name, and the outputs, final states and the gradients
 // of input, initial state and every parameter agree to 1e-5 (float32), time-major, batch-first and
-// on a packed batch of unsorted lengths (pack_padded_sequence, the modules on the PackedSequence,
-// pad_packed_sequence). Exit status 1 on a mismatch.
-// Usage: rnn_twin FILE.safetensors
+// with a projection (proj_size), on a packed batch of unsorted lengths (pack_padded_sequence, the modules on the
+// PackedSequence, pad_packed_sequence). Exit status 1 on a mismatch. Usage: rnn_twin FILE.safetensors
 #include <halfgrad.h>
 
 #include <cmath>
@@ -38,9 +37,12 @@ struct Run {
 Run run(const std::string& kind, bool batch_first, const StateDict& params, const Tensor& x, const Tensor& h0,
         const Tensor& c0) {
   Run r;
-  if (kind == "lstm") {
-    auto m = std::make_shared<nn::LSTM>(
-        5, 7, nn::LSTMOptions{.num_layers = 2, .batch_first = batch_first, .bidirectional = true});
+  if (kind.starts_with("lstm")) {
+    auto m = std::make_shared<nn::LSTM>(5, 7,
+                                        nn::LSTMOptions{.num_layers = 2,
+                                                        .batch_first = batch_first,
+                                                        .bidirectional = true,
+                                                        .proj_size = kind == "lstm_proj" ? 3 : 0});
     m->load_state_dict(params);
     auto [y, state] = (*m)(x, {h0, c0});
     r = {m, y, state.h, state.c};
@@ -72,9 +74,11 @@ PackedRun run_packed(const std::string& kind, const StateDict& params, const Ten
   const nn::PackedSequence in = nn::pack_padded_sequence(x, lengths, true, false);
   PackedRun r;
   nn::PackedSequence out;
-  if (kind == "lstm") {
-    auto m =
-        std::make_shared<nn::LSTM>(5, 7, nn::LSTMOptions{.num_layers = 2, .batch_first = true, .bidirectional = true});
+  if (kind.starts_with("lstm")) {
+    auto m = std::make_shared<nn::LSTM>(
+        5, 7,
+        nn::LSTMOptions{
+            .num_layers = 2, .batch_first = true, .bidirectional = true, .proj_size = kind == "lstm_proj" ? 3 : 0});
     m->load_state_dict(params);
     auto [y, state] = (*m)(in, {h0, c0});
     out = y;
@@ -108,11 +112,11 @@ int main(int argc, char** argv) {
   }
   const StateDict all = load(argv[1]);
   int compared = 0;
-  for (const std::string kind : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
+  for (const std::string kind : {"lstm", "lstm_proj", "gru", "rnn_tanh", "rnn_relu"}) {
     for (const bool batch_first : {true, false}) {
       const std::string name = kind + (batch_first ? "_bf" : "_tm");
       const StateDict t = strip_prefix(all, name + ".");
-      const bool lstm = kind == "lstm";
+      const bool lstm = kind.starts_with("lstm");
       Tensor x = t.at("x").clone().requires_grad_(), h0 = t.at("h0").clone().requires_grad_();
       Tensor c0 = lstm ? t.at("c0").clone().requires_grad_() : Tensor();
       Run r = run(kind, batch_first, strip_prefix(t, "param."), x, h0, c0);
@@ -129,10 +133,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (const std::string kind : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
+  for (const std::string kind : {"lstm", "lstm_proj", "gru", "rnn_tanh", "rnn_relu"}) {
     const std::string name = kind + "_packed";
     const StateDict t = strip_prefix(all, name + ".");
-    const bool lstm = kind == "lstm";
+    const bool lstm = kind.starts_with("lstm");
     Tensor x = t.at("x").clone().requires_grad_(), h0 = t.at("h0").clone().requires_grad_();
     Tensor c0 = lstm ? t.at("c0").clone().requires_grad_() : Tensor();
     PackedRun p = run_packed(kind, strip_prefix(t, "param."), x, t.at("lengths"), h0, c0);
