@@ -68,11 +68,13 @@ Tensor linear_gelu_linear(const Tensor& x_in, const Tensor& w1_in, const Tensor&
   Tensor pre, h, y;
   {
     NoGradGuard no_grad;  // one node for the whole op, below
+    bool fused = false;
     if (gemm_gelu_aux_stub.has(dev) && b1.defined() && rows > 0 && in > 0 && hidden > 0 && hidden % 8 == 0) {
       pre = empty({rows, hidden}, TensorOptions(x.dtype()).device(x.device()));
       h = empty({rows, hidden}, TensorOptions(x.dtype()).device(x.device()));
-      gemm_gelu_aux_stub(dev, h, pre, x2, internal::transposed(w1), b1);
-    } else {
+      fused = gemm_gelu_aux_stub(dev, h, pre, x2, internal::transposed(w1), b1);
+    }
+    if (!fused) {
       pre = linear(x2, w1, b1);
       h = gelu(pre, true);
     }
@@ -113,12 +115,14 @@ Tensor linear_gelu_linear(const Tensor& x_in, const Tensor& w1_in, const Tensor&
       const DeviceType dev = g2.device().type;
       const int64_t rows = g2.shape()[0];
       Tensor gpre, gb1;
+      bool fused = false;
       if (gemm_dgelu_bgrad_stub.has(dev) && need_b1 && g2.dtype() == w2.dtype() && g2.dtype() == pre.dtype() &&
           rows > 0 && out_features > 0 && hidden % 8 == 0) {
         gpre = empty({rows, hidden}, TensorOptions(g2.dtype()).device(g2.device()));
         gb1 = empty({hidden}, TensorOptions(g2.dtype()).device(g2.device()));
-        gemm_dgelu_bgrad_stub(dev, gpre, gb1, g2, w2, pre);
-      } else {
+        fused = gemm_dgelu_bgrad_stub(dev, gpre, gb1, g2, w2, pre);
+      }
+      if (!fused) {
         gpre = gelu_gradient(mm(g2, w2), pre, true);
         gb1 = need_b1 ? sum(gpre, {0}) : Tensor();
       }

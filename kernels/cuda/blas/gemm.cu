@@ -2,6 +2,9 @@
 // place (an operand with neither inner stride 1 is first copied to a contiguous buffer), and the
 // GEMMs with an epilogue: linear's bias (forward) and bias gradient (backward), and
 // linear_gelu_linear's GELU (forward) and GELU gradient with its bias gradient (backward).
+#include <cstdio>
+#include <mutex>
+
 #include "framework/dispatch.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
@@ -109,9 +112,26 @@ void gemm_bias_grad_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_
   blas::lt_matmul(p);
 }
 
+// Runs a GELU-epilogue GEMM; false where cuBLASLt has no algorithm for it or rejects it (said
+// once per epilogue on stderr), so linear_gelu_linear runs the unfused kernels instead.
+bool try_gelu_epilogue(const blas::GemmProblem& p, std::once_flag& warned, const char* name) {
+  try {
+    blas::lt_matmul(p);
+    return true;
+  } catch (const Error& e) {
+    std::call_once(warned, [&] {
+      std::fprintf(stderr,
+                   "halfgrad warning: [linear_gelu_linear] cuBLASLt's %s epilogue failed (%s); running the unfused "
+                   "kernels instead (this warning is shown once)\n",
+                   name, e.what());
+    });
+    return false;
+  }
+}
+
 // linear_gelu_linear's first GEMM: pre = a b + bias and out = gelu_tanh(pre) in one call (the
 // GELU_AUX_BIAS epilogue writes pre as its aux matrix).
-void gemm_gelu_aux_cuda(const Tensor& out, const Tensor& pre, const Tensor& a_in, const Tensor& b_in,
+bool gemm_gelu_aux_cuda(const Tensor& out, const Tensor& pre, const Tensor& a_in, const Tensor& b_in,
                         const Tensor& bias_in) {
   HG_CHECK(out.is_contiguous() && pre.is_contiguous() && a_in.dim() == 2 && b_in.dim() == 2 && bias_in.dim() == 1,
            "linear_gelu_linear", "expected 2-d operands, a 1-d bias and contiguous outputs");
@@ -130,13 +150,14 @@ void gemm_gelu_aux_cuda(const Tensor& out, const Tensor& pre, const Tensor& a_in
   p.bias = bias.raw_data();
   p.aux = pre.raw_data();
   p.aux_ld = n;
-  blas::lt_matmul(p);
+  static std::once_flag warned;
+  return try_gelu_epilogue(p, warned, "GELU_AUX_BIAS");
 }
 
 // linear_gelu_linear's hidden gradient: out = gelu_tanh'(pre) * (a b) with a = dY, b = the
 // second weight, and bias_grad = the sums of out's columns (the first bias's gradient), in one
 // call (the DGELU_BGRAD epilogue reading pre as its aux matrix).
-void gemm_dgelu_bgrad_cuda(const Tensor& out, const Tensor& bias_grad, const Tensor& a_in, const Tensor& b_in,
+bool gemm_dgelu_bgrad_cuda(const Tensor& out, const Tensor& bias_grad, const Tensor& a_in, const Tensor& b_in,
                            const Tensor& pre) {
   HG_CHECK(
       out.is_contiguous() && pre.is_contiguous() && bias_grad.is_contiguous() && a_in.dim() == 2 && b_in.dim() == 2,
@@ -151,7 +172,8 @@ void gemm_dgelu_bgrad_cuda(const Tensor& out, const Tensor& bias_grad, const Ten
   p.bias_grad = bias_grad.raw_data();
   p.aux = pre.raw_data();
   p.aux_ld = n;
-  blas::lt_matmul(p);
+  static std::once_flag warned;
+  return try_gelu_epilogue(p, warned, "DGELU_BGRAD");
 }
 
 }  // namespace
