@@ -112,6 +112,7 @@ constexpr PolicyRow kTable[] = {
   {"mm",                                 Lower,   Lower,   "GEMM"},
   {"bmm",                                Lower,   Lower,   "GEMM"},
   {"linear",                             Lower,   Lower,   "GEMM"},
+  {"linear_gelu_linear",                 Lower,   Lower,   "two GEMMs around a GELU, as linear"},
   {"conv2d",                             Lower,   Lower,   "convolution"},
   {"conv2d_relu",                        Lower,   Lower,   "convolution + ReLU in one op"},
   {"conv2d_relu_max_pool2d",             Lower,   Lower,   "convolution + ReLU + 2x2 max pool in one op"},
@@ -125,10 +126,14 @@ constexpr PolicyRow kTable[] = {
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
   {"log_softmax",                        Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
   {"layer_norm",                         Pass,    F32,     "cuda: mean/variance need float32"},
+  {"add_layer_norm",                     Pass,    Pass,
+   "the sum in its inputs' dtype (the residual stream), statistics in float32 inside; in a region the normalised "
+   "output is written in the region's dtype, which its consumer (a linear) would cast it to"},
   {"batch_norm",                         Pass,    Pass,    "not listed: kernels keep float32 statistics"},
   {"rms_norm",                           Pass,    Pass,    "not listed: statistics in float32 inside, output in the input's dtype"},
   // -- losses: float32 on both --
-  {"cross_entropy",                      F32,     F32,     "loss"},
+  {"cross_entropy",                      F32,     F32Out,
+   "cuda: float32 inside, the logits read in their dtype (no float32 copy): the same loss and gradient as F32"},
   {"cross_entropy_fused_",               Pass,    Pass,    "loss in float32 inside; its gradient written over the logits in their dtype"},
   {"nll_loss",                           F32,     F32,     "loss"},
   {"mse_loss",                           F32,     F32,     "loss"},

@@ -89,6 +89,7 @@ class TokenStream {
 struct Train {
   int64_t batch = 4, steps = 20, warmup = 700, total_batch_tokens = 0, val_every = 0, val_batches = 10;
   double lr = 6e-4, final_lr_frac = 0.1, weight_decay = 0.1, grad_clip = 1.0;
+  bool fused_loss = true;  // --loss fused (cross_entropy_fused_) or plain (cross_entropy)
 };
 
 // Linear warm-up over the first `warmup` steps (lr (step + 1) / warmup), then a cosine from lr to
@@ -101,11 +102,13 @@ double lr_at(const Train& t, int64_t step) {
   return min_lr + 0.5 * (t.lr - min_lr) * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
 }
 
-Tensor loss_of(hg::nn::Module& net, const Tensor& x, const Tensor& y, std::optional<hg::Dtype> amp, int64_t vocab) {
+Tensor loss_of(hg::nn::Module& net, const Tensor& x, const Tensor& y, std::optional<hg::Dtype> amp, int64_t vocab,
+               bool fused = true) {
   hg::amp::AutocastGuard autocast(x.device().type, amp, amp.has_value());
   const Tensor logits = net(x);
   // The fused loss writes the logits' gradient over them (no second logits-sized tensor); the
   // loss is float32 under autocast, as cross_entropy's.
+  if (!fused) return hg::cross_entropy(logits.reshape({-1, vocab}), y.reshape({-1}));
   return hg::cross_entropy_fused_(logits.reshape({-1, vocab}), y.reshape({-1}));
 }
 
@@ -240,6 +243,7 @@ int64_t load_checkpoint(const std::string& path, gpt2::GPT2& model, hg::optim::O
 
 int main(int argc, char** argv) {
   std::string model_name = "tiny", data = "synthetic", device_name, amp_name = "off", save, resume, save_init;
+  std::string loss_name = "fused";
   std::string init_from, reduce_dtype = "off", vocab_dir = "datasets/gpt2", prompt;
   int64_t layers = 0, heads = 0, embd = 0, context = 0, vocab = 50257, sample = 0, top_k = 0, print_every = 0;
   int64_t save_every = 0, threads = 0, stop_after = 0, profile = 0;
@@ -289,6 +293,10 @@ int main(int argc, char** argv) {
   app.add_option("--grad-clip", t.grad_clip, "clip the gradients' total norm to this (0: off)")
       ->capture_default_str()
       ->check(examples::real_number(0, 1e6));
+  app.add_option("--loss", loss_name,
+                 "fused: cross_entropy_fused_ (the logits' gradient written over them), plain: cross_entropy")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fused", "plain"}));
   app.add_option("--val-every", t.val_every, "validation loss every N steps (0: at the end only)")
       ->capture_default_str()
       ->check(examples::whole_number(0, 100'000'000));
@@ -352,6 +360,7 @@ int main(int argc, char** argv) {
     gpt2::check_config(c);
     const int64_t T = c.context;
     t.warmup = std::min(t.warmup, t.steps / 10);
+    t.fused_loss = loss_name == "fused";
     examples::Args dev_args;
     dev_args.device = device_name;
     dev_args.amp = amp_name;
@@ -440,7 +449,8 @@ int main(int argc, char** argv) {
         train_pos = train.advance(train_pos, t.batch, T);
         std::optional<hg::nn::DistributedDataParallel::NoSyncGuard> accumulate;
         if (micro + 1 < accum) parallel.no_sync(accumulate);
-        const Tensor loss = loss_of(*net, x.to(device), y.to(device), amp, c.vocab) / static_cast<double>(accum);
+        const Tensor loss =
+            loss_of(*net, x.to(device), y.to(device), amp, c.vocab, t.fused_loss) / static_cast<double>(accum);
         scaler.scale(loss).backward();
         loss_sum += loss.item<double>();
       }

@@ -78,12 +78,15 @@ class Mlp : public hg::nn::Module {
     c_fc = register_module("c_fc", std::make_shared<Conv1D>(c.embd, 4 * c.embd));
     c_proj = register_module("c_proj", std::make_shared<Conv1D>(4 * c.embd, c.embd));
   }
-  // GPT-2's "gelu_new" is the tanh approximation.
-  Tensor forward(const Tensor& x) override { return (*c_proj)((*c_fc)(x).gelu(/*tanh_approximation=*/true)); }
+  // c_proj(gelu_new(c_fc(x))), GPT-2's "gelu_new" being the tanh approximation, as one op: on CUDA
+  // the GELU and both biases ride on the GEMMs' epilogues (the same values as the three ops).
+  Tensor forward(const Tensor& x) override {
+    return hg::linear_gelu_linear(x, c_fc->weight.t(), c_fc->bias, c_proj->weight.t(), c_proj->bias);
+  }
   std::shared_ptr<Conv1D> c_fc, c_proj;
 };
 
-// Pre-LayerNorm: x + attn(ln_1(x)), then + mlp(ln_2(x)).
+// Pre-LayerNorm: h = x + attn(ln_1(x)), then h + mlp(ln_2(h)).
 class Block : public hg::nn::Module {
  public:
   Block(const Config& c) : Module("GPT2Block") {
@@ -92,9 +95,11 @@ class Block : public hg::nn::Module {
     ln_2 = register_module("ln_2", std::make_shared<hg::nn::LayerNorm>(c.embd));
     mlp = register_module("mlp", std::make_shared<Mlp>(c));
   }
+  // The residual add after attention and ln_2 are one op (add_layer_norm: the same values; under
+  // autocast ln_2's output comes in the region's dtype, as the MLP's GEMM reads it).
   Tensor forward(const Tensor& x) override {
-    const Tensor h = x + (*attn)((*ln_1)(x));
-    return h + (*mlp)((*ln_2)(h));
+    const hg::AddLayerNorm h = hg::add_layer_norm((*attn)((*ln_1)(x)), x, {x.size(-1)}, ln_2->weight, ln_2->bias);
+    return h.sum + (*mlp)(h.normalized);
   }
   std::shared_ptr<hg::nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<Attention> attn;

@@ -161,7 +161,8 @@ Tensor cross_entropy_probs(OpCall& call, Reduction reduction, double smoothing) 
     losses = neg(sum(log_softmax(x.to(compute), cdim) * smoothed(target), {cdim}));
   }
   const int64_t count = losses.numel();
-  Tensor out = detail::reduce_loss(internal::contiguous(losses), reduction, count, x.dtype());
+  Tensor out =
+      detail::reduce_loss(internal::contiguous(losses), reduction, count, call.output_dtype().value_or(x.dtype()));
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [sx = SavedTensor(x, "cross_entropy"), st = SavedTensor(target, "cross_entropy"), smoothed, reduction, count,
@@ -205,7 +206,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
     cross_entropy_stub(x.device().type, internal::alias(losses, {n, s}, {s, 1}, 0), lse, kept, l.input, l.target,
                        ignore_index, label_smoothing);
   const Tensor count = count_as(kept, compute);
-  Tensor out = detail::reduce_loss(losses, reduction, count, x.dtype());
+  // CUDA autocast's row is "fp32 with output dtype": 16-bit logits are read as they are (the
+  // kernels convert each element exactly and compute in float32, so the loss and the gradient,
+  // rounded once into the logits' dtype, are those of a float32 copy) and the loss is float32.
+  Tensor out = detail::reduce_loss(losses, reduction, count, call.output_dtype().value_or(x.dtype()));
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [l, sx = SavedTensor(x, "cross_entropy"), lse, reduction, count, ignore_index, label_smoothing, compute, n,

@@ -1,5 +1,8 @@
 #include "framework/ops/matmul_kernels.h"
 
+#include <utility>
+
+#include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/binary_kernels.h"
@@ -13,6 +16,7 @@ namespace hg {
 HG_DEFINE_STUB(gemm_stub, GemmFn);
 HG_DEFINE_OPTIONAL_STUB(gemm_bias_stub, GemmBiasFn);
 HG_DEFINE_OPTIONAL_STUB(gemm_widened_stub, GemmWidenedFn);
+HG_DEFINE_OPTIONAL_STUB(gemm_bias_grad_stub, GemmBiasGradFn);
 
 namespace {
 const OpDef kMm{"mm", true};
@@ -58,6 +62,26 @@ Tensor weight_gradient(const Tensor& a_in, const Tensor& b_in, size_t input) {
   return out;
 }
 }  // namespace
+
+// Not under create_graph (the pair would not be differentiable), and not where the weight
+// gradient goes on widened (the bias-gradient GEMM writes g2's dtype).
+std::pair<Tensor, Tensor> linear_param_gradients(const Tensor& g2, const Tensor& x2, size_t weight_input) {
+  const DeviceType dev = g2.device().type;
+  const bool widened =
+      widened_gradient_wanted(weight_input) && is_reduced_float(g2.dtype()) && gemm_widened_stub.has(dev);
+  if (GradMode::is_enabled() || widened || !gemm_bias_grad_stub.has(dev) || g2.dtype() != x2.dtype() ||
+      g2.shape()[0] == 0 || g2.shape()[1] == 0 || x2.shape()[1] == 0)
+    return {weight_gradient(g2.t(), x2, weight_input), sum(g2, {0})};
+  OpCall call(kMm, {g2.t(), x2});
+  const Tensor& a = call.input(0);
+  const Tensor& b = call.input(1);
+  check_operands("mm", a, b);
+  Tensor gw = empty({a.shape()[0], b.shape()[1]}, TensorOptions(a.dtype()).device(a.device()));
+  Tensor gb = empty({a.shape()[0]}, TensorOptions(a.dtype()).device(a.device()));
+  gemm_bias_grad_stub(dev, gw, a, b, gb);
+  call.finish({&gw});
+  return {gw, gb};
+}
 
 Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   OpCall call(kMm, {a_in, b_in});
@@ -163,6 +187,10 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
       const Tensor& x = sx.get();
       Tensor g2 = g[0].reshape({-1, out_features});
       Tensor gx = need_x ? mm(g2, sw.get()).reshape(x.shape()) : Tensor();
+      if (need_w && need_b) {
+        auto [gw, gb] = linear_param_gradients(g2, x.reshape({-1, in}), 1);
+        return {gx, gw, gb};
+      }
       Tensor gw = need_w ? weight_gradient(g2.t(), x.reshape({-1, in}), 1) : Tensor();
       Tensor gb = need_b ? sum(g2, {0}) : Tensor();
       return {gx, gw, gb};

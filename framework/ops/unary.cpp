@@ -150,6 +150,9 @@ Tensor run(const OpDef& def, UnaryOp op, const Tensor& t, double p0 = 0, double 
 }  // namespace
 
 Tensor relu_gradient(const Tensor& g, const Tensor& y) { return derivative(UnaryOp::Relu, g, Tensor(), y, 0, 0); }
+Tensor gelu_gradient(const Tensor& g, const Tensor& x, bool approx) {
+  return derivative(approx ? UnaryOp::GeluTanh : UnaryOp::Gelu, g, x, Tensor(), 0, 0);
+}
 
 Tensor neg(const Tensor& t) { return run(kNeg, UnaryOp::Neg, t); }
 Tensor exp(const Tensor& t) { return run(kExp, UnaryOp::Exp, t); }

@@ -23,6 +23,11 @@ HG_DECLARE_STUB(relu_backward_stub, ReluBackwardFn);
 // differentiable under create_graph), exactly as relu's own backward.
 Tensor relu_gradient(const Tensor& g, const Tensor& y);
 
+// gelu's backward formula, g * gelu'(x) (the tanh form's when approx), for ops that fuse a GELU
+// (linear_gelu_linear): the one-pass kernel recorded as "gelu_backward" where it applies, else
+// public ops (differentiable under create_graph), exactly as gelu's own backward.
+Tensor gelu_gradient(const Tensor& g, const Tensor& x, bool approx);
+
 // gelu's gradient in one pass: grad_in = grad_out * gelu'(x) (the tanh form's when approx), all
 // of one shape and floating dtype, computed in float32 or wider and rounded once. gelu's backward
 // uses it where the device has a kernel, else the same formula built from public ops.

@@ -16,8 +16,9 @@ namespace {
 // cross_entropy_fused_ overwrites its logits with their gradient, so nothing is left to
 // differentiate the gradient against.
 // The recurrence ops (nn::LSTM, GRU, RNN) run their backward time loop on raw kernels.
-const std::set<std::string> kNoDoubleBackward = {"cross_entropy_fused_", "gru_recurrence", "lstm_recurrence",
-                                                 "lstm_projected_recurrence", "rnn_recurrence"};
+// add_layer_norm's backward calls layer_norm's backward kernel directly.
+const std::set<std::string> kNoDoubleBackward = {"add_layer_norm",  "cross_entropy_fused_",      "gru_recurrence",
+                                                 "lstm_recurrence", "lstm_projected_recurrence", "rnn_recurrence"};
 
 Tensor f64(std::vector<double> v, const Shape& shape) { return tensor(v, shape); }
 }  // namespace

@@ -4,7 +4,9 @@
 #include "helpers.h"
 
 using namespace hg;
+using hg::test::check_close;
 using hg::test::check_error;
+using hg::test::tolerance;
 
 namespace {
 
@@ -133,4 +135,80 @@ TEST_CASE("cross_entropy_fused_ gradients match finite differences") {
         [&](const TensorList& x) { return cross_entropy_fused_(x[0] * 1.0, target, reduction, -100, 0.05); },
         {randn({4, 7}, kFloat64)}));
   }
+}
+
+TEST_CASE("cross_entropy_fused_ on bfloat16 and float16 logits: cross_entropy's values within their rounding") {
+  // Without autocast: the 16-bit logits are read and written in their dtype, the loss in float32.
+  const Tensor target = tensor(std::vector<int64_t>{4, 0, 7, -100, 2});
+  for (const Dtype dt : {kBFloat16, kFloat16}) {
+    CAPTURE(dt);
+    manual_seed(5);
+    const Tensor base = (randn({5, 9}) * 2.0).to(dt);
+    Tensor leaf_f = base.clone().requires_grad_(), leaf_p = base.clone().requires_grad_();
+    const Tensor fused = cross_entropy_fused_(leaf_f * 1.0, target, Reduction::Sum);
+    const Tensor plain = cross_entropy(leaf_p * 1.0, target, Reduction::Sum);
+    CHECK(fused.dtype() == kFloat32);
+    CHECK(plain.dtype() == dt);  // cross_entropy returns the input's dtype
+    check_close(fused, plain.to(kFloat32), tolerance(dt));
+    (fused * 3.0).backward();
+    (plain.to(kFloat32) * 3.0).backward();
+    CHECK(leaf_f.grad().dtype() == dt);
+    check_close(leaf_f.grad(), leaf_p.grad(), tolerance(dt));
+  }
+}
+
+TEST_CASE("cross_entropy_fused_ with another ignore_index, and a batch with every target ignored") {
+  manual_seed(6);
+  const Tensor x = randn({4, 6});
+  const Tensor target = tensor(std::vector<int64_t>{5, 2, 2, 0});
+  for (const Reduction reduction : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    CAPTURE(static_cast<int>(reduction));
+    Tensor a = x.clone().requires_grad_(), b = x.clone().requires_grad_();
+    const Tensor fused = cross_entropy_fused_(a * 1.0, target, reduction, /*ignore_index=*/2);
+    const Tensor plain = cross_entropy(b * 1.0, target, reduction, /*ignore_index=*/2);
+    check_close(fused, plain, {1e-6, 1e-6});
+    fused.sum().backward();
+    plain.sum().backward();
+    check_close(a.grad(), b.grad(), {1e-6, 1e-6});
+    CHECK(a.grad().narrow(0, 1, 2).abs().sum().item<double>() == 0.0);  // rows 1 and 2 are ignored
+  }
+  // All ignored: the mean is 0 / 0 = NaN as in cross_entropy (and PyTorch), the gradient zero.
+  Tensor a = x.clone().requires_grad_();
+  const Tensor all_ignored = full({4}, -100.0, TensorOptions(kInt64));
+  const Tensor loss = cross_entropy_fused_(a * 1.0, all_ignored);
+  CHECK(std::isnan(loss.item<float>()));
+  CHECK(std::isnan(cross_entropy(x, all_ignored).item<float>()));
+  CHECK(cross_entropy_fused_(x * 1.0, all_ignored, Reduction::Sum).item<float>() == 0.0f);
+  loss.backward();
+  CHECK(a.grad().abs().sum().item<double>() == 0.0);
+}
+
+TEST_CASE(
+    "cross_entropy_fused_: the loss's gradient lives in the logits (no memory beyond them), cross_entropy's is a "
+    "second logits-sized tensor") {
+  // Bytes alive when the logits' gradient reaches them (a hook on the logits sees it before it
+  // flows on), beyond what was alive before the loss.
+  constexpr int64_t kRows = 256, kVocab = 4096, kBytes = kRows * kVocab * 4;
+  manual_seed(7);
+  const Tensor target = randint(0, kVocab, {kRows});
+  const Tensor data = randn({kRows, kVocab});
+  Tensor w = randn({1}).requires_grad_();
+  auto extra = [&](bool fused) {
+    Tensor logits = data * w;  // a non-leaf that requires grad
+    const int64_t before = cpu_memory_stats().allocated;
+    int64_t at_gradient = -1;
+    bool in_place = false;
+    logits.register_hook([&](const Tensor& g) {
+      at_gradient = cpu_memory_stats().allocated;
+      in_place = g.raw_data() == logits.raw_data();
+    });
+    const Tensor loss = fused ? cross_entropy_fused_(logits, target) : cross_entropy(logits, target);
+    loss.backward();
+    REQUIRE(at_gradient >= 0);
+    CHECK(in_place == fused);
+    return at_gradient - before;
+  };
+  const int64_t fused = extra(true), plain = extra(false);
+  CHECK(fused < kBytes / 16);  // per-row losses and scalars only
+  CHECK(plain >= kBytes);      // the gradient cross_entropy's backward allocates
 }

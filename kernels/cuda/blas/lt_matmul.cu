@@ -140,12 +140,25 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     // Row-major A is the swapped problem's B operand, and the other way round.
     case Epilogue::BiasGradA: return CUBLASLT_EPILOGUE_BGRADB;
     case Epilogue::BiasGradB: return CUBLASLT_EPILOGUE_BGRADA;
+    case Epilogue::GeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::DGeluBGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 bool uses_bias_pointer(Epilogue e) { return e != Epilogue::None && e != Epilogue::Relu && e != Epilogue::Gelu; }
 bool is_bias_grad(Epilogue e) { return e == Epilogue::BiasGradA || e == Epilogue::BiasGradB; }
+bool uses_aux(Epilogue e) { return e == Epilogue::GeluAuxBias || e == Epilogue::DGeluBGrad; }
+
+// The aux matrix of the swapped (column-major) problem: D^T's shape, so its leading dimension is
+// the row-major row stride. Set at plan creation and again per call (the cached descriptor holds
+// the previous call's pointer).
+void set_aux(cublasLtMatmulDesc_t desc, const GemmProblem& p) {
+  HG_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)));
+  HG_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &p.aux_ld, sizeof(p.aux_ld)));
+}
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, const ColView& v, int64_t batch, int64_t batch_stride) {
   cublasLtMatrixLayout_t layout = nullptr;
@@ -194,6 +207,7 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
     const void* bias = p.bias ? p.bias : p.bias_grad;
     HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
+  if (uses_aux(fused)) set_aux(plan.desc, p);
   plan.a = make_layout(type, va, p.batch, p.b.batch_stride);
   plan.b = make_layout(type, vb, p.batch, p.a.batch_stride);
   plan.d = make_layout(type, ColView{p.n, p.m, p.ldd, false}, p.batch, p.d_batch_stride);
@@ -263,6 +277,10 @@ void lt_matmul(const GemmProblem& p) {
   HG_CHECK(!uses_bias_pointer(p.epilogue) || p.bias || p.bias_grad, "mm", "epilogue {} needs a bias pointer",
            static_cast<int>(p.epilogue));
   // cuBLASLt's bias-gradient vector has no batch stride: every batch would write one vector.
+  HG_CHECK(!uses_aux(p.epilogue) || (p.aux && p.aux_ld >= p.n && p.aux_ld % 8 == 0 && p.batch == 1), "mm",
+           "the GELU epilogues take a single GEMM and an aux matrix with a row stride that is a multiple of 8 "
+           "elements, got {} (aux row stride {})",
+           describe(p), p.aux_ld);
   HG_CHECK(!is_bias_grad(p.epilogue) || p.batch == 1, "mm",
            "the bias-gradient epilogue takes a single GEMM, got batch {}: {}", p.batch, describe(p));
   const ColView va = col_view_of_transpose(p.k, p.n, p.b.row_stride, p.b.col_stride);  // B^T [n, k]
@@ -304,6 +322,7 @@ void lt_matmul(const GemmProblem& p) {
     // The cached descriptor holds the previous call's pointer.
     HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
+  if (uses_aux(p.epilogue)) set_aux(plan.desc, p);
   void* ws = workspace_for(stream, p.device);
   if (!run_plan(plan, p, stream, ws)) {
     if (!is_bias_grad(p.epilogue) || plan.bias_grad_by_kernel)

@@ -22,6 +22,11 @@ enum class Epilogue : uint8_t {
   BiasGradA,
   // D = A B and bias_grad = the sum over k of B's columns, length n.
   BiasGradB,
+  // D = gelu_tanh(A B + bias[n]) and aux = A B + bias (the GELU's input, kept for backward).
+  GeluAuxBias,
+  // D = gelu_tanh'(aux) * (A B) and bias_grad[n] = the sum of D's column n (the GELU's and its
+  // linear's bias gradients on the GEMM that makes the GELU's incoming gradient).
+  DGeluBGrad,
 };
 
 // A row-major [rows, cols] operand as strides in elements; one stride of the two must be 1
@@ -44,7 +49,9 @@ struct GemmProblem {
   int64_t d_batch_stride = 0;
   Epilogue epilogue = Epilogue::None;
   const void* bias = nullptr;  // Bias* epilogues
-  void* bias_grad = nullptr;   // BiasGrad* epilogues
+  void* bias_grad = nullptr;   // BiasGrad* and DGeluBGrad epilogues
+  void* aux = nullptr;         // GeluAuxBias (written) and DGeluBGrad (read): [m, n], row stride aux_ld
+  int64_t aux_ld = 0;          // a multiple of 8 elements (cuBLASLt's rule)
 };
 
 // Whether a [rows, cols] operand with these strides maps onto cuBLASLt without a copy.
