@@ -1,5 +1,6 @@
-// The caching device allocator: freed blocks are kept per (stream, size class) and handed out
-// again, so a training loop in its steady state never calls cudaMalloc. Internal to kernels/cuda;
+// The caching device allocator: freed blocks are kept per (pool, stream, size) and handed out
+// again (large ones split to fit and merged back, block_cache.h), so a training loop in its steady
+// state never calls cudaMalloc. Internal to kernels/cuda;
 // users see it through hg::cuda::memory_stats() / empty_cache().
 #pragma once
 
@@ -28,8 +29,10 @@ class CachingAllocator final : public Allocator {
   uint64_t begin_capture_pool(int device);
   void end_capture_pool(int device);
   void release_pool(int device, uint64_t pool) noexcept;
-  // Bytes reserved from the driver for `pool` (0: the ordinary pool) on `device`.
+  // Bytes of the blocks (in use and cached) of `pool` (0: the ordinary pool) on `device`.
   int64_t pool_reserved(int device, uint64_t pool);
+  // The same summed over the pools of the graphs alive on `device`.
+  int64_t graph_pools_reserved(int device);
 };
 
 CachingAllocator& caching_allocator();

@@ -137,8 +137,6 @@ const uint64_t* capture_seed_table(int device) {
   return table;
 }
 
-int64_t graph_pool_bytes(int device) {
-  return caching_allocator().stats(device).reserved - caching_allocator().pool_reserved(device, 0);
-}
+int64_t graph_pool_bytes(int device) { return caching_allocator().graph_pools_reserved(device); }
 
 }  // namespace hg::cuda
