@@ -54,6 +54,18 @@ DevicePool& pool(int device) {
   return (*pools)[static_cast<size_t>(device)];
 }
 
+// cudaMalloc for a capture's pool: the capturing thread's mode counts cudaMalloc as potentially
+// unsafe (the allocation is not recorded in the graph), which is exactly how the pool uses it: the
+// block lives as long as the graph. So the call runs in relaxed mode, as PyTorch's allocator does.
+cudaError_t device_malloc(void** ptr, size_t size, bool capturing) {
+  if (!capturing) return cudaMalloc(ptr, size);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  HG_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t e = cudaMalloc(ptr, size);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+
 [[maybe_unused]] const bool g_registered = [] {
   set_allocator(kCUDA, &caching_allocator());
   return true;
@@ -74,7 +86,7 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
   if (addr == 0) {
     DeviceGuard guard(dev);
     void* ptr = nullptr;
-    cudaError_t e = cudaMalloc(&ptr, size);
+    cudaError_t e = device_malloc(&ptr, size, pool_id != 0);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       capture::refuse_host_sync(
