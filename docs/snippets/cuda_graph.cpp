@@ -1,6 +1,5 @@
 // One CUDA graph per training step: warm up, capture forward, backward, GradScaler and SGD once,
 // then replay the whole float16 step with one launch per batch. Without a GPU it says so and stops.
-#include <framework/cuda_graph.h>  // hg::cuda::Graph
 #include <halfgrad.h>
 
 int main() {
