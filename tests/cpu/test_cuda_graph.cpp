@@ -146,3 +146,22 @@ TEST_CASE("inside a capture the capturing thread's random draws are seed slots, 
   check_error([] { (void)random_u64(); }, {"[cuda::Graph]", "more than 4096 random seeds"});
   CHECK(capture::end() == capture::kMaxSeedSlots);
 }
+
+TEST_CASE("a capture refuses collectives by name (their Work finishes on the host)") {
+  auto pg = distributed::ProcessGroup::init({.backend = distributed::Backend::Local});
+  Tensor t = ones({4});
+  Tensor out = zeros({4 * pg->world_size()});
+  CHECK_NOTHROW(pg->all_reduce(t).wait());
+  capture::FakeCapture fake{Device(kCPU)};
+  const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+      {"all_reduce", [&] { (void)pg->all_reduce(t); }},
+      {"broadcast", [&] { (void)pg->broadcast(t); }},
+      {"all_gather", [&] { (void)pg->all_gather(out, t); }},
+      {"barrier", [&] { (void)pg->barrier(); }},
+  };
+  for (const auto& entry : calls) {  // no structured binding: CAPTURE's lambda captures the name
+    const std::string& op = entry.first;
+    CAPTURE(op);
+    check_error(entry.second, {"[" + op + "] cannot run a collective", kCaptureWords, "docs/DISTRIBUTED.md"});
+  }
+}
