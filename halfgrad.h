@@ -16,6 +16,7 @@
 #include "distributed/process_group.h"
 #include "framework/allocator.h"
 #include "framework/cuda.h"
+#include "framework/cuda_graph.h"
 #include "framework/device.h"
 #include "framework/dtype.h"
 #include "framework/error.h"

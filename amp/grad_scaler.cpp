@@ -6,6 +6,7 @@
 
 #include "amp/device_support.h"
 #include "amp/scaler_ops.h"
+#include "framework/capture_state.h"
 #include "framework/cuda.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
@@ -113,6 +114,8 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     st.found_inf_per_device[device_key(device_)] = zeros({1}, TensorOptions(kFloat32).device(device_));
   if (options_.process_group && options_.process_group->world_size() > 1) {
     // One collective per unscale_ on every rank (the per-device map may differ between ranks).
+    capture::refuse_host_sync("GradScaler::unscale_", device_,
+                              "all-reduce found_inf through the host for a process group (see docs/DISTRIBUTED.md)");
     Tensor any = to(found_inf_of(st), kCPU, kFloat32).contiguous().clone();
     options_.process_group->all_reduce(any, distributed::ReduceOp::Max).wait();
     for (auto& [key, flag] : st.found_inf_per_device) flag.copy_(to(any, flag.device(), kFloat32));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "distributed/backend.h"
+#include "framework/capture_state.h"
 #include "framework/cuda.h"
 #include "framework/error.h"
 #include "framework/grad_mode.h"
@@ -99,8 +100,15 @@ std::unique_ptr<detail::Backend> make_backend(const ProcessGroupOptions& options
   return detail::make_gloo_backend(rank, world, addr, port, options.timeout_s);
 }
 
+// A Work completes through host-side polling and a host-side finish, which a CUDA graph's replay
+// would not run (docs/DISTRIBUTED.md, "CUDA graphs").
+constexpr const char* kCollectiveInCapture =
+    "run a collective (its Work completes by polling the device from the host and finishing on the host, which a "
+    "replay would skip; train data-parallel steps eagerly, docs/DISTRIBUTED.md)";
+
 void check_tensor(const char* op, const Tensor& t) {
   HG_CHECK(t.defined(), "distributed", "{}: the tensor is undefined", op);
+  capture::refuse_host_sync(op, t.device(), kCollectiveInCapture);
   HG_CHECK(t.is_contiguous(), "distributed", "{}: the tensor of shape [{}] must be contiguous", op,
            fmt::join(t.shape(), ", "));
   Dtype d = t.dtype();
@@ -261,7 +269,10 @@ Work ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, Red
   return start(std::move(w), describe("reduce_scatter", input));
 }
 
-Work ProcessGroup::barrier() { return start(backend_->barrier(), "barrier"); }
+Work ProcessGroup::barrier() {
+  capture::refuse_host_sync_any("barrier", kCollectiveInCapture);
+  return start(backend_->barrier(), "barrier");
+}
 
 void ProcessGroup::abort(int code) {
   backend_->abort(code);

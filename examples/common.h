@@ -37,6 +37,7 @@ struct Args {
   bool distributed = false;            // --distributed: data-parallel over mpirun's ranks
   bool distributed_supported = false;  // set by the examples that offer --distributed
   std::string reduce_dtype = "off";    // --reduce-dtype: DDP's gradient compression (off, bf16, fp16)
+  bool cuda_graph = false;             // --cuda-graph: capture the step once, replay it (CUDA only)
 };
 
 // Flag validators with short messages (CLI11's own ranges print 300-digit bounds). The text is
@@ -122,6 +123,8 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
       ->check(whole_number(0, kMaxWorkers));
   app.add_option("--save", args.save, "write a checkpoint (safetensors) after every epoch");
   app.add_option("--resume", args.resume, "continue from a checkpoint written by --save");
+  app.add_flag("--cuda-graph", args.cuda_graph,
+               "capture the training step in a CUDA graph after 3 warm-up steps and replay it (--device cuda)");
   if (args.distributed_supported)
     app.add_flag("--distributed", args.distributed,
                  "data-parallel over mpirun's ranks or torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT: "
@@ -135,6 +138,11 @@ inline bool parse_args(int argc, char** argv, const std::string& description, Ar
 }
 
 inline hg::Device pick_device(const Args& args) {
+  HG_CHECK(!(args.cuda_graph && args.distributed), "--cuda-graph",
+           "cannot capture a data-parallel step (collectives are refused in a capture, docs/DISTRIBUTED.md)");
+  HG_CHECK(!args.cuda_graph || (args.device != "cpu" && hg::cuda::is_available()), "--cuda-graph",
+           "needs a GPU and --device cuda ({})",
+           hg::cuda::is_built() ? "no CUDA device is visible" : hg::cuda::backend_error());
   if (args.device.empty()) return hg::cuda::is_available() ? hg::Device(hg::kCUDA) : hg::Device(hg::kCPU);
   if (args.device == "cpu") return hg::kCPU;
   HG_CHECK(hg::cuda::is_available(), "device",

@@ -29,6 +29,7 @@
 #include "data/token_file.h"
 #include "data_parallel.h"
 #include "gpt2_model.h"
+#include "graph_step.h"
 
 namespace {
 
@@ -251,6 +252,7 @@ int main(int argc, char** argv) {
   double temperature = 1.0;
   uint64_t seed = 0;
   bool distributed = false;
+  bool cuda_graph = false;
   Train t;
   CLI::App app{"Train GPT-2 (llm.c's recipe) on synthetic tokens or a token file"};
   app.add_option("--model", model_name, "d12 (124M), d6, d4 or tiny")
@@ -347,6 +349,9 @@ int main(int argc, char** argv) {
   app.add_option("--reduce-dtype", reduce_dtype, "with --distributed: all-reduce the gradients in bf16 or fp16 or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+  app.add_flag("--cuda-graph", cuda_graph,
+               "capture the training step in a CUDA graph after 3 warm-up steps and replay it (--device cuda, one "
+               "micro-batch per step)");
   int code = 0;
   if (!examples::parse_cli(app, argc, argv, code)) return code;
   if (threads > 0) ::setenv("HG_NUM_THREADS", std::to_string(threads).c_str(), 1);  // before the pool starts
@@ -364,6 +369,8 @@ int main(int argc, char** argv) {
     examples::Args dev_args;
     dev_args.device = device_name;
     dev_args.amp = amp_name;
+    dev_args.cuda_graph = cuda_graph;
+    dev_args.distributed = distributed;
     const hg::Device device = examples::pick_device(dev_args);
     const std::optional<hg::Dtype> amp = examples::amp_dtype(dev_args);
     examples::DataParallel parallel(distributed, "gpt2", t.batch, device, reduce_dtype);
@@ -373,6 +380,10 @@ int main(int argc, char** argv) {
              "--total-batch-tokens {} is not a multiple of one micro-batch's {} tokens (--batch-size {} x context {})",
              t.total_batch_tokens, micro_tokens, t.batch, T);
     const int64_t accum = t.total_batch_tokens / micro_tokens;
+    HG_CHECK(
+        !cuda_graph || accum == 1, "--cuda-graph",
+        "captures a step of one micro-batch; --total-batch-tokens {} makes {} (leave it at --batch-size x context)",
+        t.total_batch_tokens, accum);
 
     const bool synthetic = data == "synthetic";
     const TokenStream train = synthetic ? TokenStream::synthetic(seed, kTrainTokens, c.vocab)
@@ -432,6 +443,23 @@ int main(int argc, char** argv) {
     std::vector<double> step_ms;
     double last_loss = NAN, recent = 0, val_loss = NAN;
     std::optional<hg::OpRecorder> recorder;  // --profile: alive over the last steps
+    // --cuda-graph: the whole step (forward, backward, clipping, scaler, AdamW) captured once after
+    // warm-up and replayed; the loss and the gradient norm are read after each replay.
+    Tensor norm_t;
+    examples::GraphedStep graphed(
+        [&](const Tensor& x, const Tensor& y) {
+          opt.zero_grad();
+          const Tensor loss = loss_of(*net, x, y, amp, c.vocab, t.fused_loss);
+          scaler.scale(loss).backward();
+          if (t.grad_clip > 0) {
+            scaler.unscale_(opt);
+            norm_t = hg::optim::clip_grad_norm_(opt.params(), t.grad_clip);
+          }
+          scaler.step(opt);
+          scaler.update();
+          return loss.detach();
+        },
+        cuda_graph);
     for (int64_t step = start; step < end; ++step) {
       if (profile > 0 && step == std::max(start, end - profile)) recorder.emplace();
       if (t.val_every > 0 && step % t.val_every == 0 && parallel.is_main()) {
@@ -440,28 +468,34 @@ int main(int argc, char** argv) {
       }
       const auto t0 = std::chrono::steady_clock::now();
       const double lr = lr_at(t, step);
-      opt.set_lr(lr);
-      opt.zero_grad();
-      double loss_sum = 0;
-      for (int64_t micro = 0; micro < accum; ++micro) {
-        // This rank's contiguous rows of the global micro-batch.
-        auto [x, y] = train.batch(train_pos + parallel.rank() * local * T, local, T);
+      opt.set_lr(lr);  // the device scalars a replay reads too
+      double loss_sum = 0, norm = 0;
+      if (cuda_graph) {
+        auto [x, y] = train.batch(train_pos, local, T);
         train_pos = train.advance(train_pos, t.batch, T);
-        std::optional<hg::nn::DistributedDataParallel::NoSyncGuard> accumulate;
-        if (micro + 1 < accum) parallel.no_sync(accumulate);
-        const Tensor loss =
-            loss_of(*net, x.to(device), y.to(device), amp, c.vocab, t.fused_loss) / static_cast<double>(accum);
-        scaler.scale(loss).backward();
-        loss_sum += loss.item<double>();
+        loss_sum = graphed(x.to(device), y.to(device)).item<double>();
+        if (t.grad_clip > 0) norm = norm_t.item<double>();
+      } else {
+        opt.zero_grad();
+        for (int64_t micro = 0; micro < accum; ++micro) {
+          // This rank's contiguous rows of the global micro-batch.
+          auto [x, y] = train.batch(train_pos + parallel.rank() * local * T, local, T);
+          train_pos = train.advance(train_pos, t.batch, T);
+          std::optional<hg::nn::DistributedDataParallel::NoSyncGuard> accumulate;
+          if (micro + 1 < accum) parallel.no_sync(accumulate);
+          const Tensor loss =
+              loss_of(*net, x.to(device), y.to(device), amp, c.vocab, t.fused_loss) / static_cast<double>(accum);
+          scaler.scale(loss).backward();
+          loss_sum += loss.item<double>();
+        }
+        parallel.wait_for_gradients();
+        if (t.grad_clip > 0) {
+          scaler.unscale_(opt);  // clip the true gradients (fp16)
+          norm = hg::optim::clip_grad_norm_(opt.params(), t.grad_clip).item<double>();
+        }
+        scaler.step(opt);
+        scaler.update();
       }
-      parallel.wait_for_gradients();
-      double norm = 0;
-      if (t.grad_clip > 0) {
-        scaler.unscale_(opt);  // clip the true gradients (fp16)
-        norm = hg::optim::clip_grad_norm_(opt.params(), t.grad_clip).item<double>();
-      }
-      scaler.step(opt);
-      scaler.update();
       loss_sum = parallel.mean(loss_sum);  // every rank's rows, as the twin's one process sees them
       last_loss = loss_sum;
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

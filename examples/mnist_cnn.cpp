@@ -4,6 +4,7 @@
 // Data-parallel: mpirun -np 2 build/examples/mnist_cnn --distributed ... (docs/DISTRIBUTED.md)
 #include "common.h"
 #include "data_parallel.h"
+#include "graph_step.h"
 #include "models.h"
 
 int main(int argc, char** argv) {
@@ -44,6 +45,23 @@ int main(int argc, char** argv) {
     hg::amp::GradScaler scaler(device, {.enabled = args.amp == "fp16"});
     const int64_t start_epoch = examples::resume(args, *model, opt, scaler);
 
+    // One training step; with --cuda-graph captured once after warm-up and replayed per batch.
+    examples::GraphedStep train_step(
+        [&](const hg::Tensor& x, const hg::Tensor& y) {
+          opt.zero_grad();
+          hg::Tensor loss;
+          {
+            hg::amp::AutocastGuard autocast(device.type, amp, amp.has_value());
+            loss = hg::cross_entropy((*net)(x), y);  // cross_entropy runs in float32 under autocast
+          }
+          scaler.scale(loss).backward();
+          parallel.wait_for_gradients();  // averaged by the end of backward; this only checks
+          scaler.step(opt);               // skipped when fp16 gradients overflowed
+          scaler.update();
+          return loss.detach();
+        },
+        args.cuda_graph);
+
     examples::TrainLog log(args.epochs, loader_for(start_epoch).size());
     for (int64_t epoch = start_epoch; epoch < args.epochs; ++epoch) {
       hg::data::DataLoader loader = loader_for(epoch);
@@ -52,16 +70,7 @@ int main(int argc, char** argv) {
       for (hg::TensorList batch : loader) {
         log.start_step();
         const hg::Tensor x = batch[0].to(device), y = batch[1].to(device);
-        opt.zero_grad();
-        hg::Tensor loss;
-        {
-          hg::amp::AutocastGuard autocast(device.type, amp, amp.has_value());
-          loss = hg::cross_entropy((*net)(x), y);  // cross_entropy runs in float32 under autocast
-        }
-        scaler.scale(loss).backward();
-        parallel.wait_for_gradients();  // averaged by the end of backward; this only checks
-        scaler.step(opt);               // skipped when fp16 gradients overflowed
-        scaler.update();
+        const hg::Tensor loss = train_step(x, y);
         log.end_step(loss.item<double>(), x.size(0) * parallel.world());  // samples/s: the global rate
       }
       if (!args.save.empty() && parallel.is_main())

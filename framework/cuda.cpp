@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "framework/capture_state.h"
 #include "framework/cuda_backend.h"
 #include "framework/error.h"
 #include "framework/tensor.h"
@@ -89,9 +90,15 @@ void set_cuda_hooks(CudaHooks* h) { g_hooks = h; }
 bool is_built() { return load_backend(); }
 bool is_available() { return device_count() > 0; }
 int device_count() { return load_backend() ? g_hooks->device_count() : 0; }
-void synchronize() { hooks("cuda::synchronize").synchronize(); }
+void synchronize() {
+  capture::refuse_host_sync_any("cuda::synchronize", "synchronize");
+  hooks("cuda::synchronize").synchronize();
+}
 MemoryStats memory_stats(int device) { return hooks("cuda::memory_stats").memory_stats(device); }
-void empty_cache() { hooks("cuda::empty_cache").empty_cache(); }
+void empty_cache() {
+  capture::refuse_host_sync_any("cuda::empty_cache", "free cached memory (cudaFree waits for the device)");
+  hooks("cuda::empty_cache").empty_cache();
+}
 int64_t host_sync_count() { return load_backend() ? g_hooks->host_sync_count() : 0; }
 
 Tensor pin_memory(const Tensor& t) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "framework/allocator.h"
+#include "framework/capture_state.h"
 #include "framework/cuda_backend.h"
 #include "framework/dispatch.h"
 #include "framework/grad_mode.h"
@@ -91,6 +92,7 @@ template <class T>
 T Tensor::item() const {
   HG_CHECK(numel() == 1, "item", "a tensor with {} elements (shape {}) cannot be converted to a scalar", numel(),
            shape());
+  capture::refuse_host_sync("item", device(), "read a tensor's value on the host (item)");
   // On the CPU the value is read where it lies, converted as the cast kernel converts it, with
   // no tensor copied (a GradScaler step and a logged loss read one every iteration).
   if (device().is_cpu()) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "framework/capture_state.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
@@ -48,6 +49,8 @@ Tensor clip_grad_norm_(const TensorList& params, double max_norm, double norm_ty
   total = total.to(kFloat32);
   if (error_if_nonfinite) {
     // The one host wait here (on CUDA): the check has to see the norm before anything is clipped.
+    capture::refuse_host_sync("clip_grad_norm_", total.device(),
+                              "check error_if_nonfinite on the host (pass error_if_nonfinite=false)");
     const double t = total.item<double>();
     HG_CHECK(std::isfinite(t), "clip_grad_norm_",
              "the total norm of order {} of the gradients is {}; set error_if_nonfinite=false to clip anyway",

@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "framework/capture_state.h"
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
@@ -112,6 +113,9 @@ void Optimizer::step(const Tensor& skip_if) {
     bool read_on_host = skip_if.device().is_cpu() || !skips_on_device();
     for (const Tensor& p : params_) read_on_host = read_on_host || (p.grad().defined() && !p.device().is_cuda());
     if (read_on_host) {
+      capture::refuse_host_sync(name_, skip_if.device(),
+                                "read the skip flag (GradScaler's found-inf) on the host, as this optimizer has no "
+                                "device-side skip for all its parameters");
       if (skip_if.item<double>() != 0) return;
     } else {
       NoGradGuard no_grad;
@@ -145,6 +149,13 @@ void Optimizer::update_each() {
     if (!g.defined()) continue;
     HG_CHECK(g.shape() == p.shape(), name_, "gradient of parameter {} has shape {}, parameter has {}", i, g.shape(),
              p.shape());
+    if (!(multi && p.is_contiguous()) && capture::active_on(p.device())) {
+      fail(name_,
+           "cannot update parameter {} on its own during a CUDA graph capture: that path passes the learning rate "
+           "by value, so every replay would keep the captured one (use contiguous parameters, and unset "
+           "HG_OPTIM_PER_PARAM)",
+           i);
+    }
     if (multi && p.is_contiguous()) {
       auto it = std::find_if(lists.begin(), lists.end(), [&](const List& l) {
         return l.group == group_of_[i] && l.device == p.device() && l.dtype == p.dtype();

@@ -20,7 +20,7 @@ while IFS= read -r h; do
   fi
   case "$h" in
     *_kernels.h | ./framework/dispatch.h | ./framework/ops/internal.h | ./framework/op.h | ./framework/view_history.h | \
-      ./framework/cuda_backend.h | ./amp/policy.h | ./amp/autocast_hook.h | ./distributed/backend.h)
+      ./framework/cuda_backend.h | ./framework/capture_state.h | ./amp/policy.h | ./amp/autocast_hook.h | ./distributed/backend.h)
       echo "installed internal header: $h"; bad=1 ;;
   esac
   # The op-call plumbing by name, wherever it might be declared again.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "framework/capture_state.h"
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/binary.h"
@@ -27,6 +28,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
            indices.shape());
   HG_CHECK(num_classes >= -1, "one_hot", "num_classes must be -1 (inferred) or non-negative, got {}", num_classes);
   if (indices.numel() > 0) {
+    capture::refuse_host_sync("one_hot", indices.device(), "check the class values on the host");
     const int64_t lo = min(indices).item<int64_t>(), hi = max(indices).item<int64_t>();
     HG_CHECK(lo >= 0, "one_hot", "class values must be non-negative, got {}", lo);
     if (num_classes == -1) num_classes = hi + 1;
@@ -58,6 +60,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
     {
       // Invalid weights are an error here, as in PyTorch, at the cost of reading a few values back.
       NoGradGuard no_grad;
+      capture::refuse_host_sync("multinomial", p.device(), "check the probabilities on the host");
       const double lo = min(flat).item<double>();
       HG_CHECK(lo >= 0 && std::isfinite(lo), "multinomial", "probabilities must be finite and non-negative, found {}",
                lo);

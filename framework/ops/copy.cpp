@@ -1,5 +1,6 @@
 #include "framework/ops/copy_kernels.h"
 
+#include "framework/capture_state.h"
 #include "framework/grad_mode.h"
 #include "framework/op.h"
 #include "framework/ops/creation.h"
@@ -32,6 +33,8 @@ Tensor to(const Tensor& t, Device device, Dtype dtype) {
     out = internal::converted(x, dtype);
   } else {
     // Convert on the side that is the CPU, then move the bytes.
+    capture::refuse_host_sync("to", x.device(), "copy a tensor to another device (the host would wait for it)");
+    capture::refuse_host_sync("to", device, "copy a tensor to this device from host memory the replays would read");
     Tensor src = x.device().is_cpu() ? internal::converted(x, dtype) : x.contiguous();
     out = empty(x.shape(), TensorOptions(src.dtype()).device(device));
     if (x.numel()) cross_device_copy_stub(kCUDA, out, src);

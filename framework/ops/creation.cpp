@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "framework/capture_state.h"
 #include "framework/op.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/copy_kernels.h"
@@ -169,6 +170,8 @@ void set_rng_state(const Tensor& state) {
 }
 
 uint64_t random_u64() {
+  // Inside a capture the CUDA random kernels read their seed from the graph's table at this slot.
+  if (const auto slot = capture::take_seed_slot()) return *slot;
   std::lock_guard lock(g_rng_mutex);
   return g_rng();
 }

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "framework/capture_state.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/shape.h"
@@ -110,6 +111,8 @@ Tensor dense_as(const Tensor& t, Dtype dtype, const Shape& shape) {
 
 Tensor moved_to(const Tensor& t, Device device) {
   if (t.device() == device) return t.detach();
+  capture::refuse_host_sync("to", t.device(), "copy a tensor to another device (the host would wait for it)");
+  capture::refuse_host_sync("to", device, "copy a tensor to this device from host memory the replays would read");
   const Tensor src = internal::contiguous(t);
   Tensor out = empty(t.shape(), TensorOptions(t.dtype()).device(device));
   if (t.numel()) cross_device_copy_stub(kCUDA, out, src);

@@ -1,6 +1,7 @@
 // Elementwise losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, kl_div, binary_cross_entropy,
 // binary_cross_entropy_with_logits. The
 // forward is one kernel pass plus the reduction; backward formulas are composed from ops.
+#include "framework/capture_state.h"
 #include "framework/dispatch.h"
 #include "framework/grad_mode.h"
 #include "framework/op.h"
@@ -197,6 +198,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction reduction) {
+  capture::refuse_host_sync("binary_cross_entropy", probs.device(),
+                            "check that the probabilities lie in [0, 1] on the host (binary_cross_entropy_with_logits "
+                            "needs no check)");
   OpCall call(kBce, {probs, target});
   Prepared p = prepare("binary_cross_entropy", call.inputs(), /*broadcast=*/false, reduction);
   Tensor out = run_forward(PointwiseLoss::BinaryCrossEntropy, p, reduction);

@@ -1,17 +1,22 @@
 // The caching CUDA allocator. A block is reused only by allocations on the stream it was last
 // used on: kernels on one stream run in order, so the previous user's work has finished (on
-// the device) before the next user's starts, with no host wait. Registered for kCUDA.
+// the device) before the next user's starts, with no host wait. That holds because halfgrad
+// queues all work of a device on one stream (runtime.h); a second stream (a communication or
+// prefetch stream) would need a record-stream step before its blocks are reused. Registered for
+// kCUDA. Blocks belong to a pool: 0 for ordinary work, one per CUDA graph for what its capture
+// allocated. The bookkeeping (splitting, merging, best fit) is BlockCache (block_cache.h).
 #include "kernels/cuda/allocator.h"
 
 #include <algorithm>
 #include <array>
-#include <map>
-#include <memory>
+#include <atomic>
 #include <mutex>
-#include <unordered_map>
+#include <set>
 #include <utility>
 #include <vector>
 
+#include "framework/capture_state.h"
+#include "kernels/cuda/block_cache.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/runtime.h"
 
@@ -19,46 +24,24 @@ namespace hg::cuda {
 
 namespace {
 
-constexpr size_t kSmallLimit = size_t{1} << 20;
-
-struct Block {
-  size_t size;
-  cudaStream_t stream;
-};
-
-// One device's pools. Cached blocks are keyed by (stream, size) so lower_bound finds the
-// smallest block of the right stream that fits.
 struct DevicePool {
   std::mutex mutex;
-  std::map<std::pair<cudaStream_t, size_t>, std::vector<void*>> cached;
-  std::unordered_map<void*, Block> active;
+  BlockCache cache;
   MemoryStats stats;
+  uint64_t capturing = 0;        // the pool a capture on this device allocates from
+  std::set<uint64_t> graph_ids;  // live graphs' pools
 
-  void* take_cached(cudaStream_t stream, size_t size) {
-    auto it = cached.lower_bound({stream, size});
-    if (it == cached.end() || it->first.first != stream) return nullptr;
-    // Small requests reuse only their own class; large ones accept up to 1/4 of slack, so a
-    // 100 MiB block is not wasted on a 10 MiB tensor.
-    const size_t limit = size < kSmallLimit ? size : size + size / 4;
-    if (it->first.second > limit) return nullptr;
-    void* p = it->second.back();
-    active.emplace(p, Block{it->first.second, stream});
-    it->second.pop_back();
-    if (it->second.empty()) cached.erase(it);
-    return p;
-  }
-
-  // Frees every cached block of this device; the caller holds the mutex.
-  void release_cached(int device) {
-    if (cached.empty()) return;
+  // Gives the wholly free segments of `pool_id` back to the driver; the caller holds the mutex.
+  void release_cached(int device, uint64_t pool_id) {
+    const auto segments = cache.take_free_segments(pool_id);
+    if (segments.empty()) return;
     DeviceGuard guard(device);
     // cudaFree waits for the device anyway; make that wait explicit and counted.
     host_sync_device();
-    for (auto& [key, ptrs] : cached) {
-      for (void* p : ptrs) HG_CUDA_CHECK(cudaFree(p));
-      stats.reserved -= static_cast<int64_t>(key.second * ptrs.size());
+    for (const auto& [addr, bytes] : segments) {
+      HG_CUDA_CHECK(cudaFree(reinterpret_cast<void*>(addr)));
+      stats.reserved -= static_cast<int64_t>(bytes);
     }
-    cached.clear();
   }
 };
 
@@ -71,6 +54,18 @@ DevicePool& pool(int device) {
   return (*pools)[static_cast<size_t>(device)];
 }
 
+// cudaMalloc for a capture's pool: the capturing thread's mode counts cudaMalloc as potentially
+// unsafe (the allocation is not recorded in the graph), which is exactly how the pool uses it: the
+// block lives as long as the graph. So the call runs in relaxed mode, as PyTorch's allocator does.
+cudaError_t device_malloc(void** ptr, size_t size, bool capturing) {
+  if (!capturing) return cudaMalloc(ptr, size);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  HG_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t e = cudaMalloc(ptr, size);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return e;
+}
+
 [[maybe_unused]] const bool g_registered = [] {
   set_allocator(kCUDA, &caching_allocator());
   return true;
@@ -78,14 +73,7 @@ DevicePool& pool(int device) {
 
 }  // namespace
 
-size_t CachingAllocator::size_class(size_t n) {
-  if (n <= 512) return 512;
-  if (n < kSmallLimit) return (n + 511) & ~size_t{511};
-  // Large: round to 1/8 of the power of two (at least 2 MiB granularity above 16 MiB).
-  const size_t p = size_t{1} << (63 - __builtin_clzll(n));
-  const size_t step = std::max<size_t>(p / 8, 512);
-  return (n + step - 1) / step * step;
-}
+size_t CachingAllocator::size_class(size_t n) { return BlockCache::round(n); }
 
 void* CachingAllocator::allocate(size_t nbytes, Device device) {
   const size_t size = size_class(nbytes);
@@ -93,14 +81,20 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
   DevicePool& p = pool(dev);
   cudaStream_t stream = current_stream(dev);
   std::lock_guard lock(p.mutex);
-  void* ptr = p.take_cached(stream, size);
-  size_t got = ptr ? p.active.at(ptr).size : size;
-  if (!ptr) {
+  const uint64_t pool_id = p.capturing;
+  uintptr_t addr = p.cache.take(pool_id, stream, size);
+  if (addr == 0) {
     DeviceGuard guard(dev);
-    cudaError_t e = cudaMalloc(&ptr, size);
+    void* ptr = nullptr;
+    cudaError_t e = device_malloc(&ptr, size, pool_id != 0);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
-      p.release_cached(dev);  // give the cache back to the driver and try once more
+      capture::refuse_host_sync(
+          "allocate", device,
+          fmt::format("flush the memory cache after cudaMalloc of {} bytes ran out of memory (cudaFree waits for the "
+                      "device; free memory before capturing, or capture a smaller step)",
+                      size));
+      p.release_cached(dev, 0);  // give the cache back to the driver and try once more
       e = cudaMalloc(&ptr, size);
     }
     if (e == cudaErrorMemoryAllocation) {
@@ -114,26 +108,72 @@ void* CachingAllocator::allocate(size_t nbytes, Device device) {
            total_bytes);
     }
     HG_CUDA_CHECK(e);
-    p.active.emplace(ptr, Block{size, stream});
+    addr = reinterpret_cast<uintptr_t>(ptr);
+    p.cache.add_segment(addr, size, pool_id, stream);
     p.stats.reserved += static_cast<int64_t>(size);
     ++p.stats.system_allocations;
-    got = size;
   }
-  p.stats.allocated += static_cast<int64_t>(got);
+  p.stats.allocated += static_cast<int64_t>(p.cache.block_size(addr));
   p.stats.peak_allocated = std::max(p.stats.peak_allocated, p.stats.allocated);
-  return ptr;
+  return reinterpret_cast<void*>(addr);
 }
 
 void CachingAllocator::deallocate(void* ptr, size_t, Device device) {
   if (!ptr) return;
   DevicePool& p = pool(device.index);
   std::lock_guard lock(p.mutex);
-  auto it = p.active.find(ptr);
-  if (it == p.active.end()) return;  // not ours: nothing sensible to do in a destructor path
-  const Block b = it->second;
-  p.active.erase(it);
-  p.stats.allocated -= static_cast<int64_t>(b.size);
-  p.cached[{b.stream, b.size}].push_back(ptr);
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  // Freed while a capture records: the recorded kernels may use the block at every replay, so it
+  // joins the graph's pool and is never handed to other work while the graph lives.
+  const uint64_t pool_id = p.capturing != 0 ? p.capturing : p.cache.block_pool(addr);
+  const size_t size = p.cache.release(addr, pool_id);  // 0: not ours, nothing to do in a destructor path
+  p.stats.allocated -= static_cast<int64_t>(size);
+}
+
+uint64_t CachingAllocator::begin_capture_pool(int device) {
+  static std::atomic<uint64_t> next{1};
+  DevicePool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  HG_CHECK(p.capturing == 0, "cuda::Graph", "cuda:{} is already capturing into a memory pool", device);
+  p.capturing = next.fetch_add(1);
+  p.graph_ids.insert(p.capturing);
+  return p.capturing;
+}
+
+void CachingAllocator::end_capture_pool(int device) {
+  DevicePool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  p.capturing = 0;
+}
+
+void CachingAllocator::release_pool(int device, uint64_t pool_id) noexcept {
+  try {
+    DevicePool& p = pool(device);
+    std::lock_guard lock(p.mutex);
+    if (p.capturing == pool_id) p.capturing = 0;
+    p.graph_ids.erase(pool_id);
+    // Its wholly free segments go back to the driver, unless another capture records (no cudaFree
+    // then). What is left (blocks still held by tensors, and their free neighbours) joins the pool
+    // that is allocating now: the ordinary one, or the capture's.
+    if (p.capturing == 0) p.release_cached(device, pool_id);
+    p.cache.retag(pool_id, p.capturing);
+  } catch (...) {
+    (void)cudaGetLastError();  // called from destructors: a failed free leaves the blocks to the driver
+  }
+}
+
+int64_t CachingAllocator::pool_reserved(int device, uint64_t pool_id) {
+  DevicePool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  return p.cache.pool_bytes(pool_id);
+}
+
+int64_t CachingAllocator::graph_pools_reserved(int device) {
+  DevicePool& p = pool(device);
+  std::lock_guard lock(p.mutex);
+  int64_t bytes = 0;
+  for (const uint64_t id : p.graph_ids) bytes += p.cache.pool_bytes(id);
+  return bytes;
 }
 
 MemoryStats CachingAllocator::stats(int device) {
@@ -146,7 +186,7 @@ void CachingAllocator::empty_cache() {
   for (int d = 0; d < device_count_cached(); ++d) {
     DevicePool& p = pool(d);
     std::lock_guard lock(p.mutex);
-    p.release_cached(d);
+    p.release_cached(d, 0);  // graphs' pools stay: their graphs replay into them
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/common/splitmix64.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/graph.h"
 #include "kernels/cuda/loops.cuh"
 #include "kernels/cuda/runtime.h"
 
@@ -43,6 +44,7 @@ struct Params {
   int64_t ms0, ms1, ms2, ms3;
   bool dropout;
   uint64_t seed, threshold;
+  const uint64_t* seed_table;  // in a CUDA graph capture: seed is a slot of this table
   double inv_keep;
 };
 
@@ -66,7 +68,8 @@ __device__ C score(const Params& p, const C* qs, const T* kb, int64_t bh, int64_
 template <class C>
 __device__ __forceinline__ C drop_factor(const Params& p, int64_t row, int64_t j) {
   if (!p.dropout) return C(1);
-  const uint64_t u = splitmix64(p.seed + static_cast<uint64_t>(row * p.S + j)) >> 11;
+  const uint64_t seed = p.seed_table != nullptr ? p.seed_table[p.seed] : p.seed;
+  const uint64_t u = splitmix64(seed + static_cast<uint64_t>(row * p.S + j)) >> 11;
   return u >= p.threshold ? static_cast<C>(p.inv_keep) : C(0);
 }
 
@@ -214,6 +217,7 @@ Params make_params(const AttentionArgs& a) {
   }
   p.dropout = a.dropout_p > 0.0;
   p.seed = a.seed;
+  p.seed_table = p.dropout ? capture_seed_table(static_cast<int>(a.q.device().index)) : nullptr;
   p.threshold = static_cast<uint64_t>(a.dropout_p * 0x1.0p53);
   p.inv_keep = 1.0 / (1.0 - a.dropout_p);
   return p;

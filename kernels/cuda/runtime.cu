@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "framework/capture_state.h"
 #include "framework/cuda.h"
 #include "kernels/cuda/allocator.h"
 #include "kernels/cuda/check.h"
@@ -238,13 +239,17 @@ void check_device_errors() {
   }
 }
 
+// The ops that wait (item, to, the host checks in ops) refuse by name before they get here; this
+// catches any other path, before CUDA would invalidate the capture.
 void host_sync(cudaStream_t stream) {
+  capture::refuse_host_sync_any("cuda", "synchronize a stream");
   g_host_syncs.fetch_add(1, std::memory_order_relaxed);
   HG_CUDA_CHECK(cudaStreamSynchronize(stream));
   check_device_errors();
 }
 
 void host_sync_device() {
+  capture::refuse_host_sync_any("cuda", "synchronize the device");
   g_host_syncs.fetch_add(1, std::memory_order_relaxed);
   HG_CUDA_CHECK(cudaDeviceSynchronize());
   check_device_errors();

@@ -108,9 +108,9 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
              info.torch.available ? fmt::format("{} ({})", info.torch.version, info.torch.python)
                                   : "not run: " + info.torch.note);
   const auto header =
-      fmt::format("{:<10} {:<5} {:<4} {:>5} {:>9} {:>15} {:>10} {:>7} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8} {:>9}",
-                  "model", "prec", "dev", "batch", "median ms", "p10-p90 ms", "samples/s", "mem MiB", "GF/s", "x fp32",
-                  "loss", "d loss", "torch ms", "hg/torch", "d torch");
+      fmt::format("{:<10} {:<5} {:<4} {:>5} {:>9} {:>8} {:>15} {:>10} {:>7} {:>6} {:>6} {:>8} {:>9} {:>9} {:>8} {:>9}",
+                  "model", "prec", "dev", "batch", "median ms", "graph ms", "p10-p90 ms", "samples/s", "mem MiB",
+                  "GF/s", "x fp32", "loss", "d loss", "torch ms", "hg/torch", "d torch");
   fmt::print(out, "{}\n{}\n", header, std::string(header.size(), '-'));
   for (const auto& c : cells) {
     if (!c.hg.ok()) {
@@ -120,8 +120,10 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
     }
     const auto& r = c.hg;
     fmt::print(
-        out, "{:<10} {:<5} {:<4} {:>5} {:>9} {:>15} {:>10.0f} {:>7} {:>6.1f} {:>6} {:>8.4f} {:>9} {:>9} {:>8} {:>9}\n",
+        out,
+        "{:<10} {:<5} {:<4} {:>5} {:>9} {:>8} {:>15} {:>10.0f} {:>7} {:>6.1f} {:>6} {:>8.4f} {:>9} {:>9} {:>8} {:>9}\n",
         c.model, c.precision, c.device, c.batch, format_ms(r.step_ms.median),
+        std::isfinite(r.graph_ms) ? format_ms(r.graph_ms) : std::string("-"),
         format_ms(r.step_ms.p10) + "-" + format_ms(r.step_ms.p90), r.samples_per_s,
         mib(c.device == "cpu" ? r.cell_bytes : r.peak_bytes), c.flops_per_step / (r.step_ms.median * 1e6),
         fmt_or_dash(c.speedup_vs_fp32, "{:.2f}"), r.final_loss, fmt_or_dash(c.loss_diff_vs_fp32, "{:+.1e}"),
@@ -129,7 +131,8 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
   }
   fmt::print(
       out,
-      "\nmedian, p10, p90: of the timed steps. mem: CPU: peak resident set growth during the cell; CUDA: "
+      "\nmedian, p10, p90: of the timed steps. graph: the median step captured in a CUDA graph and replayed (CUDA "
+      "only). mem: CPU: peak resident set growth during the cell; CUDA: "
       "allocator peak.\nGF/s: the FLOP count of a training step (3 x forward matmuls/convs) over the "
       "median. loss: float32 loss on batch 0 after the run;\nd loss: minus fp32's (same seed, same data). "
       "hg/torch < 1: halfgrad is faster.\nd torch: halfgrad's loss minus PyTorch's (same weights, data, steps).\n");
@@ -206,6 +209,7 @@ nlohmann::json side_json(const SideResult& r) {
   j["peak_bytes"] = r.peak_bytes;
   j["cell_bytes"] = r.cell_bytes;
   j["allocs_per_step"] = number_or_null(r.allocs_per_step);
+  j["graph_step_ms"] = number_or_null(r.graph_ms);
   return j;
 }
 

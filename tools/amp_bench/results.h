@@ -24,6 +24,9 @@ struct SideResult {
   int64_t peak_bytes = 0;         // CPU: VmHWM at the end; CUDA: allocator peak
   int64_t cell_bytes = 0;         // CPU: VmHWM minus the resident size when the cell began
   double allocs_per_step = kNaN;  // allocator requests to the system per timed step (halfgrad)
+  // CUDA (halfgrad): the median step of the same training step captured once in a CUDA graph and
+  // replayed (each batch copied into the static inputs first), timed after the eager steps.
+  double graph_ms = kNaN;
   bool ok() const { return status == "ok"; }
 };
 
