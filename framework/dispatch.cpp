@@ -20,7 +20,9 @@ bool list_stub(const DispatchStubBase* stub) {
 }
 
 void refuse_float8(Dtype dtype, std::string_view op) {
-  if (op.empty()) op = current_op_name();
+  // The public op the user called names it best (a kernel's own label may be generic).
+  const std::string_view running = current_op_name();
+  if (!running.empty()) op = running;
   fail(op.empty() ? std::string_view("kernel") : op,
        "{} is a storage and cast dtype: this op does not compute in it; cast with to() to bfloat16 or "
        "float32 first (fp8 GEMMs run inside amp::Fp8Autocast)",

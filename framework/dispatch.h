@@ -69,8 +69,8 @@ struct TypeTag {
 };
 
 // Throws "[op] <dtype> is a storage and cast dtype ..." for a float8 dtype reaching a kernel that
-// only dispatch_any_dtype's callers (casts, fill, item, copies) take; `op` defaults to the public
-// op this thread is running.
+// only dispatch_any_dtype's callers (casts, fill, item, copies) take; named by the public op this
+// thread is running, else by `op`.
 [[noreturn]] void refuse_float8(Dtype dtype, std::string_view op = {});
 
 // Calls f(TypeTag<T>{}) for the C++ type of `dtype`. The float8 dtypes are refused by name

@@ -27,6 +27,7 @@ void check_operands(std::string_view op, const Tensor& a, const Tensor& b) {
            "run inside an autocast region",
            a.dtype(), a.shape(), b.dtype(), b.shape());
   HG_CHECK(is_floating(a.dtype()), op, "expected floating-point operands, got {}", a.dtype());
+  if (is_float8(a.dtype())) refuse_float8(a.dtype(), op);
 }
 
 // A [1, rows, cols] alias of a 2-d tensor, for the batched kernel (no op recorded).

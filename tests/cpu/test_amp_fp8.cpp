@@ -45,7 +45,7 @@ struct HostColumn {
   }
 };
 
-float max_abs(const Tensor& t) {
+float fp8_max_abs(const Tensor& t) {
   float m = 0;
   for (float v : t.to_vector<float>())
     if (!std::isnan(v)) m = std::max(m, std::fabs(v));
@@ -107,9 +107,9 @@ TEST_CASE("amp: fp8 recipe: history and scales evolve as delayed scaling specifi
       CHECK(out.dtype() == kBFloat16);
       const Tensor g = with_amax(16, 16, 100.0f * static_cast<float>(step + 1));
       out.backward(g.to(kBFloat16));
-      host[0].record(max_abs(a));
-      host[1].record(max_abs(b));
-      host[2].record(max_abs(g.to(kBFloat16).to(kFloat32)));
+      host[0].record(fp8_max_abs(a));
+      host[1].record(fp8_max_abs(b));
+      host[2].record(fp8_max_abs(g.to(kBFloat16).to(kFloat32)));
       for (int64_t c = 0; c < 3; ++c) {
         CAPTURE(c);
         CHECK(recipe.scale().select(0, c).item<float>() == host[static_cast<size_t>(c)].scale);
@@ -165,7 +165,7 @@ TEST_CASE("amp: fp8 region: linear and mm compute the scaled fp8 product, output
     CHECK(y.shape() == Shape{32, 16});
     hg::test::check_close(y, exact, {0, 0});
   }
-  CHECK(recipe.scale().select(0, 0).item<float>() == 448.0f / max_abs(x));
+  CHECK(recipe.scale().select(0, 0).item<float>() == 448.0f / fp8_max_abs(x));
   // Values that do not fit (this region's first GEMM has the linear's columns, scales near 224,
   // so some saturate): each product's operands are the scalar saturating casts of x * s.
   const Tensor xr = randn({16, 32}) * 3.0;
