@@ -12,6 +12,8 @@
 #   infinity, with the input's sign; infinities do the same; NaN gives S.1111111 (both formats);
 # - the saturating cast (Transformer Engine's, cuda_fp8.h's __NV_SATFINITE) gives the largest
 #   finite value instead, for infinities too; NaN stays NaN.
+import bisect
+import functools
 import io
 import shutil
 import struct
@@ -42,6 +44,7 @@ def decode(code, fmt):
     return sign * (1 + Fraction(m, 1 << mbits)) * Fraction(2) ** (e - bias)
 
 
+@functools.lru_cache(maxsize=None)
 def finite_grid(fmt):
     """(value, code) for every finite non-negative code, ascending, plus the overflow point."""
     ebits, mbits, bias, has_inf = FORMATS[fmt]
@@ -62,7 +65,7 @@ def encode_magnitude(a, fmt, saturate):
         return 0x7F
     if a == "inf" or a >= beyond:
         return overflow
-    lo = max(i for i in range(len(grid)) if grid[i][0] <= a)
+    lo = bisect.bisect_right([v for v, _ in grid], a) - 1  # the last grid value <= a
     lo_v, lo_c = grid[lo]
     if lo_v == a:
         return lo_c
