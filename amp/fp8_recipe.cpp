@@ -72,8 +72,9 @@ void Fp8RecipeState::ensure(int64_t gemm, Device device) {
 void Fp8RecipeState::record_amax(int64_t column, const Tensor& t) {
   if (t.numel() == 0) return;
   NoGradGuard no_grad;
-  Tensor a = max(abs(t.detach())).to(kFloat32).reshape({1});
-  a = where(ne(a, a), zeros_like(a), a);  // NaN tells nothing about the range: recorded as 0
+  // NaN elements skipped, as Transformer Engine's amax (an fmaxf reduction) skips them.
+  const Tensor ax = abs(t.detach());
+  const Tensor a = max(where(ne(ax, ax), zeros_like(ax), ax)).to(kFloat32).reshape({1});
   Tensor cell = history.select(0, 0).narrow(0, column, 1);
   cell.copy_(maximum(cell, a));
   recorded = true;

@@ -101,7 +101,7 @@ struct Fp8RecipeState {
   Dtype dtype_of(Fp8Role role) const;
   // Makes columns for GEMMs [0, gemm] on `device` (new ones: history 0, scale 1).
   void ensure(int64_t gemm, Device device);
-  // history[0, column] = max(history[0, column], max |t|); 0 where t holds NaN; no host sync.
+  // history[0, column] = max(history[0, column], max |t| over t's non-NaN elements); no sync.
   void record_amax(int64_t column, const Tensor& t);
   void update();
 };
