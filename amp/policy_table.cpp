@@ -122,6 +122,8 @@ constexpr PolicyRow kTable[] = {
   {"lstm_projected_recurrence",          Lower,   Lower,   "h W_hh^T and (o tanh c) W_hr^T per step (PyTorch: _cudnn_rnn with proj_size)"},
   {"gru_recurrence",                     Lower,   Lower,   "h W_hh^T per step (PyTorch: gru_cell, _cudnn_rnn; 1.13's CPU kept gru in fp32)"},
   {"rnn_recurrence",                     Lower,   Lower,   "h W_hh^T per step (PyTorch: rnn_tanh_cell, rnn_relu_cell, _cudnn_rnn)"},
+  {"fp8_gemm",                           Pass,    Pass,    "an fp8 region's linear/mm (amp/fp8_autocast.h): casts its inputs itself, with the recipe's scales"},
+  {"fp8_fallback",                       Pass,    Pass,    "marks a linear/mm an fp8 region ran in bfloat16 (shapes fp8 cannot take)"},
   // -- softmax and normalisation --
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
   {"log_softmax",                        Pass,    F32Out,  "cuda: exp and a sum; float32 output"},

@@ -2,6 +2,7 @@
 
 #include "framework/cuda.h"
 #include "framework/cuda_backend.h"
+#include "framework/op.h"
 
 namespace hg {
 
@@ -16,6 +17,16 @@ const std::vector<const DispatchStubBase*>& stub_registry() { return stubs(); }
 bool list_stub(const DispatchStubBase* stub) {
   stubs().push_back(stub);
   return true;
+}
+
+void refuse_float8(Dtype dtype, std::string_view op) {
+  // The public op the user called names it best (a kernel's own label may be generic).
+  const std::string_view running = current_op_name();
+  if (!running.empty()) op = running;
+  fail(op.empty() ? std::string_view("kernel") : op,
+       "{} is a storage and cast dtype: this op does not compute in it; cast with to() to bfloat16 or "
+       "float32 first (fp8 GEMMs run inside amp::Fp8Autocast)",
+       dtype);
 }
 
 void DispatchStubBase::missing(DeviceType d) const {

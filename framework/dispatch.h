@@ -68,7 +68,13 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls f(TypeTag<T>{}) for the C++ type of `dtype`.
+// Throws "[op] <dtype> is a storage and cast dtype ..." for a float8 dtype reaching a kernel that
+// only dispatch_any_dtype's callers (casts, fill, item, copies) take; named by the public op this
+// thread is running, else by `op`.
+[[noreturn]] void refuse_float8(Dtype dtype, std::string_view op = {});
+
+// Calls f(TypeTag<T>{}) for the C++ type of `dtype`. The float8 dtypes are refused by name
+// (refuse_float8), so generic kernels never instantiate for them.
 template <class F>
 decltype(auto) dispatch_dtype(Dtype dtype, F&& f) {
   switch (dtype) {
@@ -80,8 +86,20 @@ decltype(auto) dispatch_dtype(Dtype dtype, F&& f) {
     case kInt32: return f(TypeTag<int32_t>{});
     case kUInt8: return f(TypeTag<uint8_t>{});
     case kBool: return f(TypeTag<bool>{});
+    case kFloat8E4M3:
+    case kFloat8E5M2: refuse_float8(dtype);
   }
   return f(TypeTag<float>{});
+}
+
+// dispatch_dtype with the float8 types too: for the kernels that only move and convert values.
+template <class F>
+decltype(auto) dispatch_any_dtype(Dtype dtype, F&& f) {
+  switch (dtype) {
+    case kFloat8E4M3: return f(TypeTag<Float8E4M3>{});
+    case kFloat8E5M2: return f(TypeTag<Float8E5M2>{});
+    default: return dispatch_dtype(dtype, std::forward<F>(f));
+  }
 }
 
 // Like dispatch_dtype for the four floating dtypes; other dtypes throw naming the op.
@@ -92,6 +110,8 @@ decltype(auto) dispatch_floating(Dtype dtype, std::string_view op, F&& f) {
     case kFloat16: return f(TypeTag<Half>{});
     case kBFloat16: return f(TypeTag<BFloat16>{});
     case kFloat64: return f(TypeTag<double>{});
+    case kFloat8E4M3:
+    case kFloat8E5M2: refuse_float8(dtype, op);
     default: fail(op, "expected a floating-point tensor, got {}", dtype);
   }
 }

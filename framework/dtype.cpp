@@ -1,5 +1,8 @@
 #include "framework/dtype.h"
 
+#include "framework/error.h"
+#include "framework/op.h"
+
 namespace hg {
 
 size_t element_size(Dtype dtype) {
@@ -11,7 +14,9 @@ size_t element_size(Dtype dtype) {
     case kFloat16:
     case kBFloat16: return 2;
     case kUInt8:
-    case kBool: return 1;
+    case kBool:
+    case kFloat8E4M3:
+    case kFloat8E5M2: return 1;
   }
   return 0;
 }
@@ -26,12 +31,14 @@ std::string_view dtype_name(Dtype dtype) {
     case kInt32: return "int32";
     case kUInt8: return "uint8";
     case kBool: return "bool";
+    case kFloat8E4M3: return "float8_e4m3fn";
+    case kFloat8E5M2: return "float8_e5m2";
   }
   return "?";
 }
 
 bool is_floating(Dtype dtype) {
-  return dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16 || dtype == kFloat64;
+  return dtype == kFloat32 || dtype == kFloat16 || dtype == kBFloat16 || dtype == kFloat64 || is_float8(dtype);
 }
 
 namespace {
@@ -46,6 +53,8 @@ int rank(Dtype d) {
     case kBFloat16: return 4;
     case kFloat32: return 5;
     case kFloat64: return 6;
+    case kFloat8E4M3:
+    case kFloat8E5M2: return 4;  // never compared: promote_types refuses them first
   }
   return 0;
 }
@@ -53,6 +62,11 @@ int rank(Dtype d) {
 
 Dtype promote_types(Dtype a, Dtype b) {
   if (a == b) return a;
+  if (is_float8(a) || is_float8(b)) {
+    const std::string_view op = current_op_name();
+    fail(op.empty() ? "promote_types" : op,
+         "float8 dtypes do not promote with other dtypes ({} with {}): cast one with to() first", a, b);
+  }
   if ((a == kFloat16 && b == kBFloat16) || (a == kBFloat16 && b == kFloat16)) return kFloat32;
   return rank(a) >= rank(b) ? a : b;
 }

@@ -14,6 +14,7 @@ std::vector<const OpDef*>& registry() {
   return ops;
 }
 AutocastHook g_autocast_hook = nullptr;
+OpOverrideHook g_op_override_hook = nullptr;
 AutogradHooks* g_autograd_hooks = nullptr;
 thread_local std::vector<OpRecorder*> t_recorders;
 thread_local bool t_in_backward = false;
@@ -49,6 +50,11 @@ const OpDef* find_op(std::string_view name) {
 
 void set_autocast_hook(AutocastHook hook) { g_autocast_hook = hook; }
 void set_autograd_hooks(AutogradHooks* hooks) { g_autograd_hooks = hooks; }
+void set_op_override_hook(OpOverrideHook hook) { g_op_override_hook = hook; }
+Tensor op_override(const OpDef& op, const TensorList& inputs) {
+  if (g_op_override_hook == nullptr || t_op_depth != 0 || t_in_backward || !t_autocast.any_enabled()) return Tensor();
+  return g_op_override_hook(op, inputs);
+}
 AutogradHooks& autograd_hooks() {
   HG_CHECK(g_autograd_hooks != nullptr, "autograd", "the autograd layer is not linked into this program");
   return *g_autograd_hooks;

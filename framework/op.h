@@ -63,6 +63,14 @@ struct AutocastResult {
 using AutocastHook = AutocastResult (*)(const OpDef& op, TensorList inputs);
 void set_autocast_hook(AutocastHook hook);
 
+// An op that a region runs as a different computation (an fp8 region runs linear and mm as fp8
+// GEMMs, amp/fp8_autocast.h) asks op_override first, before its OpCall; a defined result is the
+// op's result. The hook is asked only at the outermost level, outside backward formulas, while
+// some autocast is on; it returns an undefined tensor to let the op run as usual.
+using OpOverrideHook = Tensor (*)(const OpDef& op, const TensorList& inputs);
+void set_op_override_hook(OpOverrideHook hook);
+Tensor op_override(const OpDef& op, const TensorList& inputs);
+
 struct AutogradHooks {
   virtual ~AutogradHooks() = default;
   // `op` is the public op that ran, or null for a custom autograd Function (named by `name`).

@@ -97,8 +97,8 @@ T Tensor::item() const {
   // no tensor copied (a GradScaler step and a logged loss read one every iteration).
   if (device().is_cpu()) {
     // (Half and BFloat16 convert only to float, exactly, then on: the kernel's order.)
-    return dispatch_dtype(dtype(),
-                          [&]<class S>(TypeTag<S>) { return static_cast<T>(*static_cast<const S*>(raw_data())); });
+    return dispatch_any_dtype(dtype(),
+                              [&]<class S>(TypeTag<S>) { return static_cast<T>(*static_cast<const S*>(raw_data())); });
   }
   return to_vector<T>()[0];
 }
@@ -114,6 +114,8 @@ HG_INSTANTIATE_READERS(int64_t)
 HG_INSTANTIATE_READERS(int32_t)
 HG_INSTANTIATE_READERS(uint8_t)
 HG_INSTANTIATE_READERS(bool)
+HG_INSTANTIATE_READERS(Float8E4M3)
+HG_INSTANTIATE_READERS(Float8E5M2)
 #undef HG_INSTANTIATE_READERS
 
 // ---- autograd slot ----

@@ -39,8 +39,10 @@ struct DtypeName {
   Dtype dtype;
   const char* name;
 };
-constexpr DtypeName kDtypeNames[] = {{kFloat64, "F64"}, {kFloat32, "F32"}, {kFloat16, "F16"}, {kBFloat16, "BF16"},
-                                     {kInt64, "I64"},   {kInt32, "I32"},   {kUInt8, "U8"},    {kBool, "BOOL"}};
+// The float8 names are safetensors' own (PyTorch's float8_e4m3fn and float8_e5m2).
+constexpr DtypeName kDtypeNames[] = {
+    {kFloat64, "F64"}, {kFloat32, "F32"}, {kFloat16, "F16"}, {kBFloat16, "BF16"},      {kInt64, "I64"},
+    {kInt32, "I32"},   {kUInt8, "U8"},    {kBool, "BOOL"},   {kFloat8E4M3, "F8_E4M3"}, {kFloat8E5M2, "F8_E5M2"}};
 
 // Tests kill a save at a chosen point (HG_TEST_SAVE_KILL_AT=header|tensor|fsync|close|rename)
 // to check the previous checkpoint survives; unset, this does nothing.

@@ -79,6 +79,7 @@ Tensor sum(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim, std:
   const Tensor& x = call.input(0);
   HG_CHECK(x.defined(), "sum", "got an undefined tensor");
   Dtype out_dtype = dtype.value_or(call.output_dtype().value_or(is_floating(x.dtype()) ? x.dtype() : kInt64));
+  if (is_float8(x.dtype()) || is_float8(out_dtype)) refuse_float8(is_float8(x.dtype()) ? x.dtype() : out_dtype, "sum");
   ReduceLayout layout = reduce_layout(x, dims, keepdim, "sum", sum_columns_stub.has(x.device().type));
   Tensor out = empty(layout.out_shape, TensorOptions(out_dtype).device(x.device()));
   if (layout.reduced == 0) {

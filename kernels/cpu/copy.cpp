@@ -20,23 +20,28 @@ inline int64_t float_to_int64(double d) {
   return static_cast<int64_t>(d);
 }
 
+// The 16-bit and 8-bit floats convert through float (exact when widening; one rounding, to
+// nearest even, when narrowing from float32 or a 16-bit float).
+template <class T>
+inline constexpr bool is_narrow_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || is_float8_v<T>;
+
 template <class To, class From>
 To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
     return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+  } else if constexpr (is_narrow_float<To>) {
     if constexpr (std::is_same_v<From, double>) {
-      return To(static_cast<float>(v));  // note: double->float->half may double-round
+      return To(static_cast<float>(v));  // note: double->float->half may double-round (as PyTorch's)
     } else {
       return To(static_cast<float>(v));
     }
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     return static_cast<To>(float_to_int64(static_cast<double>(v)));
-  } else if constexpr (std::is_integral_v<To> && (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)) {
+  } else if constexpr (std::is_integral_v<To> && is_narrow_float<From>) {
     return static_cast<To>(float_to_int64(static_cast<double>(static_cast<float>(v))));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+  } else if constexpr (is_narrow_float<From>) {
     return static_cast<To>(static_cast<float>(v));
   } else {
     return static_cast<To>(v);
@@ -68,8 +73,8 @@ void convert_float_runs(const Tensor& dst, const Tensor& src) {
 }
 
 void copy_cpu(const Tensor& dst, const Tensor& src) {
-  dispatch_dtype(dst.dtype(), [&]<class To>(TypeTag<To>) {
-    dispatch_dtype(src.dtype(), [&]<class From>(TypeTag<From>) {
+  dispatch_any_dtype(dst.dtype(), [&]<class To>(TypeTag<To>) {
+    dispatch_any_dtype(src.dtype(), [&]<class From>(TypeTag<From>) {
       if constexpr ((is_16bit_float<To> && std::is_same_v<From, float>) ||
                     (std::is_same_v<To, float> && is_16bit_float<From>)) {
         convert_float_runs<To, From>(dst, src);
@@ -98,7 +103,7 @@ bool widen_noting_finite_cpu(const Tensor& dst, const Tensor& src) {
 }
 
 void fill_cpu(const Tensor& dst, double value) {
-  dispatch_dtype(dst.dtype(), [&]<class T>(TypeTag<T>) {
+  dispatch_any_dtype(dst.dtype(), [&]<class T>(TypeTag<T>) {
     const T v = convert<T, double>(value);
     for_each_run<1>(dst.shape(), {&dst},
                     [&](const std::array<char*, 1>& p, const std::array<int64_t, 1>& s, int64_t n) {

@@ -16,9 +16,10 @@ struct ConvertFn {
 void copy_cuda(const Tensor& dst, const Tensor& src) {
   HG_CHECK(dst.device() == src.device(), "copy", "expected tensors on one device, got {} and {}", dst.device(),
            src.device());
-  dispatch_dtype(dst.dtype(), [&]<class To>(TypeTag<To>) {
-    dispatch_dtype(src.dtype(),
-                   [&]<class From>(TypeTag<From>) { launch_unary<To, From>(dst, src, ConvertFn<To, From>{}, "copy"); });
+  dispatch_any_dtype(dst.dtype(), [&]<class To>(TypeTag<To>) {
+    dispatch_any_dtype(src.dtype(), [&]<class From>(TypeTag<From>) {
+      launch_unary<To, From>(dst, src, ConvertFn<To, From>{}, "copy");
+    });
   });
 }
 
@@ -43,12 +44,12 @@ __global__ void fill_strided_kernel(Geometry<1> g, char* out, T value) {
   }
 }
 
-// The value as the CPU fill stores it (double -> float -> 16-bit float, as kernels/cpu/copy.cpp).
+// The value as the CPU fill stores it (double -> float -> 16- or 8-bit float, as kernels/cpu/copy.cpp).
 template <class T>
 T host_value(double value) {
   if constexpr (std::is_same_v<T, bool>) {
     return value != 0.0;
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> || is_float8_v<T>) {
     return T(static_cast<float>(value));
   } else {
     return static_cast<T>(value);
@@ -61,7 +62,7 @@ void fill_cuda(const Tensor& dst, double value) {
   const int dev = dst.device().index;
   DeviceGuard guard(dev);
   cudaStream_t stream = current_stream(dev);
-  dispatch_dtype(dst.dtype(), [&]<class T>(TypeTag<T>) {
+  dispatch_any_dtype(dst.dtype(), [&]<class T>(TypeTag<T>) {
     const T v = host_value<T>(value);
     if (g.flat(0, sizeof(T)) && !g.scalar(0) && aligned(dst.raw_data(), sizeof(T) * kVec<T>)) {
       fill_flat_kernel<T><<<grid_for(g.numel, kThreads, kVec<T>, dev), kThreads, 0, stream>>>(

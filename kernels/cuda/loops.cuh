@@ -51,11 +51,23 @@ __device__ __forceinline__ T from_acc(acc_t<T> v) {
 }
 
 // The CPU copy's conversion rules (kernels/cpu/copy.cpp): 16-bit floats go through float,
-// anything non-zero is true.
+// anything non-zero is true. The float8 types convert with framework/float8.h's host-device code,
+// the CPU's, so both give the same bits.
 template <class To, class From>
 __device__ __forceinline__ To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (is_float8_v<From>) {
+    const float f = From::to_float(v.bits);
+    if constexpr (std::is_same_v<To, bool>) {
+      return f != 0.0f;
+    } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+      return from_acc<To>(f);
+    } else {
+      return static_cast<To>(f);
+    }
+  } else if constexpr (is_float8_v<To>) {
+    return To::from_bits(To::from_float(static_cast<float>(to_acc(v))));
   } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
     const float f = to_acc(v);
     if constexpr (std::is_same_v<To, bool>) {

@@ -108,7 +108,7 @@ TEST_CASE("dtype sizes, names and promotion follow PyTorch") {
 }
 
 TEST_CASE("to() converts between every pair of dtypes") {
-  const std::vector<double> values{0, 1, 2, 3, 100, 1};
+  const std::vector<double> values{0, 1, 2, 3, 96, 1};  // exact in every dtype, float8 included
   for (Dtype from : kAllDtypes) {
     for (Dtype to : kAllDtypes) {
       Tensor t = tensor(values).to(from).to(to);

@@ -128,6 +128,7 @@ void print_table(std::FILE* out, const RunInfo& info, const Options& o, const st
         mib(c.device == "cpu" ? r.cell_bytes : r.peak_bytes), c.flops_per_step / (r.step_ms.median * 1e6),
         fmt_or_dash(c.speedup_vs_fp32, "{:.2f}"), r.final_loss, fmt_or_dash(c.loss_diff_vs_fp32, "{:+.1e}"),
         torch_cell(c), fmt_or_dash(c.hg_over_torch, "{:.2f}"), fmt_or_dash(c.loss_diff_vs_torch, "{:+.1e}"));
+    if (c.precision == "fp8" && !r.note.empty()) fmt::print(out, "{:<10} {:<5} {:<4} note: {}\n", "", "", "", r.note);
   }
   fmt::print(
       out,
@@ -338,7 +339,7 @@ void write_png(const std::string& path, const RunInfo& info, const std::vector<C
        << "plot ";
     // One colour per precision; PyTorch's bars are hatched in the same colour.
     const std::map<std::string, std::string> colour = {
-        {"fp32", "#4C72B0"}, {"bf16", "#55A868"}, {"fp16", "#C44E52"}, {"tf32", "#8172B2"}};
+        {"fp32", "#4C72B0"}, {"bf16", "#55A868"}, {"fp16", "#C44E52"}, {"tf32", "#8172B2"}, {"fp8", "#DD8452"}};
     for (size_t i = 0; i < series.size(); ++i) {
       const bool torch = series[i].rfind("PyTorch", 0) == 0;
       const std::string precision = series[i].substr(series[i].find(' ') + 1);

@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "examples/gpt2_model.h"
@@ -85,6 +86,8 @@ TEST_CASE("amp_bench: flags") {
     REQUIRE(p.run);
     CHECK(p.options.models == std::vector<std::string>{"linear", "mnist_cnn"});
     CHECK(p.options.precisions == std::vector<std::string>{"bf16"});
+    CHECK(parse({"--precisions", "bf16,fp8"}).options.precisions == std::vector<std::string>{"bf16", "fp8"});
+    CHECK(std::count(kAllPrecisions.begin(), kAllPrecisions.end(), "fp8") == 0);  // asked for, not by default
     CHECK(p.options.devices == std::vector<std::string>{"cpu"});
     CHECK(p.options.steps == 7);
     CHECK(p.options.warmup == 0);
@@ -106,7 +109,7 @@ TEST_CASE("amp_bench: flags") {
   }
   SUBCASE("bad flags stop with an error status") {
     for (auto args : std::vector<std::vector<const char*>>{{"--models", "resnet50"},
-                                                           {"--precisions", "fp8"},
+                                                           {"--precisions", "fp9"},
                                                            {"--devices", "tpu"},
                                                            {"--steps", "0"},
                                                            {"--warmup", "-1"},

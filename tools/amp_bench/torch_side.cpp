@@ -69,10 +69,12 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
     for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
     return s;
   };
+  std::vector<std::string> precisions = o.precisions;
+  std::erase(precisions, "fp8");  // PyTorch has no fp8 autocast: the fp8 cells have no PyTorch side
   std::vector<std::string> args = {"--models",
                                    join(o.models),
                                    "--precisions",
-                                   join(o.precisions),
+                                   join(precisions),
                                    "--devices",
                                    join(devices),
                                    "--steps",
