@@ -70,6 +70,14 @@ void gemm_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   blas::lt_matmul(p);
 }
 
+// The bias as the epilogues read it: n consecutive elements (a strided bias copied).
+Tensor unit_stride_bias(const Tensor& bias_in) {
+  if (bias_in.strides()[0] == 1 || bias_in.numel() <= 1) return bias_in;
+  Tensor bias = empty(bias_in.shape(), TensorOptions(bias_in.dtype()).device(bias_in.device()));
+  copy_stub(kCUDA, bias, bias_in);
+  return bias;
+}
+
 // linear's forward: out = a b + bias in one cuBLASLt call (the bias epilogue).
 void gemm_bias_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in) {
   HG_CHECK(out.device() == a_in.device() && out.device() == b_in.device() && out.device() == bias_in.device(), "linear",
@@ -81,11 +89,7 @@ void gemm_bias_cuda(const Tensor& out, const Tensor& a_in, const Tensor& b_in, c
   if (m == 0 || n == 0) return;
   HG_CHECK(k > 0, "linear", "the fused bias GEMM needs k > 0");
   const Tensor a = readable(as_batch(a_in)), b = readable(as_batch(b_in));
-  Tensor bias = bias_in;
-  if (bias.strides()[0] != 1 && n > 1) {
-    bias = empty(bias_in.shape(), TensorOptions(bias_in.dtype()).device(bias_in.device()));
-    copy_stub(kCUDA, bias, bias_in);
-  }
+  const Tensor bias = unit_stride_bias(bias_in);
   blas::GemmProblem p = problem_for(out, a, b, m, n, k);
   p.epilogue = blas::Epilogue::Bias;
   p.bias = bias.raw_data();
@@ -140,11 +144,7 @@ bool gemm_gelu_aux_cuda(const Tensor& out, const Tensor& pre, const Tensor& a_in
            "the GELU epilogue needs non-empty operands and a width that is a multiple of 8, got [{}, {}] x [{}, {}]", m,
            k, k, n);
   const Tensor a = readable(as_batch(a_in)), b = readable(as_batch(b_in));
-  Tensor bias = bias_in;
-  if (bias.strides()[0] != 1 && n > 1) {
-    bias = empty(bias_in.shape(), TensorOptions(bias_in.dtype()).device(bias_in.device()));
-    copy_stub(kCUDA, bias, bias_in);
-  }
+  const Tensor bias = unit_stride_bias(bias_in);
   blas::GemmProblem p = problem_for(out, a, b, m, n, k);
   p.epilogue = blas::Epilogue::GeluAuxBias;
   p.bias = bias.raw_data();
