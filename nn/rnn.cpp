@@ -181,6 +181,9 @@ std::tuple<PackedSequence, Tensor, Tensor> Recurrent::run(const PackedSequence& 
   HG_CHECK(input.batch_sizes.defined() && input.batch_sizes.dim() == 1 && input.batch_sizes.numel() > 0 &&
                input.batch_sizes.device().type == kCPU,
            name_, "a PackedSequence's batch_sizes must be a non-empty 1-d CPU tensor (pack_padded_sequence makes one)");
+  HG_CHECK(input.sorted_indices.defined() == input.unsorted_indices.defined(), name_,
+           "a PackedSequence needs both sorted_indices and unsorted_indices, or neither (pack_padded_sequence sets "
+           "them together)");
   const std::vector<int64_t> sizes = input.batch_sizes.to(kInt64).to_vector<int64_t>();
   const int64_t dirs = options_.bidirectional ? 2 : 1, batch = sizes[0];
 

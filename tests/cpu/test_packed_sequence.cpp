@@ -220,6 +220,11 @@ TEST_CASE("packed sequences: bad input gives one-line errors") {
       },
       {"[LSTM]", "input_size", "5"});
   check_error([&] { lstm(p, {randn({1, 3, 4}), randn({1, 3, 4})}); }, {"[LSTM]", "hx", "[1, 2, 4]"});
+  nn::PackedSequence half_sorted = nn::pack_padded_sequence(x, std::vector<int64_t>{2, 4}, false, false);
+  half_sorted.unsorted_indices = Tensor();
+  check_error([&] { lstm(half_sorted); }, {"[LSTM]", "sorted_indices and unsorted_indices"});
+  half_sorted.unsorted_indices = tensor(std::vector<int64_t>{1, 5});
+  check_error([&] { lstm(half_sorted); }, {"index"});
   // The op itself: batch_sizes that grow, or do not add up to gates_x's rows.
   const Tensor w = randn({8, 2}), h = randn({2, 2}), c = randn({2, 2});
   check_error(
