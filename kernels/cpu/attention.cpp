@@ -1,9 +1,12 @@
-// CPU scaled-dot-product attention. Forward: per (b, h) and a block of query rows, the block's keys
-// are laid out transposed in the compute dtype once, then each query row gets one row of scores
-// (the only O(S) scratch: no [L, S] matrix), a max-subtracted softmax, and the weighted sum of v.
-// Backward (flash-attention style): per (b, h), recompute each row's weights from q, k and the saved
-// log-sum-exp, then accumulate dq (per row) and dk, dv (per head, in the compute dtype).
-// The innermost loops run along keys or features, never a reduction, so they vectorise.
+// CPU scaled-dot-product attention, blocked as flash attention is, with the block products on the
+// CPU GEMM (kernels/cpu/gemm/blas.h) in the compute dtype (float32, float64 for float64 inputs).
+// Forward: per (b, h) and a block of query rows, the block's scores S = q k^T are one product, each
+// row is masked and turned into weights (max-subtracted softmax, its log-sum-exp kept), and
+// out = P v a second product. Backward: per (b, h), each block recomputes its weights from q, k and
+// the saved log-sum-exp, then dv += P^T dO, dP = dO v^T, dS = P (dP - dO.out), dq = dS k and
+// dk += dS^T q, all products. A causal block stops at the last key its last row sees, so the
+// products cover about half of the full [L, S] square. Only a block's scores are ever held
+// (kRowBlock x S), never [L, S]. The row loops (mask, softmax, dS) run along keys and vectorise.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,14 +19,13 @@
 #include "framework/ops/internal.h"
 #include "kernels/common/scalar_ops.h"
 #include "kernels/common/splitmix64.h"
+#include "kernels/cpu/gemm/blas.h"
 #include "kernels/cpu/rows.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/simd/vec_math.h"
 
 namespace hg::cpu {
 namespace {
-
-constexpr int64_t kRowBlock = 32;  // query rows per forward task: converts K once per 32 rows
 
 // The mask row of (b, h, i): element j at row[j * sj]; kind 0 none, 1 bool, 2 additive.
 struct MaskRows {
@@ -59,30 +61,35 @@ void apply_mask(const MaskRows& mr, int64_t bh, int64_t i, C* s, int64_t n) {
   }
 }
 
-// acc[0, len) += sum_r w[r] rows[r * ld + (0, len)] for r < count: four rows per pass, so the
-// accumulator is read and written a quarter as often (its load-add-store chain is what limits the
-// short rows attention has). Scores, the weighted sum of v, dp and dq are all this shape.
+// Query rows per block: the scores of a block are [64, S] (256 KiB at S = 1024 in float32), and 64
+// rows make the block products large enough for the GEMM's register tiles.
+constexpr int64_t kRowBlock = 64;
+
+// C[m, n] = op(A) op(B) (or += when `accumulate`), row-major, on the calling thread's share of the
+// CPU GEMM; empty products write zeros (or leave C) without calling it.
 template <class C>
-void add_rows(C* __restrict acc, const C* __restrict w, const C* __restrict rows, int64_t ld, int64_t count,
-              int64_t len) {
-  int64_t r = 0;
-  for (; r + 4 <= count; r += 4) {
-    const C w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
-    const C *r0 = rows + r * ld, *r1 = r0 + ld, *r2 = r1 + ld, *r3 = r2 + ld;
-    for (int64_t x = 0; x < len; ++x) acc[x] += w0 * r0[x] + w1 * r1[x] + w2 * r2[x] + w3 * r3[x];
+void block_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const C* a, int64_t lda, const C* b,
+                   int64_t ldb, C* c, int64_t ldc, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, C(0));
+    return;
   }
-  for (; r < count; ++r) {
-    const C wr = w[r];
-    const C* rr = rows + r * ld;
-    for (int64_t x = 0; x < len; ++x) acc[x] += wr * rr[x];
-  }
+  gemm<C>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
-// s[0, n) = (scaled q row) . k_j with kt the keys transposed [E, ldk].
-template <class C>
-void scores(C* s, const C* qs, const C* kt, int64_t ldk, int64_t E, int64_t n) {
-  std::fill(s, s + n, C(0));
-  add_rows(s, qs, kt, ldk, E, n);
+// The [rows, len] block of a contiguous [.., len] tensor starting at row `first`, in C: the data
+// itself when T is C, else widened into `scratch`.
+template <class T, class C>
+const C* rows_in(const T* base, int64_t first, int64_t rows, int64_t len, std::vector<C>& scratch) {
+  if constexpr (std::is_same_v<T, C>) {
+    return base + first * len;
+  } else {
+    scratch.resize(static_cast<size_t>(rows * len));
+    load_run(base + first * len, scratch.data(), rows * len);
+    return scratch.data();
+  }
 }
 
 // The inverse keep probability for weight (bh, i, j) under dropout, or 0 when it is dropped.
@@ -101,6 +108,15 @@ struct Dropout {
   }
 };
 
+// The scaled query rows [rows, E] of (bh, first..first + rows), in C.
+template <class T, class C>
+void scaled_queries(const T* q, int64_t bh, int64_t L, int64_t first, int64_t rows, int64_t E, C scale,
+                    std::vector<C>& qs) {
+  qs.resize(static_cast<size_t>(rows * E));
+  load_run(q + (bh * L + first) * E, qs.data(), rows * E);
+  for (C& x : qs) x *= scale;
+}
+
 template <class T, class C>
 void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& a) {
   const int64_t B = a.q.size(0), H = a.q.size(1), L = a.q.size(2), E = a.q.size(3), S = a.k.size(2), Ev = a.v.size(3);
@@ -112,41 +128,29 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
   const MaskRows mr(a.mask, H);
   const Dropout drop(a);
   const C scale = static_cast<C>(a.scale);
+  constexpr C kNegInf = -std::numeric_limits<C>::infinity();
   const int64_t blocks = (L + kRowBlock - 1) / kRowBlock;
   parallel_for(B * H * blocks, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<C> kf, kt, vf, qs, s, acc;
+    thread_local std::vector<C> kf, vf, qs, p, acc;
+    thread_local std::vector<char> dead;
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t bh = t / blocks, i0 = (t % blocks) * kRowBlock, i1 = std::min(L, i0 + kRowBlock);
-      const int64_t jmax = a.causal ? std::min(S, i1) : S;  // keys any row of the block can see
-      kf.resize(static_cast<size_t>(jmax * E));
-      kt.resize(static_cast<size_t>(E * jmax));
-      qs.resize(static_cast<size_t>(E));
-      s.resize(static_cast<size_t>(jmax));
-      acc.resize(static_cast<size_t>(Ev));
-      // 16-bit K and V widened in bulk (convert.h), then K transposed in C.
-      load_run(k + bh * S * E, kf.data(), jmax * E);
-      for (int64_t j = 0; j < jmax; ++j)
-        for (int64_t e = 0; e < E; ++e) kt[static_cast<size_t>(e * jmax + j)] = kf[static_cast<size_t>(j * E + e)];
-      const C* vb;
-      if constexpr (std::is_same_v<T, C>) {
-        vb = v + bh * S * Ev;
-      } else {
-        vf.resize(static_cast<size_t>(jmax * Ev));
-        load_run(v + bh * S * Ev, vf.data(), jmax * Ev);
-        vb = vf.data();
-      }
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t n = a.causal ? std::min(S, i + 1) : S;
-        load_run(q + (bh * L + i) * E, qs.data(), E);
-        for (C& x : qs) x *= scale;
-        C* sr = s.data();
-        scores(sr, qs.data(), kt.data(), jmax, E, n);
+      const int64_t bh = t / blocks, i0 = (t % blocks) * kRowBlock, rows = std::min(L, i0 + kRowBlock) - i0;
+      const int64_t jmax = a.causal ? std::min(S, i0 + rows) : S;  // keys any row of the block can see
+      const C* kb = rows_in<T, C>(k + bh * S * E, 0, jmax, E, kf);
+      const C* vb = rows_in<T, C>(v + bh * S * Ev, 0, jmax, Ev, vf);
+      scaled_queries<T, C>(q, bh, L, i0, rows, E, scale, qs);
+      p.resize(static_cast<size_t>(rows * jmax));
+      dead.assign(static_cast<size_t>(rows), 0);
+      block_product<C>(false, true, rows, jmax, E, qs.data(), E, kb, E, p.data(), jmax, false);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r, n = a.causal ? std::min(S, i + 1) : S;
+        C* sr = p.data() + r * jmax;
         apply_mask(mr, bh, i, sr, n);
-        C mx = -std::numeric_limits<C>::infinity();
-        for (int64_t j = 0; j < n; ++j) mx = (sr[j] > mx || sr[j] != sr[j]) ? sr[j] : mx;
-        T* orow = o + (bh / H) * out.stride(0) + (bh % H) * out.stride(1) + i * out.stride(2);  // Ev contiguous
-        if (mx == -std::numeric_limits<C>::infinity()) {  // every key masked (or none): zeros
-          for (int64_t c = 0; c < Ev; ++c) orow[c] = T(0);
+        const C mx = row_max<C>(sr, n, std::integral_constant<int64_t, 1>{});
+        std::fill(sr + n, sr + jmax, C(0));  // keys a causal row does not see
+        if (mx == kNegInf) {                 // every key masked (or none): zeros out, lse -inf
+          std::fill(sr, sr + n, C(0));
+          dead[static_cast<size_t>(r)] = 1;
           lse[bh * L + i] = mx;
           continue;
         }
@@ -159,10 +163,15 @@ void forward_typed(const Tensor& out, const Tensor& lse_t, const AttentionArgs& 
         } else {
           for (int64_t j = 0; j < n; ++j) sr[j] *= inv;
         }
-        std::fill(acc.begin(), acc.end(), C(0));
-        C* ac = acc.data();
-        add_rows(ac, sr, vb, Ev, n, Ev);
-        store_run(ac, orow, Ev);
+      }
+      acc.resize(static_cast<size_t>(rows * Ev));
+      block_product<C>(false, false, rows, Ev, jmax, p.data(), jmax, vb, Ev, acc.data(), Ev, false);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        T* orow = o + (bh / H) * out.stride(0) + (bh % H) * out.stride(1) + i * out.stride(2);  // Ev contiguous
+        C* ar = acc.data() + r * Ev;
+        if (dead[static_cast<size_t>(r)]) std::fill(ar, ar + Ev, C(0));  // zeros even where v is not finite
+        store_run(ar, orow, Ev);
       }
     }
   });
@@ -185,71 +194,69 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
   const MaskRows mr(a.mask, H);
   const Dropout drop(a);
   const C scale = static_cast<C>(a.scale);
+  constexpr C kNegInf = -std::numeric_limits<C>::infinity();
   parallel_for(B * H, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<C> kt, kf, vf, vt, dk, dv, qs, gf, of, s, dp, dq;
+    thread_local std::vector<C> kf, vf, dk, dv, qs, gf, of, d, p, dp, dq;
     for (int64_t bh = t0; bh < t1; ++bh) {
-      kt.resize(static_cast<size_t>(E * S));
-      kf.resize(static_cast<size_t>(S * E));
-      vf.resize(static_cast<size_t>(S * Ev));
-      vt.resize(static_cast<size_t>(Ev * S));
+      const C* kb = rows_in<T, C>(k + bh * S * E, 0, S, E, kf);
+      const C* vb = rows_in<T, C>(v + bh * S * Ev, 0, S, Ev, vf);
       dk.assign(static_cast<size_t>(S * E), C(0));
       dv.assign(static_cast<size_t>(S * Ev), C(0));
-      qs.resize(static_cast<size_t>(E));
-      dq.resize(static_cast<size_t>(E));
-      gf.resize(static_cast<size_t>(Ev));
-      of.resize(static_cast<size_t>(Ev));
-      s.resize(static_cast<size_t>(S));
-      dp.resize(static_cast<size_t>(S));
-      load_run(k + bh * S * E, kf.data(), S * E);  // widened in bulk, then transposed in C
-      load_run(v + bh * S * Ev, vf.data(), S * Ev);
-      for (int64_t j = 0; j < S; ++j) {
-        for (int64_t e = 0; e < E; ++e) kt[static_cast<size_t>(e * S + j)] = kf[static_cast<size_t>(j * E + e)];
-        for (int64_t c = 0; c < Ev; ++c) vt[static_cast<size_t>(c * S + j)] = vf[static_cast<size_t>(j * Ev + c)];
-      }
-      for (int64_t i = 0; i < L; ++i) {
-        const int64_t n = a.causal ? std::min(S, i + 1) : S;
-        const int64_t row = bh * L + i;
-        const C l = lse[row];
-        T* gqr = gq + row * E;
-        C* gmr = gm ? gm + row * S : nullptr;
-        if (gmr) std::fill(gmr, gmr + S, C(0));
-        if (l == -std::numeric_limits<C>::infinity()) {  // a fully masked row: zeros out, no gradient
-          for (int64_t e = 0; e < E; ++e) gqr[e] = T(0);
-          continue;
+      for (int64_t i0 = 0; i0 < L; i0 += kRowBlock) {
+        const int64_t rows = std::min(L, i0 + kRowBlock) - i0;
+        const int64_t jmax = a.causal ? std::min(S, i0 + rows) : S;
+        scaled_queries<T, C>(q, bh, L, i0, rows, E, scale, qs);
+        gf.resize(static_cast<size_t>(rows * Ev));
+        of.resize(static_cast<size_t>(rows * Ev));
+        load_run(go + (bh * L + i0) * Ev, gf.data(), rows * Ev);
+        load_run(o + (bh * L + i0) * Ev, of.data(), rows * Ev);
+        d.resize(static_cast<size_t>(rows));  // dO . O = sum_j dP_j p_j per row (dropout included)
+        for (int64_t r = 0; r < rows; ++r) {
+          C dr = 0;
+          for (int64_t c = 0; c < Ev; ++c) dr += gf[static_cast<size_t>(r * Ev + c)] * of[static_cast<size_t>(r * Ev + c)];
+          d[static_cast<size_t>(r)] = dr;
         }
-        load_run(q + row * E, qs.data(), E);
-        for (C& x : qs) x *= scale;
-        C* sr = s.data();
-        scores(sr, qs.data(), kt.data(), S, E, n);
-        apply_mask(mr, bh, i, sr, n);
-        exp_shifted(sr, l, n);  // the weights p
-        C D = 0;                // dO . O = sum_j dP_j p_j (dropout included)
-        load_run(go + row * Ev, gf.data(), Ev);
-        load_run(o + row * Ev, of.data(), Ev);
-        for (int64_t c = 0; c < Ev; ++c) D += gf[static_cast<size_t>(c)] * of[static_cast<size_t>(c)];
-        C* dpr = dp.data();
-        std::fill(dpr, dpr + n, C(0));
-        add_rows(dpr, gf.data(), vt.data(), S, Ev, n);
-        const uint64_t base = static_cast<uint64_t>(row * S);
-        for (int64_t j = 0; j < n; ++j) {
-          const C z = drop.on ? drop.factor<C>(base + static_cast<uint64_t>(j)) : C(1);
-          const C pz = sr[j] * z;
-          C* __restrict dvr = dv.data() + j * Ev;
-          const C* __restrict g = gf.data();
-          for (int64_t c = 0; c < Ev; ++c) dvr[c] += pz * g[c];
-          sr[j] = sr[j] * (dpr[j] * z - D);  // dL/dscore
+        p.resize(static_cast<size_t>(rows * jmax));
+        dp.resize(static_cast<size_t>(rows * jmax));
+        block_product<C>(false, true, rows, jmax, E, qs.data(), E, kb, E, p.data(), jmax, false);
+        block_product<C>(false, true, rows, jmax, Ev, gf.data(), Ev, vb, Ev, dp.data(), jmax, false);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r, n = a.causal ? std::min(S, i + 1) : S, row = bh * L + i;
+          C* pr = p.data() + r * jmax;  // the weights (times the dropout factor): dv's left operand
+          C* dsr = dp.data() + r * jmax;  // dP, then dL/dscore: dq's and dk's left operand
+          const C l = lse[row];
+          if (l == kNegInf) {  // a fully masked row: zeros out, no gradient
+            std::fill(pr, pr + jmax, C(0));
+            std::fill(dsr, dsr + jmax, C(0));
+          } else {
+            apply_mask(mr, bh, i, pr, n);
+            exp_shifted(pr, l, n);
+            const C dr = d[static_cast<size_t>(r)];
+            const uint64_t base = static_cast<uint64_t>(row * S);
+            if (drop.on) {
+              for (int64_t j = 0; j < n; ++j) {
+                const C z = drop.factor<C>(base + static_cast<uint64_t>(j));
+                dsr[j] = pr[j] * (dsr[j] * z - dr);
+                pr[j] *= z;
+              }
+            } else {
+              for (int64_t j = 0; j < n; ++j) dsr[j] = pr[j] * (dsr[j] - dr);
+            }
+            std::fill(pr + n, pr + jmax, C(0));
+            std::fill(dsr + n, dsr + jmax, C(0));
+          }
+          if (gm) {
+            C* gmr = gm + row * S;
+            std::copy(dsr, dsr + jmax, gmr);
+            std::fill(gmr + jmax, gmr + S, C(0));
+          }
         }
-        if (gmr) std::copy(sr, sr + n, gmr);
-        std::fill(dq.begin(), dq.end(), C(0));
-        add_rows(dq.data(), sr, kf.data(), E, n, E);
-        for (int64_t j = 0; j < n; ++j) {
-          const C ds = sr[j];
-          C* __restrict dkr = dk.data() + j * E;
-          const C* __restrict qv = qs.data();
-          for (int64_t e = 0; e < E; ++e) dkr[e] += ds * qv[e];  // d(scaled score)/dk = scale q
-        }
-        for (C& x : dq) x *= scale;
-        store_run(dq.data(), gqr, E);
+        block_product<C>(true, false, jmax, Ev, rows, p.data(), jmax, gf.data(), Ev, dv.data(), Ev, true);
+        block_product<C>(true, false, jmax, E, rows, dp.data(), jmax, qs.data(), E, dk.data(), E, true);
+        dq.resize(static_cast<size_t>(rows * E));
+        block_product<C>(false, false, rows, E, jmax, dp.data(), jmax, kb, E, dq.data(), E, false);
+        for (C& x : dq) x *= scale;  // d(scaled score)/dq = scale k
+        store_run(dq.data(), gq + (bh * L + i0) * E, rows * E);
       }
       store_run(dk.data(), gk + bh * S * E, S * E);
       store_run(dv.data(), gv + bh * S * Ev, S * Ev);

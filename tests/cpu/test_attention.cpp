@@ -64,6 +64,10 @@ constexpr Case kCases[] = {
     {2, 3, 5, 7, 4, 6, 0, false},  {2, 3, 5, 7, 4, 6, 1, false}, {2, 3, 5, 7, 4, 6, 2, false},
     {1, 2, 4, 9, 3, 3, 3, false},  {2, 2, 6, 6, 5, 4, 0, true},  {1, 2, 5, 8, 4, 4, 0, true},
     {1, 1, 70, 70, 8, 8, 0, true},  // more than one block of query rows
+    // Several blocks of query rows with more queries than keys (causal rows past the last key)
+    // and fewer, under each kind of mask.
+    {1, 2, 130, 75, 8, 5, 0, true},   {1, 1, 70, 140, 6, 9, 2, false}, {2, 1, 129, 129, 4, 4, 3, false},
+    {1, 1, 100, 60, 4, 4, 1, false},
 };
 
 Tensor make_mask(const Case& c) {
@@ -148,6 +152,20 @@ TEST_CASE("scaled_dot_product_attention gradchecks in float64 (plain, causal, bo
   // The additive mask broadcasts over batch and heads; its gradient is summed back.
   CHECK(gradcheck([](const TensorList& t) { return scaled_dot_product_attention(t[0], t[1], t[2], t[3]); },
                   {q, k, v, randn64({3, 5})}));
+  // Two blocks of query rows with dropout: causal, and under an additive mask (its gradient too).
+  const Tensor ql = randn64({1, 1, 70, 2}), kl = randn64({1, 1, 70, 2}), vl = randn64({1, 1, 70, 2});
+  CHECK(gradcheck(
+      [](const TensorList& t) {
+        manual_seed(98);
+        return scaled_dot_product_attention(t[0], t[1], t[2], Tensor(), 0.3, true);
+      },
+      {ql, kl, vl}));
+  CHECK(gradcheck(
+      [](const TensorList& t) {
+        manual_seed(97);
+        return scaled_dot_product_attention(t[0], t[1], t[2], t[3], 0.3);
+      },
+      {ql, kl, vl, randn64({70, 70})}));
   // With dropout the mask is fixed by re-seeding, so the finite differences see the same one.
   CHECK(gradcheck(
       [](const TensorList& t) {
