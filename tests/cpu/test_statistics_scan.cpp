@@ -9,6 +9,7 @@ using namespace hg;
 using hg::test::check_close;
 using hg::test::check_error;
 using hg::test::non_contiguous;
+using hg::test::Tolerance;
 
 namespace {
 constexpr Dtype kStatDtypes[] = {kFloat32, kFloat16, kBFloat16, kFloat64};
@@ -106,6 +107,33 @@ TEST_CASE("norm: p = 1, 2, infinity; PyTorch's values, dtypes, gradients, zero n
   CHECK(norm(zeros({0}), 2.0).item<float>() == 0.0f);
   check_error([] { norm(ones({3}), 3.0); }, {"[norm]", "p must be 1, 2 or INFINITY", "3"});
   check_error([] { norm(arange(int64_t{3})); }, {"[norm]", "int64"});
+}
+
+TEST_CASE("norm of long rows: chunked across threads, the same value, NaN and infinity in any chunk") {
+  manual_seed(35);
+  // 200,003 values: four chunks of the kernel's split plus a ragged end, in rows of two.
+  const Tensor x64 = randn({2, 200003}, kFloat64);
+  for (Dtype d : {kFloat32, kBFloat16, kFloat64}) {
+    CAPTURE(dtype_name(d));
+    const Tensor xd = x64.to(d), xr = xd.to(kFloat64);
+    const Tolerance tol = d == kFloat64 ? Tolerance{1e-12, 1e-12} : Tolerance{1e-6, 1e-6};
+    check_close(norm(xd, 2.0, {1}).to(kFloat64), sqrt(sum(xr * xr, {1})).to(d).to(kFloat64), tol);
+    check_close(norm(xd, 1.0).to(kFloat64), sum(abs(xr)).to(d).to(kFloat64), tol);
+    check_close(norm(xd, INFINITY, {1}).to(kFloat64), max(abs(xr), 1).first.to(d).to(kFloat64), {0, 0});
+  }
+  for (double bad : {double(NAN), double(INFINITY)}) {
+    CAPTURE(bad);
+    std::vector<float> v(200003, 1.0f);
+    v[150001] = static_cast<float>(bad);  // in the third chunk, after finite chunks
+    const Tensor t = tensor(v);
+    for (double p : {1.0, 2.0, double(INFINITY)}) {
+      const double got = norm(t, p).item<double>();
+      if (std::isnan(bad))
+        CHECK(std::isnan(got));
+      else
+        CHECK(got == INFINITY);
+    }
+  }
 }
 
 TEST_CASE("cumsum: PyTorch's values, dims, dtypes, integers into int64, gradient") {
