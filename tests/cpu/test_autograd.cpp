@@ -87,6 +87,30 @@ TEST_CASE("a gradient handed to several leaves, or one the user can see, is copi
   CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 6, 9});
 }
 
+TEST_CASE("a sum of gradients only the engine holds is built in place, for a leaf and for a node's input") {
+  const Tensor w1 = tensor(std::vector<float>{1, -1, 2, 0.5f, 3, -2}).reshape({3, 2});
+  const Tensor w2 = tensor(std::vector<float>{2, 1, 0, -1, 1, 4}).reshape({3, 2});
+  Tensor x = tensor(std::vector<float>{1, 2, 3, 4, 5, 6}).reshape({2, 3}).requires_grad_();
+  OpRecorder rec;
+  // Each mm's backward makes a fresh input gradient: the leaf's two add in place, no new tensor.
+  cat({mm(x, w1), mm(x, w2)}).sum().backward();
+  CHECK(rec.count("add") == 0);
+  const Tensor expected = (mm(ones({2, 2}), w1.t()) + mm(ones({2, 2}), w2.t()));
+  CHECK(x.grad().to_vector<float>() == expected.to_vector<float>());
+  // A non-leaf used twice: its node's input buffer is summed the same way.
+  Tensor z = tensor(std::vector<float>{1, 2, 3, 4, 5, 6}).reshape({2, 3}).requires_grad_();
+  Tensor h = z * 2.0;
+  rec.clear();
+  cat({mm(h, w1), mm(h, w2)}).sum().backward();
+  CHECK(rec.count("add") == 0);
+  CHECK(z.grad().to_vector<float>() == (expected * 2.0).to_vector<float>());
+  // Under create_graph the sum is recorded (out of place), so it has a history.
+  Tensor y = tensor(std::vector<float>{1, 2}).requires_grad_();
+  const Tensor gy = autograd::grad({((y * y) + (y * y * y)).sum()}, {y}, {}, std::nullopt, true)[0];
+  CHECK(gy.requires_grad());
+  CHECK(gy.to_vector<float>() == std::vector<float>{2 + 3, 4 + 12});
+}
+
 TEST_CASE("backward twice needs retain_graph; non-scalar needs a gradient") {
   Tensor x = ones({2}).requires_grad_();
   Tensor y = (x.exp() * 2.0).sum();
