@@ -322,17 +322,25 @@ struct FilterPartials {
 
 // A weight gradient in ABcd16b16a blocks into OIHW (o x i x k, k = kh * kw). oneDNN's generic
 // reorder takes this layout run by run of k values (9 for 3x3 kernels) and was the slowest of a
-// ResNet-18 step's reorders; here each 16 x 16 x k block, in L1, is written out row by row.
+// ResNet-18 step's reorders. Here each 16 x 16 x k block is read in order into a [16 o][16 i][k]
+// copy (in L1), whose rows are then whole runs of the output. Reading the block by output row
+// instead (a stride of 1 KiB) kept 144 lines in four L1 sets and took 7% of the bf16 step.
 void unblock_filter_gradient(const float* __restrict blocks, float* __restrict out, int64_t o, int64_t in, int64_t k) {
-  const int64_t ib_count = in / 16;
+  const int64_t ib_count = in / 16, row = 16 * k;  // one output channel's run in a block
+  thread_local std::vector<float> local;
+  local.resize(static_cast<size_t>(16 * row));
+  float* __restrict lo = local.data();
   for (int64_t ob = 0; ob < o / 16; ++ob) {
     for (int64_t ib = 0; ib < ib_count; ++ib) {
       const float* block = blocks + (ob * ib_count + ib) * k * 256;
-      for (int64_t oo = 0; oo < 16; ++oo) {
-        float* row = out + ((ob * 16 + oo) * in + ib * 16) * k;
-        for (int64_t ii = 0; ii < 16; ++ii)
-          for (int64_t kk = 0; kk < k; ++kk) row[ii * k + kk] = block[(kk * 16 + ii) * 16 + oo];
-      }
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t ii = 0; ii < 16; ++ii) {
+          const float* src = block + (kk * 16 + ii) * 16;
+          float* dst = lo + ii * k + kk;
+          for (int64_t oo = 0; oo < 16; ++oo) dst[oo * row] = src[oo];
+        }
+      for (int64_t oo = 0; oo < 16; ++oo)
+        std::memcpy(out + ((ob * 16 + oo) * in + ib * 16) * k, lo + oo * row, static_cast<size_t>(row) * sizeof(float));
     }
   }
 }

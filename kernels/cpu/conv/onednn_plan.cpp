@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/conv/algorithm.h"
 #include "kernels/cpu/onednn_common.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -24,11 +25,24 @@ Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_
 
 namespace {
 
-dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pr, const dnnl::primitive_attr& attr) {
+// The pass's algorithm (conv/algorithm.h), or direct when `direct_only`.
+dnnl::algorithm conv_algo(const Problem& pr, ConvPass pass, bool direct_only) {
+  ConvShape shape;
+  shape.in_channels = pr.c / pr.groups, shape.out_channels = pr.o / pr.groups, shape.groups = pr.groups;
+  shape.kh = pr.kh, shape.kw = pr.kw, shape.oh = pr.oh, shape.ow = pr.ow;
+  shape.stride_h = pr.stride[0], shape.stride_w = pr.stride[1];
+  shape.dilation_h = pr.dilation[0], shape.dilation_w = pr.dilation[1];
+  shape.float32_primitives = pr.dt == kF32;
+  return !direct_only && conv_algorithm(shape, pass) == ConvAlgorithm::Winograd ? dnnl::algorithm::convolution_winograd
+                                                                                : dnnl::algorithm::convolution_direct;
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pr, const dnnl::primitive_attr& attr,
+                                                     bool direct_only) {
   const memory::desc src(pr.src(), pr.dt, pr.activations_tag()), dst(pr.dst(), pr.dt, pr.activations_tag());
   const memory::desc weights(pr.weights(), pr.dt, Tag::any);
   const auto prop = dnnl::prop_kind::forward_training;
-  const auto algo = dnnl::algorithm::convolution_direct;
+  const auto algo = conv_algo(pr, ConvPass::Forward, direct_only);
   if (pr.bias) {
     const memory::desc bias({pr.o}, pr.dt, Tag::a);
     return {{prop, algo, src, weights, bias, dst, pr.strides(), pr.dilates(), pr.pad_left(), pr.pad_right()},
@@ -43,7 +57,8 @@ dnnl::reorder make_reorder(const memory::desc& from, const memory::desc& to) {
   return dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
 }
 
-std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
+// A plan on the chosen algorithm; `direct_only` when oneDNN declined Winograd for the problem.
+std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_only = false) {
   auto plan = std::make_shared<Plan>();
   const dnnl::engine& engine = cpu_engine();
   dnnl::primitive_attr attr;
@@ -51,7 +66,8 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
   const memory::desc src_user(pr.src(), pr.dt, Tag::nchw), dst_user(pr.dst(), pr.dt, Tag::nchw);
   const memory::desc src_prim(pr.src(), pr.dt, pr.activations_tag()), dst_prim(pr.dst(), pr.dt, pr.activations_tag());
   try {
-    const auto fwd = forward_pd(pr, attr);
+    // The weight-gradient pass runs direct, and so does the forward it takes as its hint.
+    const auto fwd = forward_pd(pr, attr, direct_only || pass == Pass::BackwardFilter);
     const char* impl = nullptr;
     if (pass == Pass::Forward) {
       plan->primitive = dnnl::convolution_forward(fwd);
@@ -64,7 +80,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
     } else if (pass == Pass::BackwardData) {
       const memory::desc weights(pr.weights(), pr.dt, Tag::any);
       const dnnl::convolution_backward_data::primitive_desc pd(
-          {dnnl::algorithm::convolution_direct, src_prim, weights, dst_prim, pr.strides(), pr.dilates(), pr.pad_left(),
+          {conv_algo(pr, ConvPass::InputGradient, direct_only), src_prim, weights, dst_prim, pr.strides(), pr.dilates(), pr.pad_left(),
            pr.pad_right()},
           attr, engine, fwd);
       plan->primitive = dnnl::convolution_backward_data(pd);
@@ -77,7 +93,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
       // Float32 weight (and bias) gradients: each chunk's partial sums are added in float32 and
       // rounded to bfloat16 once, as the float32 accumulation of the reference path does.
       const memory::desc weights(pr.weights(), kF32, Tag::any);
-      const auto algo = dnnl::algorithm::convolution_direct;
+      const auto algo = conv_algo(pr, ConvPass::WeightGradient, direct_only);
       using Desc = dnnl::convolution_backward_weights::desc;
       const Desc desc =
           pr.bias ? Desc(algo, src_prim, weights, memory::desc({pr.o}, kF32, Tag::a), dst_prim, pr.strides(),
@@ -102,7 +118,9 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr) {
                                                          : make_reorder(plan->weights_user, plan->weights_prim);
     plan->usable = true;
   } catch (const dnnl::error&) {
-    // No oneDNN kernel for this problem: conv.cpp's own path runs it.
+    // No oneDNN kernel for this problem on this algorithm: direct if it was Winograd, else
+    // conv.cpp's own path runs it.
+    if (!direct_only) return make_plan(pass, pr, true);
   }
   return plan;
 }

@@ -1,0 +1,41 @@
+#include "kernels/cpu/conv/algorithm.h"
+
+#include <cstdlib>
+
+#include "framework/error.h"
+
+namespace hg::cpu {
+
+bool winograd_can_take(const ConvShape& s, ConvPass pass, const CpuCaps& caps) {
+  return pass != ConvPass::WeightGradient && caps.avx512 && caps.onednn && s.float32_primitives && s.kh == 3 &&
+         s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 && s.groups == 1 &&
+         s.in_channels % 16 == 0 && s.out_channels % 16 == 0;
+}
+
+ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass, const CpuCaps& caps,
+                             std::optional<ConvAlgorithm> forced) {
+  if (!winograd_can_take(s, pass, caps)) return ConvAlgorithm::Direct;
+  if (forced) return *forced;
+  return s.oh * s.ow >= kConvThresholds.winograd_min_outputs ? ConvAlgorithm::Winograd : ConvAlgorithm::Direct;
+}
+
+ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass) {
+  return conv_algorithm(s, pass, cpu_caps(), forced_conv_algorithm());
+}
+
+ConvAlgorithm parse_conv_algorithm(std::string_view s) {
+  if (s == "direct") return ConvAlgorithm::Direct;
+  if (s == "winograd") return ConvAlgorithm::Winograd;
+  fail("conv2d", "HG_CPU_CONV='{}' names no convolution algorithm; valid names: direct, winograd (or unset for the usual choice)", s);
+}
+
+std::optional<ConvAlgorithm> forced_conv_algorithm() {
+  static const std::optional<ConvAlgorithm> forced = []() -> std::optional<ConvAlgorithm> {
+    const char* env = std::getenv("HG_CPU_CONV");
+    if (env == nullptr || *env == '\0') return std::nullopt;
+    return parse_conv_algorithm(env);
+  }();
+  return forced;
+}
+
+}  // namespace hg::cpu

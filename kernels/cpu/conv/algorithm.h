@@ -1,0 +1,63 @@
+// Which algorithm a convolution pass on oneDNN's float32 primitives runs: direct, or Winograd
+// F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512), which computes a 3x3 stride-1 convolution with
+// 36 multiplications per 4x4 output tile instead of 144, at the cost of a transform of the
+// input, filter and output per tile. The choice is made here, from the shape and the CPU, with
+// the measurement behind each threshold; HG_CPU_CONV=direct|winograd forces one for A/B runs
+// wherever it can take the pass.
+//
+// Accuracy: Winograd's transforms add rounding. Against float64, relative to the largest output,
+// ResNet-sized float32 layers measured 1e-6 to 4e-6 on Winograd and 3e-7 direct (tests/cpu/
+// test_conv_algorithm.cpp bounds it): far inside 16-bit autocast's rounding and the noise of
+// training. HG_CPU_CONV=direct gives the direct kernel's results everywhere.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "kernels/cpu/cpu_caps.h"
+
+namespace hg::cpu {
+
+enum class ConvAlgorithm { Direct, Winograd };
+
+enum class ConvPass { Forward, InputGradient, WeightGradient };
+
+// A convolution as the algorithm choice sees it: one group's channels, the kernel, the output's
+// spatial size, strides and dilations, and whether it runs on float32 primitives (float32 and
+// float16 tensors; bfloat16 runs on the CPU's bfloat16 units, where the direct kernels are
+// faster than float32 Winograd).
+struct ConvShape {
+  int64_t in_channels = 0, out_channels = 0, kh = 0, kw = 0, oh = 0, ow = 0, groups = 1;
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  bool float32_primitives = true;
+};
+
+struct ConvThresholds {
+  // Winograd for outputs of at least this many positions per channel. ResNet-18 on 3x32x32
+  // (batch 8, one thread, AMD EPYC Zen 4, 2026-11-29, ONEDNN_VERBOSE medians, direct -> Winograd
+  // ms): forward 64ch 32x32 9.3 -> 3.0, 128ch 16x16 5.2 -> 2.5, 256ch 8x8 5.2 -> 3.4, but 512ch
+  // 4x4 9.0 -> 11.5; input gradient 9.2 -> 2.7, 5.3 -> 2.6, 4.9 -> 3.7, 5.1 -> 11.8.
+  int64_t winograd_min_outputs = 64;
+};
+inline constexpr ConvThresholds kConvThresholds{};
+
+// Whether Winograd can compute this pass at all: 3x3, stride 1, no dilation, one group, whole
+// blocks of 16 channels on float32 primitives, AVX-512 and oneDNN. The weight gradient always
+// runs direct (oneDNN 2.6's Winograd weight-gradient kernel crashed on ResNet-18's shapes).
+bool winograd_can_take(const ConvShape& s, ConvPass pass, const CpuCaps& caps);
+
+// The algorithm for this pass on a CPU with these capabilities, or `forced` where it can take it.
+ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass, const CpuCaps& caps,
+                             std::optional<ConvAlgorithm> forced = std::nullopt);
+
+// The same on this machine: cpu_caps() and HG_CPU_CONV.
+ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass);
+
+// The algorithm named s ("direct", "winograd"); throws hg::Error naming HG_CPU_CONV otherwise.
+ConvAlgorithm parse_conv_algorithm(std::string_view s);
+
+// HG_CPU_CONV's algorithm, read once; nullopt when unset or empty.
+std::optional<ConvAlgorithm> forced_conv_algorithm();
+
+}  // namespace hg::cpu
