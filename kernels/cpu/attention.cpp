@@ -68,8 +68,8 @@ constexpr int64_t kRowBlock = 64;
 // C[m, n] = op(A) op(B) (or += when `accumulate`), row-major, on the calling thread's share of the
 // CPU GEMM; empty products write zeros (or leave C) without calling it.
 template <class C>
-void block_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const C* a, int64_t lda, const C* b,
-                   int64_t ldb, C* c, int64_t ldc, bool accumulate) {
+void block_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const C* a, int64_t lda, const C* b, int64_t ldb,
+                   C* c, int64_t ldc, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate)
@@ -213,7 +213,8 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
         d.resize(static_cast<size_t>(rows));  // dO . O = sum_j dP_j p_j per row (dropout included)
         for (int64_t r = 0; r < rows; ++r) {
           C dr = 0;
-          for (int64_t c = 0; c < Ev; ++c) dr += gf[static_cast<size_t>(r * Ev + c)] * of[static_cast<size_t>(r * Ev + c)];
+          for (int64_t c = 0; c < Ev; ++c)
+            dr += gf[static_cast<size_t>(r * Ev + c)] * of[static_cast<size_t>(r * Ev + c)];
           d[static_cast<size_t>(r)] = dr;
         }
         p.resize(static_cast<size_t>(rows * jmax));
@@ -222,7 +223,7 @@ void backward_typed(const Tensor& gq_t, const Tensor& gk_t, const Tensor& gv_t, 
         block_product<C>(false, true, rows, jmax, Ev, gf.data(), Ev, vb, Ev, dp.data(), jmax, false);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r, n = a.causal ? std::min(S, i + 1) : S, row = bh * L + i;
-          C* pr = p.data() + r * jmax;  // the weights (times the dropout factor): dv's left operand
+          C* pr = p.data() + r * jmax;    // the weights (times the dropout factor): dv's left operand
           C* dsr = dp.data() + r * jmax;  // dP, then dL/dscore: dq's and dk's left operand
           const C l = lse[row];
           if (l == kNegInf) {  // a fully masked row: zeros out, no gradient

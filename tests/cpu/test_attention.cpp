@@ -61,12 +61,18 @@ struct Case {
   bool causal;
 };
 constexpr Case kCases[] = {
-    {2, 3, 5, 7, 4, 6, 0, false},  {2, 3, 5, 7, 4, 6, 1, false}, {2, 3, 5, 7, 4, 6, 2, false},
-    {1, 2, 4, 9, 3, 3, 3, false},  {2, 2, 6, 6, 5, 4, 0, true},  {1, 2, 5, 8, 4, 4, 0, true},
+    {2, 3, 5, 7, 4, 6, 0, false},
+    {2, 3, 5, 7, 4, 6, 1, false},
+    {2, 3, 5, 7, 4, 6, 2, false},
+    {1, 2, 4, 9, 3, 3, 3, false},
+    {2, 2, 6, 6, 5, 4, 0, true},
+    {1, 2, 5, 8, 4, 4, 0, true},
     {1, 1, 70, 70, 8, 8, 0, true},  // more than one block of query rows
     // Several blocks of query rows with more queries than keys (causal rows past the last key)
     // and fewer, under each kind of mask.
-    {1, 2, 130, 75, 8, 5, 0, true},   {1, 1, 70, 140, 6, 9, 2, false}, {2, 1, 129, 129, 4, 4, 3, false},
+    {1, 2, 130, 75, 8, 5, 0, true},
+    {1, 1, 70, 140, 6, 9, 2, false},
+    {2, 1, 129, 129, 4, 4, 3, false},
     {1, 1, 100, 60, 4, 4, 1, false},
 };
 

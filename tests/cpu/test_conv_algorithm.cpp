@@ -86,7 +86,8 @@ TEST_CASE("conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outpu
 TEST_CASE("HG_CPU_CONV names the algorithms; anything else is an error naming the valid ones") {
   CHECK(cpu::parse_conv_algorithm("direct") == ConvAlgorithm::Direct);
   CHECK(cpu::parse_conv_algorithm("winograd") == ConvAlgorithm::Winograd);
-  hg::test::check_error([] { cpu::parse_conv_algorithm("fft"); }, {"[conv2d]", "HG_CPU_CONV='fft'", "direct, winograd"});
+  hg::test::check_error([] { cpu::parse_conv_algorithm("fft"); },
+                        {"[conv2d]", "HG_CPU_CONV='fft'", "direct, winograd"});
 }
 
 TEST_CASE("conv2d on a Winograd-sized float32 layer: forward and gradients close to float64") {

@@ -26,7 +26,9 @@ ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass) {
 ConvAlgorithm parse_conv_algorithm(std::string_view s) {
   if (s == "direct") return ConvAlgorithm::Direct;
   if (s == "winograd") return ConvAlgorithm::Winograd;
-  fail("conv2d", "HG_CPU_CONV='{}' names no convolution algorithm; valid names: direct, winograd (or unset for the usual choice)", s);
+  fail("conv2d",
+       "HG_CPU_CONV='{}' names no convolution algorithm; valid names: direct, winograd (or unset for the usual choice)",
+       s);
 }
 
 std::optional<ConvAlgorithm> forced_conv_algorithm() {

@@ -80,8 +80,8 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
     } else if (pass == Pass::BackwardData) {
       const memory::desc weights(pr.weights(), pr.dt, Tag::any);
       const dnnl::convolution_backward_data::primitive_desc pd(
-          {conv_algo(pr, ConvPass::InputGradient, direct_only), src_prim, weights, dst_prim, pr.strides(), pr.dilates(), pr.pad_left(),
-           pr.pad_right()},
+          {conv_algo(pr, ConvPass::InputGradient, direct_only), src_prim, weights, dst_prim, pr.strides(), pr.dilates(),
+           pr.pad_left(), pr.pad_right()},
           attr, engine, fwd);
       plan->primitive = dnnl::convolution_backward_data(pd);
       plan->scratch = pd.scratchpad_desc();
