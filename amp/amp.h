@@ -8,5 +8,6 @@
 #include "amp/cast_cache.h"
 #include "amp/device_support.h"
 #include "amp/fp8_autocast.h"
+#include "amp/fp8_ops.h"
 #include "amp/fp8_recipe.h"
 #include "amp/grad_scaler.h"

@@ -3,8 +3,8 @@
 // scales (the casts' amaxes recorded in its history), multiplied with float32 accumulation,
 // descaled, output in bfloat16; their backward casts the output's gradient to E5M2 (Hybrid) and
 // multiplies in fp8 again. Every other op runs as in a bfloat16 AutocastGuard region, and so do
-// linear and mm with other shapes (each such fallback is an "fp8_fallback" event in the op
-// recorder and counts in Fp8Recipe::fallbacks()).
+// linear and mm with other shapes or on a GPU without fp8 GEMMs (each such fallback is an
+// "fp8_fallback" event in the op recorder and counts in Fp8Recipe::fallbacks()).
 //
 //   amp::Fp8Recipe recipe;                  // amp/fp8_recipe.h: delayed scaling, on the device
 //   for (...) {
@@ -17,10 +17,11 @@
 //     opt.step();
 //   }
 //
-// The fp8 GEMM is emulated wherever no fp8 GEMM kernel exists (on the CPU, and on CUDA until the
-// cuBLASLt path lands): the same casts and scales, the fp8 operands widened to float32 and
-// multiplied by the float32 GEMM, so the result differs from a device fp8 GEMM only in the order
-// of accumulation.
+// On CUDA with compute capability 8.9 or later the GEMMs are cuBLASLt's fp8 GEMMs (amp/fp8_ops.h;
+// written for Hopper, not yet run on a GPU); a GPU below 8.9 runs linear and mm in bfloat16,
+// counted as fallbacks. On the CPU the fp8 GEMM is emulated: the same fused casts and scales, the
+// fp8 operands widened to float32 and multiplied by the float32 GEMM, so the result differs from
+// a device fp8 GEMM only in the order of accumulation.
 #pragma once
 
 #include <memory>

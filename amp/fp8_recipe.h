@@ -35,6 +35,9 @@ struct Fp8RecipeOptions {
   int margin = 0;                   // scale = (fp8_max / amax) / 2^margin; >= 0
   Fp8Format format = Fp8Format::Hybrid;
   AmaxAlgo amax_compute_algo = AmaxAlgo::Max;
+  // Forward GEMMs on CUDA with cuBLASLt's fast accumulation (Transformer Engine's default for the
+  // forward; dgrad and wgrad always promote partial sums). No effect on the CPU emulation.
+  bool fast_accum = false;
 };
 
 // The tensors of one fp8 GEMM, in its columns' order.
@@ -77,7 +80,7 @@ class Fp8Recipe {
   StateDict state_dict() const;
   void load_state_dict(const StateDict& state);
 
-  // ---- used by the fp8 GEMMs (amp/fp8_gemm.cpp) ----
+  // ---- used by the fp8 GEMMs (amp/fp8_autocast.cpp) ----
   std::shared_ptr<detail::Fp8RecipeState> state() const { return state_; }
 
  private:
@@ -103,6 +106,9 @@ struct Fp8RecipeState {
   void ensure(int64_t gemm, Device device);
   // history[0, column] = max(history[0, column], max |t| over t's non-NaN elements); no sync.
   void record_amax(int64_t column, const Tensor& t);
+  // history[0, column] as a one-element view, for a kernel that folds an amax into it (the fused
+  // cast, amp/fp8_ops.h); marks the step as recorded.
+  Tensor amax_slot(int64_t column);
   void update();
 };
 }  // namespace detail

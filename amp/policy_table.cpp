@@ -123,7 +123,9 @@ constexpr PolicyRow kTable[] = {
   {"gru_recurrence",                     Lower,   Lower,   "h W_hh^T per step (PyTorch: gru_cell, _cudnn_rnn; 1.13's CPU kept gru in fp32)"},
   {"rnn_recurrence",                     Lower,   Lower,   "h W_hh^T per step (PyTorch: rnn_tanh_cell, rnn_relu_cell, _cudnn_rnn)"},
   {"fp8_gemm",                           Pass,    Pass,    "an fp8 region's linear/mm (amp/fp8_autocast.h): casts its inputs itself, with the recipe's scales"},
-  {"fp8_fallback",                       Pass,    Pass,    "marks a linear/mm an fp8 region ran in bfloat16 (shapes fp8 cannot take)"},
+  {"fp8_fallback",                       Pass,    Pass,    "marks a linear/mm an fp8 region ran in bfloat16 (shapes or a GPU fp8 cannot take)"},
+  {"fp8_cast_transpose",                 Pass,    Pass,    "an fp8 GEMM's operand cast (amp/fp8_ops.h): scaled, saturated, given its fp8 dtype"},
+  {"fp8_gemm_tn",                        Pass,    Pass,    "the device fp8 GEMM of two fp8 operands (amp/fp8_ops.h): its dtypes are given"},
   // -- softmax and normalisation --
   {"softmax",                            Pass,    F32Out,  "cuda: exp and a sum; float32 output"},
   {"log_softmax",                        Pass,    F32Out,  "cuda: exp and a sum; float32 output"},

@@ -12,6 +12,9 @@
 // tools/gpt2_torch.py is the PyTorch twin (same streams, --save-init's weights, same schedule).
 // --sample decodes its tokens with GPT-2's tokenizer when --vocab-dir holds the vocabulary
 // (tools/fetch-gpt2-vocab.sh) and --vocab is GPT-2's 50257, and prints token ids otherwise.
+// --amp fp8 runs the forward (and validation) in an amp::Fp8Autocast region with a delayed-scaling
+// amp::Fp8Recipe whose state goes in the checkpoints: cuBLASLt fp8 GEMMs on a GPU of compute
+// capability 8.9+, bfloat16 on older GPUs, the emulation on the CPU (docs/AMP.md, "fp8").
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -103,9 +106,12 @@ double lr_at(const Train& t, int64_t step) {
   return min_lr + 0.5 * (t.lr - min_lr) * (1.0 + std::cos(M_PI * std::min(1.0, progress)));
 }
 
+// `fp8`: the forward and the loss in an fp8 region with that recipe (--amp fp8).
 Tensor loss_of(hg::nn::Module& net, const Tensor& x, const Tensor& y, std::optional<hg::Dtype> amp, int64_t vocab,
-               bool fused = true) {
+               bool fused = true, const hg::amp::Fp8Recipe* fp8 = nullptr) {
   hg::amp::AutocastGuard autocast(x.device().type, amp, amp.has_value());
+  std::optional<hg::amp::Fp8Autocast> fp8_region;
+  if (fp8) fp8_region.emplace(x.device().type, *fp8);
   const Tensor logits = net(x);
   // The fused loss writes the logits' gradient over them (no second logits-sized tensor); the
   // loss is float32 under autocast, as cross_entropy's.
@@ -115,14 +121,14 @@ Tensor loss_of(hg::nn::Module& net, const Tensor& x, const Tensor& y, std::optio
 
 // Mean loss of the first `batches` micro-batches of the stream (the same ones every time).
 double evaluate(gpt2::GPT2& model, const TokenStream& s, const Train& t, int64_t T, hg::Device device,
-                std::optional<hg::Dtype> amp) {
+                std::optional<hg::Dtype> amp, const hg::amp::Fp8Recipe* fp8) {
   hg::NoGradGuard no_grad;
   model.eval();
   double total = 0;
   int64_t pos = 0;
   for (int64_t i = 0; i < t.val_batches; ++i) {
     auto [x, y] = s.batch(pos, t.batch, T);
-    total += loss_of(model, x.to(device), y.to(device), amp, model.config().vocab).item<double>();
+    total += loss_of(model, x.to(device), y.to(device), amp, model.config().vocab, true, fp8).item<double>();
     pos = s.advance(pos, t.batch, T);
   }
   model.train();
@@ -200,7 +206,8 @@ std::optional<hg::data::Gpt2Tokenizer> sample_tokenizer(const std::string& dir, 
 }
 
 // The training state in one safetensors file (written atomically by hg::save): the model under
-// Hugging Face's names, the optimizer, the scaler, the next step and the data position. The sizes,
+// Hugging Face's names, the optimizer, the scaler, the fp8 recipe (--amp fp8), the next step and
+// the data position. The sizes,
 // seed and data source go in the metadata so a resume with other ones is refused. Batches and
 // samples come from counters, not from a generator, so (seed, step, position) is the whole RNG state.
 hg::Metadata run_metadata(const gpt2::Config& c, uint64_t seed, const std::string& data) {
@@ -211,10 +218,13 @@ hg::Metadata run_metadata(const gpt2::Config& c, uint64_t seed, const std::strin
 }
 
 void save_checkpoint(const std::string& path, const gpt2::GPT2& model, const hg::optim::Optimizer& opt,
-                     const hg::amp::GradScaler& scaler, int64_t step, int64_t train_pos, const hg::Metadata& meta) {
+                     const hg::amp::GradScaler& scaler, const hg::amp::Fp8Recipe* fp8, int64_t step, int64_t train_pos,
+                     const hg::Metadata& meta) {
   hg::StateDict all = hg::with_prefix(gpt2::hf_state_dict(model), "model.");
   for (auto& [k, v] : hg::with_prefix(opt.state_dict(), "optim.")) all[k] = v;
   for (auto& [k, v] : hg::with_prefix(scaler.state_dict(), "scaler.")) all[k] = v;
+  if (fp8)
+    for (auto& [k, v] : hg::with_prefix(fp8->state_dict(), "fp8.")) all[k] = v;
   all["step"] = hg::scalar_tensor(static_cast<double>(step), hg::kInt64);
   all["data.train_pos"] = hg::scalar_tensor(static_cast<double>(train_pos), hg::kInt64);
   all["rng"] = hg::get_rng_state();  // what sampling (and any dropout) draws next
@@ -223,7 +233,8 @@ void save_checkpoint(const std::string& path, const gpt2::GPT2& model, const hg:
 
 // Returns the step to continue from and sets the data position.
 int64_t load_checkpoint(const std::string& path, gpt2::GPT2& model, hg::optim::Optimizer& opt,
-                        hg::amp::GradScaler& scaler, const hg::Metadata& meta, int64_t steps, int64_t& train_pos) {
+                        hg::amp::GradScaler& scaler, hg::amp::Fp8Recipe* fp8, const hg::Metadata& meta, int64_t steps,
+                        int64_t& train_pos) {
   const hg::Metadata saved = hg::load_metadata(path);
   for (const auto& [k, v] : meta) {
     const auto it = saved.find(k);
@@ -234,6 +245,13 @@ int64_t load_checkpoint(const std::string& path, gpt2::GPT2& model, hg::optim::O
   gpt2::load_hf_state_dict(model, hg::strip_prefix(all, "model."), path);
   opt.load_state_dict(hg::strip_prefix(all, "optim."));
   scaler.load_state_dict(hg::strip_prefix(all, "scaler."));
+  // A run may change --amp on resume: an fp8 run from another's checkpoint starts a fresh recipe.
+  const hg::StateDict fp8_state = hg::strip_prefix(all, "fp8.");
+  if (fp8 && !fp8_state.empty()) {
+    fp8->load_state_dict(fp8_state);
+  } else if (fp8) {
+    fmt::print("{}: no fp8 recipe state (not an --amp fp8 run): the recipe starts afresh\n", path);
+  }
   HG_CHECK(all.count("step") && all.count("data.train_pos"), "gpt2", "{}: no 'step' or 'data.train_pos' entry", path);
   train_pos = hg::state_count(all.at("data.train_pos"), "gpt2", "data.train_pos", 0, int64_t{1} << 52);
   if (all.count("rng")) hg::set_rng_state(all.at("rng"));
@@ -309,9 +327,11 @@ int main(int argc, char** argv) {
       ->check(examples::whole_number(1, 100'000'000));
   app.add_option("--device", device_name, "cpu or cuda (default: cuda where a GPU is, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--amp", amp_name, "mixed precision: off, bf16, or fp16 (with a GradScaler)")
+  app.add_option("--amp", amp_name,
+                 "mixed precision: off, bf16, fp16 (with a GradScaler), or fp8 (amp::Fp8Autocast with delayed "
+                 "scaling; cuBLASLt fp8 GEMMs on compute capability 8.9+, emulated on the CPU)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+      ->check(CLI::IsMember({"off", "bf16", "fp16", "fp8"}));
   app.add_option("--threads", threads, "CPU threads (sets HG_NUM_THREADS)")->check(examples::whole_number(1, 1024));
   app.add_option("--save", save, "write a checkpoint (safetensors) at the end and every --save-every steps");
   app.add_option("--save-every", save_every, "steps between checkpoints (0: at the end only)")
@@ -372,7 +392,12 @@ int main(int argc, char** argv) {
     dev_args.cuda_graph = cuda_graph;
     dev_args.distributed = distributed;
     const hg::Device device = examples::pick_device(dev_args);
-    const std::optional<hg::Dtype> amp = examples::amp_dtype(dev_args);
+    const std::optional<hg::Dtype> amp = examples::amp_dtype(dev_args);  // none for fp8: its region is bf16's
+    HG_CHECK(!(cuda_graph && amp_name == "fp8"), "--cuda-graph",
+             "cannot replay --amp fp8 yet: the recipe's scale update runs on the host's schedule between steps");
+    std::optional<hg::amp::Fp8Recipe> fp8_recipe;
+    if (amp_name == "fp8") fp8_recipe.emplace();
+    hg::amp::Fp8Recipe* fp8 = fp8_recipe ? &*fp8_recipe : nullptr;
     examples::DataParallel parallel(distributed, "gpt2", t.batch, device, reduce_dtype);
     const int64_t micro_tokens = t.batch * T;
     if (t.total_batch_tokens == 0) t.total_batch_tokens = micro_tokens;
@@ -422,7 +447,7 @@ int main(int argc, char** argv) {
     if (!save.empty() && parallel.is_main()) hg::check_save_path(save);
     int64_t start = 0, train_pos = 0;
     if (!resume.empty()) {
-      start = load_checkpoint(resume, model, opt, scaler, meta, t.steps, train_pos);
+      start = load_checkpoint(resume, model, opt, scaler, fp8, meta, t.steps, train_pos);
       if (parallel.is_main()) fmt::print("resumed from {} at step {}\n", resume, start);
     }
     if (parallel.is_main())
@@ -431,6 +456,16 @@ int main(int argc, char** argv) {
           "{} x {} per step, {} rank(s)\n",
           model.num_parameters(), c.layers, c.heads, c.embd, T, c.vocab, c.padded_vocab(), accum, t.batch, T,
           parallel.world());
+    if (fp8 && parallel.is_main()) {
+      if (device.is_cpu())
+        fmt::print("amp fp8: EMULATED on the CPU (the fp8 casts and scales, float32 GEMMs): for checking, not speed\n");
+      else if (!hg::amp::fp8_gemm_available(device))
+        fmt::print(
+            "amp fp8: this GPU has no fp8 GEMMs (compute capability below 8.9): linear and mm run in "
+            "bfloat16, counted as fallbacks\n");
+      else
+        fmt::print("amp fp8: cuBLASLt fp8 GEMMs (E4M3 forward, E5M2 gradients)\n");
+    }
 
     if (!dump_logits.empty() && parallel.is_main()) {
       hg::NoGradGuard no_grad;
@@ -449,7 +484,7 @@ int main(int argc, char** argv) {
     examples::GraphedStep graphed(
         [&](const Tensor& x, const Tensor& y) {
           opt.zero_grad();
-          const Tensor loss = loss_of(*net, x, y, amp, c.vocab, t.fused_loss);
+          const Tensor loss = loss_of(*net, x, y, amp, c.vocab, t.fused_loss, fp8);
           scaler.scale(loss).backward();
           if (t.grad_clip > 0) {
             scaler.unscale_(opt);
@@ -463,7 +498,7 @@ int main(int argc, char** argv) {
     for (int64_t step = start; step < end; ++step) {
       if (profile > 0 && step == std::max(start, end - profile)) recorder.emplace();
       if (t.val_every > 0 && step % t.val_every == 0 && parallel.is_main()) {
-        val_loss = evaluate(model, val, t, T, device, amp);
+        val_loss = evaluate(model, val, t, T, device, amp, fp8);
         fmt::print("step {}/{} val loss {:.6f}\n", step, t.steps, val_loss);
       }
       const auto t0 = std::chrono::steady_clock::now();
@@ -484,7 +519,7 @@ int main(int argc, char** argv) {
           std::optional<hg::nn::DistributedDataParallel::NoSyncGuard> accumulate;
           if (micro + 1 < accum) parallel.no_sync(accumulate);
           const Tensor loss =
-              loss_of(*net, x.to(device), y.to(device), amp, c.vocab, t.fused_loss) / static_cast<double>(accum);
+              loss_of(*net, x.to(device), y.to(device), amp, c.vocab, t.fused_loss, fp8) / static_cast<double>(accum);
           scaler.scale(loss).backward();
           loss_sum += loss.item<double>();
         }
@@ -505,7 +540,7 @@ int main(int argc, char** argv) {
                    step + 1, t.steps, loss_sum, recent, lr, norm, step_ms.back(),
                    static_cast<double>(t.total_batch_tokens) / step_ms.back() * 1000.0);
       if (!save.empty() && parallel.is_main() && ((save_every > 0 && (step + 1) % save_every == 0) || step + 1 == end))
-        save_checkpoint(save, model, opt, scaler, step + 1, train_pos, meta);
+        save_checkpoint(save, model, opt, scaler, fp8, step + 1, train_pos, meta);
     }
 
     if (recorder && parallel.is_main()) {
@@ -514,8 +549,11 @@ int main(int argc, char** argv) {
     }
     recorder.reset();
     if (!parallel.is_main()) return 0;  // the replicas are identical: rank 0 evaluates and reports
-    val_loss = evaluate(model, val, t, T, device, amp);
+    val_loss = evaluate(model, val, t, T, device, amp, fp8);
     fmt::print("step {}/{} val loss {:.6f}\n", t.steps, t.steps, val_loss);
+    if (fp8)
+      fmt::print("amp fp8: {} GEMMs in fp8 ({}), {} linear/mm calls fell back to bfloat16\n", fp8->gemms(),
+                 device.is_cpu() ? "emulated" : "cuBLASLt", fp8->fallbacks());
     if (sample > 0) {
       const std::vector<int64_t> tokens = sample_tokens(model, prompt_tokens, sample, temperature, top_k, device, seed);
       if (tokenizer)

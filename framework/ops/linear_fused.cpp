@@ -54,6 +54,8 @@ void check_mlp_operands(const Tensor& x, const Tensor& w1, const Tensor& b1, con
 
 Tensor linear_gelu_linear(const Tensor& x_in, const Tensor& w1_in, const Tensor& b1_in, const Tensor& w2_in,
                           const Tensor& b2_in) {
+  // An fp8 region runs the two GEMMs as its fp8 linears, the GELU between them as usual.
+  if (Tensor r = op_override(kLinearGeluLinear, {x_in, w1_in, b1_in, w2_in, b2_in}); r.defined()) return r;
   OpCall call(kLinearGeluLinear, {x_in, w1_in, b1_in, w2_in, b2_in});
   const Tensor& x = call.input(0);
   const Tensor& w1 = call.input(1);

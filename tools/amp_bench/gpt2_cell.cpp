@@ -109,8 +109,12 @@ void init_portable(gpt2::GPT2& model, uint64_t seed) {
   model.transformer->wte->weight.narrow(0, c.vocab, c.padded_vocab() - c.vocab).zero_();
 }
 
-hg::Tensor loss_of(gpt2::GPT2& model, const Batch& b, std::optional<hg::Dtype> dtype, hg::DeviceType device) {
+// `fp8`: in an fp8 region with that recipe (the fp8 cell).
+hg::Tensor loss_of(gpt2::GPT2& model, const Batch& b, std::optional<hg::Dtype> dtype, hg::DeviceType device,
+                   const hg::amp::Fp8Recipe* fp8 = nullptr) {
   hg::amp::AutocastGuard autocast(device, dtype, dtype.has_value());
+  std::optional<hg::amp::Fp8Autocast> fp8_region;
+  if (fp8) fp8_region.emplace(device, *fp8);
   const hg::Tensor logits = model(b.x);
   // llm.c's fused classifier: the gradient written over the logits during the forward.
   return hg::cross_entropy_fused_(logits.reshape({-1, logits.size(-1)}), b.y.reshape({-1}));
@@ -163,6 +167,8 @@ void measure_gpt2(const Options& options, CellResult& cell, const std::vector<Ba
   hg::optim::AdamW opt({{decay, decayed}, {no_decay, plain}});
   const auto dtype = autocast_dtype(cell.precision);
   hg::amp::GradScaler scaler(device, {.enabled = cell.precision == "fp16"});
+  const hg::amp::Fp8Recipe recipe;
+  const hg::amp::Fp8Recipe* fp8 = cell.precision == "fp8" ? &recipe : nullptr;
 
   const int64_t total = options.warmup + options.steps;
   std::vector<double> step_ms;
@@ -170,7 +176,7 @@ void measure_gpt2(const Options& options, CellResult& cell, const std::vector<Ba
     const Batch& b = batches[static_cast<size_t>(step % kBatchesPerCell)];
     const auto t0 = clock::now();
     opt.zero_grad();
-    scaler.scale(loss_of(model, b, dtype, device.type)).backward();
+    scaler.scale(loss_of(model, b, dtype, device.type, fp8)).backward();
     scaler.unscale_(opt);
     (void)hg::optim::clip_grad_norm_(opt.params(), 1.0);
     scaler.step(opt);
@@ -181,6 +187,7 @@ void measure_gpt2(const Options& options, CellResult& cell, const std::vector<Ba
     if (on_step) on_step(step + 1, total);
   }
   record_memory(r, on_cuda, rss_start);
+  if (fp8) r.note = fp8_note(recipe, total, device);
   {
     hg::NoGradGuard no_grad;
     r.final_loss = loss_of(model, batches[0], std::nullopt, device.type).item<double>();

@@ -50,7 +50,7 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.get_formatter()->column_width(30);
   add_list(app, "--models", o.models, kAllModels, "models to run (default: all but gpt2)");
   add_list(app, "--precisions", o.precisions, kKnownPrecisions,
-           "precisions to run (default: all but fp8; tf32 runs on CUDA only; fp8's GEMMs are emulated)");
+           "precisions to run (default: all but fp8; tf32 runs on CUDA only; fp8's GEMMs are emulated on the CPU)");
   add_list(app, "--devices", o.devices, kAllDevices, "devices to run (default: every device present)");
   auto* steps = app.add_option("--steps", o.steps, "timed training steps per cell")
                     ->capture_default_str()

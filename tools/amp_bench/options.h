@@ -11,8 +11,8 @@ inline const std::vector<std::string> kAllModels = {"linear", "mnist_mlp", "mnis
 // resnet and gpt2 run when asked for (--models resnet,gpt2, or all): their cells take minutes on a CPU.
 inline const std::vector<std::string> kDefaultModels = {"linear", "mnist_mlp", "mnist_cnn", "wide_mlp"};
 inline const std::vector<std::string> kAllPrecisions = {"fp32", "bf16", "fp16", "tf32"};
-// fp8 (amp::Fp8Autocast) runs when asked for: its GEMMs are emulated (no fp8 GEMM kernel yet) and
-// PyTorch has no fp8 autocast to time beside it.
+// fp8 (amp::Fp8Autocast) runs when asked for: its GEMMs are emulated on the CPU (cuBLASLt's fp8 GEMMs
+// on CUDA with compute capability 8.9+) and PyTorch has no fp8 autocast to time beside it.
 inline const std::vector<std::string> kKnownPrecisions = {"fp32", "bf16", "fp16", "tf32", "fp8"};
 inline const std::vector<std::string> kAllDevices = {"cpu", "cuda"};
 

@@ -122,12 +122,7 @@ void measure(const Options& options, CellResult& cell, const std::vector<Batch>&
                         static_cast<double>(options.steps);
   }
   record_memory(r, on_cuda, rss_start);
-  if (fp8) {
-    r.note = fmt::format(
-        "fp8 emulated: E4M3/E5M2 casts with delayed scaling, the GEMMs in float32 (no fp8 GEMM kernel yet); "
-        "{} of {} GEMMs per step fell back to bf16",
-        recipe.fallbacks() / total, recipe.fallbacks() / total + recipe.gemms());
-  }
+  if (fp8) r.note = fp8_note(recipe, total, device);
 
   // The numerics check: the loss on the first batch after training, in float32, no autocast.
   {
@@ -142,6 +137,15 @@ void measure(const Options& options, CellResult& cell, const std::vector<Batch>&
 
 }  // namespace
 
+std::string fp8_note(const hg::amp::Fp8Recipe& recipe, int64_t steps, const hg::Device& device) {
+  const int64_t fallbacks = recipe.fallbacks() / std::max<int64_t>(steps, 1);
+  const std::string where = device.is_cpu() ? "fp8 emulated: E4M3/E5M2 casts with delayed scaling, the GEMMs in float32"
+                            : hg::amp::fp8_gemm_available(device)
+                                ? "fp8 on cuBLASLt: E4M3 x E4M3 forward, E5M2 gradients, delayed scaling"
+                                : "no fp8 GEMMs on this GPU (compute capability below 8.9): linear/mm in bf16";
+  return fmt::format("{}; {} of {} GEMMs per step fell back to bf16", where, fallbacks, fallbacks + recipe.gemms());
+}
+
 CellResult run_cell(const Options& options, const std::string& model, const std::string& precision,
                     const std::string& device, const std::vector<Batch>& batches, const StepCallback& on_step) {
   CellResult cell;
@@ -150,11 +154,6 @@ CellResult run_cell(const Options& options, const std::string& model, const std:
   cell.device = device;
   cell.batch = batch_for(options, model, device);
   try {
-    if (precision == "fp8" && model == "gpt2") {
-      cell.hg.status = "unsupported";
-      cell.hg.note = "fp8 runs the models of the plain training loop; gpt2's loop has no fp8 region yet";
-      return cell;
-    }
     if (model == "gpt2") {
       const Gpt2Spec spec = gpt2_spec(options, device);
       cell.tokens_per_step = spec.tokens_per_step();

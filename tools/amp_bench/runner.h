@@ -4,7 +4,10 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include <halfgrad.h>
 
 #include "data.h"
 #include "options.h"
@@ -20,6 +23,11 @@ std::optional<hg::Dtype> autocast_dtype(const std::string& precision);
 // A cell's memory after its steps: CUDA's allocator peak, or on the CPU the resident peak and its
 // growth since rss_start.
 void record_memory(SideResult& r, bool on_cuda, int64_t rss_start);
+
+// The fp8 cells' note: where the GEMMs ran (cuBLASLt's fp8 GEMMs, or emulated on the CPU) and how
+// many of a step's linear/mm calls fell back to bfloat16 (shapes fp8 cannot take, or a GPU below
+// compute capability 8.9); `steps` is how many steps ran in the recipe's regions.
+std::string fp8_note(const hg::amp::Fp8Recipe& recipe, int64_t steps, const hg::Device& device);
 
 int64_t batch_for(const Options& options, const std::string& model, const std::string& device);
 

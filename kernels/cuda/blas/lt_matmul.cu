@@ -4,6 +4,15 @@
 // The heuristic is asked for several algorithms; one that cublasLtMatmul rejects as
 // NOT_SUPPORTED is skipped for the next. A bias-gradient epilogue with no algorithm (cuBLASLt
 // supports BGRAD only for some layouts and types) runs as a plain GEMM plus a column-sum kernel.
+//
+// fp8 (written for Hopper, not yet run on a GPU): the operand types differ from D's, the operand
+// descales are device pointers (CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER, as D's scale and the
+// amax of D), so no scale is read on the host. cuBLAS's documentation (cublasLtMatmul, its table of
+// FP8 type combinations) lists A/B as E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3 (never E5M2 x E5M2)
+// with float32 compute and scale types, C/D in bfloat16, float16 or float32 (or an fp8 D with a
+// 16-bit C), and says fp8 needs "TN": A transposed and B not (both operands K-major) on Hopper.
+// Transformer Engine's HYBRID backward multiplies E5M2 gradients by E4M3 operands, which that
+// table allows.
 #include "kernels/cuda/blas/lt_matmul.h"
 
 #include <cublasLt.h>
@@ -52,23 +61,26 @@ uint32_t alignment_of(const void* p) {
 
 struct PlanKey {
   int device;
-  Dtype dtype;
+  Dtype dtype, a_dtype, b_dtype;  // D (and C, bias); row-major A and B
   bool tf32;
+  bool fast_accum;
+  bool a_scale, b_scale, d_scale, amax_d;  // which fp8 scale pointers are set
   Epilogue epilogue;
   int64_t batch, m, n, k;
   int64_t lda, ldb, ldd, stride_a, stride_b, stride_d;
   bool trans_a, trans_b;
   uint32_t align_a, align_b, align_d, align_bias;
   auto tie() const {
-    return std::tie(device, dtype, tf32, epilogue, batch, m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d, trans_a,
-                    trans_b, align_a, align_b, align_d, align_bias);
+    return std::tie(device, dtype, a_dtype, b_dtype, tf32, fast_accum, a_scale, b_scale, d_scale, amax_d, epilogue,
+                    batch, m, n, k, lda, ldb, ldd, stride_a, stride_b, stride_d, trans_a, trans_b, align_a, align_b,
+                    align_d, align_bias);
   }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   // Best first; one that cublasLtMatmul rejects is dropped. (A fixed array: nvcc 13.0's front
   // end fails with an internal error on std::vector of this type.)
   std::array<cublasLtMatmulHeuristicResult_t, kAlgorithms> algos{};
@@ -78,6 +90,7 @@ struct Plan {
     cublasLtMatmulDescDestroy(desc);
     cublasLtMatrixLayoutDestroy(a);
     cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
     cublasLtMatrixLayoutDestroy(d);
   }
 };
@@ -125,6 +138,8 @@ cudaDataType_t data_type(Dtype d) {
     case kFloat16: return CUDA_R_16F;
     case kBFloat16: return CUDA_R_16BF;
     case kFloat64: return CUDA_R_64F;
+    case kFloat8E4M3: return CUDA_R_8F_E4M3;
+    case kFloat8E5M2: return CUDA_R_8F_E5M2;
     default: fail("mm", "cuBLASLt GEMM does not support {}", d);
   }
 }
@@ -149,6 +164,23 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 bool uses_bias_pointer(Epilogue e) { return e != Epilogue::None && e != Epilogue::Relu && e != Epilogue::Gelu; }
 bool is_bias_grad(Epilogue e) { return e == Epilogue::BiasGradA || e == Epilogue::BiasGradB; }
 bool uses_aux(Epilogue e) { return e == Epilogue::GeluAuxBias || e == Epilogue::DGeluBGrad; }
+
+Dtype a_type(const GemmProblem& p) { return p.a_dtype.value_or(p.dtype); }
+Dtype b_type(const GemmProblem& p) { return p.b_dtype.value_or(p.dtype); }
+bool is_fp8_problem(const GemmProblem& p) { return is_float8(a_type(p)) || is_float8(b_type(p)); }
+
+// The fp8 pointers of the swapped problem: cuBLASLt's A is row-major B and the other way round.
+// Set at plan creation and again per call (the cached descriptor holds the previous call's).
+void set_fp8_pointers(cublasLtMatmulDesc_t desc, const GemmProblem& p) {
+  const std::array<std::pair<cublasLtMatmulDescAttributes_t, const void*>, 4> ptrs = {{
+      {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p.b_scale},
+      {CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.a_scale},
+      {CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, p.d_scale},
+      {CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, p.amax_d},
+  }};
+  for (const auto& [attr, ptr] : ptrs)
+    if (ptr) HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &ptr, sizeof(ptr)));
+}
 
 // The aux matrix of the swapped (column-major) problem: D^T's shape, so its leading dimension is
 // the row-major row stride. Set at plan creation and again per call (the cached descriptor holds
@@ -175,7 +207,9 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, const ColView& v, int64_
 }
 
 std::string describe(const GemmProblem& p) {
-  return fmt::format("{} batch {} [{}, {}] x [{}, {}] (A strides {}, {}; B strides {}, {}), epilogue {}", p.dtype,
+  const std::string types =
+      is_fp8_problem(p) ? fmt::format("{} x {} -> {}", a_type(p), b_type(p), p.dtype) : fmt::format("{}", p.dtype);
+  return fmt::format("{} batch {} [{}, {}] x [{}, {}] (A strides {}, {}; B strides {}, {}), epilogue {}", types,
                      p.batch, p.m, p.k, p.k, p.n, p.a.row_stride, p.a.col_stride, p.b.row_stride, p.b.col_stride,
                      static_cast<int>(p.epilogue));
 }
@@ -183,6 +217,8 @@ std::string describe(const GemmProblem& p) {
 // `plain_bias_grad`: build the plan for a BGRAD epilogue without it (bias_grad_by_kernel).
 Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, const ColView& vb, bool plain_bias_grad) {
   const cudaDataType_t type = data_type(p.dtype);
+  // An fp8 D takes a 16-bit C (the FP8 table's rows); C is never read (beta is 0).
+  const cudaDataType_t c_type = is_float8(p.dtype) ? CUDA_R_16BF : type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = CUDA_R_32F;
   if (p.dtype == kFloat64) {
@@ -208,8 +244,14 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
     HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   if (uses_aux(fused)) set_aux(plan.desc, p);
-  plan.a = make_layout(type, va, p.batch, p.b.batch_stride);
-  plan.b = make_layout(type, vb, p.batch, p.a.batch_stride);
+  if (is_fp8_problem(p)) {
+    const int8_t fast = key.fast_accum ? 1 : 0;
+    HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    set_fp8_pointers(plan.desc, p);
+  }
+  plan.a = make_layout(data_type(b_type(p)), va, p.batch, p.b.batch_stride);
+  plan.b = make_layout(data_type(a_type(p)), vb, p.batch, p.a.batch_stride);
+  plan.c = make_layout(c_type, ColView{p.n, p.m, p.ldd, false}, p.batch, p.d_batch_stride);
   plan.d = make_layout(type, ColView{p.n, p.m, p.ldd, false}, p.batch, p.d_batch_stride);
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -228,7 +270,7 @@ Plan make_plan(const PlanKey& key, const GemmProblem& p, const ColView& va, cons
     HG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
   std::array<cublasLtMatmulHeuristicResult_t, kAlgorithms> results{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_for(p.device), plan.desc, plan.a, plan.b, plan.d,
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_for(p.device), plan.desc, plan.a, plan.b, plan.c,
                                                            plan.d, pref, kAlgorithms, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
@@ -253,7 +295,7 @@ bool run_plan(Plan& plan, const GemmProblem& p, cudaStream_t stream, void* ws) {
   while (plan.algo_count > 0) {
     const cublasLtMatmulHeuristicResult_t& r = plan.algos[0];
     const cublasStatus_t st = cublasLtMatmul(handle_for(p.device), plan.desc, alpha, p.b.data, plan.a, p.a.data, plan.b,
-                                             beta, p.d, plan.d, p.d, plan.d, &r.algo, ws, r.workspaceSize, stream);
+                                             beta, p.d, plan.c, p.d, plan.d, &r.algo, ws, r.workspaceSize, stream);
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) {
       HG_CUBLAS_CHECK(st);
       return true;
@@ -264,9 +306,37 @@ bool run_plan(Plan& plan, const GemmProblem& p, cudaStream_t stream, void* ws) {
   return false;
 }
 
+// What cuBLASLt's fp8 GEMMs take (see the top of this file), checked here so that a wrong call
+// names its problem instead of failing in the heuristic with NOT_SUPPORTED.
+void check_fp8_problem(const GemmProblem& p, const ColView& va, const ColView& vb) {
+  const Dtype at = a_type(p), bt = b_type(p);
+  HG_CHECK(is_float8(at) && is_float8(bt), "fp8_gemm", "both operands must be fp8, got {}", describe(p));
+  HG_CHECK(!(at == kFloat8E5M2 && bt == kFloat8E5M2), "fp8_gemm",
+           "cuBLASLt has no E5M2 x E5M2 GEMM (one operand must be E4M3): {}", describe(p));
+  HG_CHECK(is_float8(p.dtype) || p.dtype == kBFloat16 || p.dtype == kFloat16 || p.dtype == kFloat32, "fp8_gemm",
+           "the output must be float32, bfloat16, float16 or fp8: {}", describe(p));
+  HG_CHECK(!p.d_scale || is_float8(p.dtype), "fp8_gemm", "d_scale is for an fp8 output: {}", describe(p));
+  HG_CHECK(p.epilogue == Epilogue::None, "fp8_gemm", "fp8 GEMMs take no epilogue here: {}", describe(p));
+  // Swapped problem: cuBLASLt's A is row-major B read as [n, k] K-major (transposed), its B is
+  // row-major A read as [k, m] (not transposed).
+  HG_CHECK(va.trans && !vb.trans, "fp8_gemm",
+           "fp8 operands must both be K-major (A [m, k] with unit column stride, B [k, n] with unit row stride: "
+           "cuBLASLt's TN layout): {}",
+           describe(p));
+  HG_CHECK(p.k % 16 == 0 && va.ld % 16 == 0 && vb.ld % 16 == 0, "fp8_gemm",
+           "k and the operands' leading dimensions must be multiples of 16: {}", describe(p));
+  HG_CHECK(lt_fp8_supported(p.device), "fp8_gemm", "fp8 GEMMs need compute capability 8.9 or later; device {} is {}.{}",
+           p.device, device_properties(p.device).major, device_properties(p.device).minor);
+}
+
 }  // namespace
 
 bool lt_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) { return blas_layout(rows, cols, rs, cs).usable; }
+
+bool lt_fp8_supported(int device) {
+  const cudaDeviceProp& props = device_properties(device);
+  return props.major > 8 || (props.major == 8 && props.minor >= 9);
+}
 
 void lt_matmul(const GemmProblem& p) {
   HG_CHECK(
@@ -285,10 +355,23 @@ void lt_matmul(const GemmProblem& p) {
            "the bias-gradient epilogue takes a single GEMM, got batch {}: {}", p.batch, describe(p));
   const ColView va = col_view_of_transpose(p.k, p.n, p.b.row_stride, p.b.col_stride);  // B^T [n, k]
   const ColView vb = col_view_of_transpose(p.m, p.k, p.a.row_stride, p.a.col_stride);  // A^T [k, m]
+  if (is_fp8_problem(p)) {
+    check_fp8_problem(p, va, vb);
+  } else {
+    HG_CHECK(!is_float8(p.dtype) && !p.a_scale && !p.b_scale && !p.d_scale && !p.amax_d && !p.fast_accum, "mm",
+             "fp8 scales, amax and fast accumulation need fp8 operands: {}", describe(p));
+  }
   const void* bias = p.bias ? p.bias : p.bias_grad;
   const PlanKey key{p.device,
                     p.dtype,
-                    p.dtype == kFloat32 && allow_tf32(),
+                    a_type(p),
+                    b_type(p),
+                    p.dtype == kFloat32 && allow_tf32() && !is_fp8_problem(p),
+                    p.fast_accum,
+                    p.a_scale != nullptr,
+                    p.b_scale != nullptr,
+                    p.d_scale != nullptr,
+                    p.amax_d != nullptr,
                     p.epilogue,
                     p.batch,
                     p.m,
@@ -323,6 +406,7 @@ void lt_matmul(const GemmProblem& p) {
     HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   if (uses_aux(p.epilogue)) set_aux(plan.desc, p);
+  if (is_fp8_problem(p)) set_fp8_pointers(plan.desc, p);
   void* ws = workspace_for(stream, p.device);
   if (!run_plan(plan, p, stream, ws)) {
     if (!is_bias_grad(p.epilogue) || plan.bias_grad_by_kernel)
