@@ -56,7 +56,9 @@ Tensor fused_gradient(const OpDef& def, bool has_kernel, const Tensor& g, const 
       g.device() != v.device())
     return Tensor();
   OpCall call(def, {g, v});
-  Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
+  // In the operands' layout (a channels-last activation's gradient stays channels-last).
+  Tensor out =
+      empty(g.shape(), TensorOptions(g.dtype()).device(g.device()), internal::output_format(g.shape(), {&g, &v}));
   if (out.numel()) launch(out);
   call.finish({&out});
   return out;
