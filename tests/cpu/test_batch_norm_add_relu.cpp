@@ -40,11 +40,14 @@ TEST_CASE("batch_norm_add_relu: the values and gradients of relu(batch_norm(x) +
   }
 }
 
-TEST_CASE("batch_norm_add_relu: gradcheck, and a residual of the wrong shape is refused") {
+TEST_CASE("batch_norm_add_relu: gradcheck, gradgradcheck, and a residual of the wrong shape is refused") {
   manual_seed(12);
   CHECK(autograd::gradcheck(
       [](const TensorList& v) { return batch_norm_add_relu(v[0], Tensor(), Tensor(), v[1], v[2], v[3], true); },
       {randn({2, 3, 3, 3}), randn({3}), randn({3}), randn({2, 3, 3, 3})}));
+  CHECK(autograd::gradgradcheck(
+      [](const TensorList& v) { return batch_norm_add_relu(v[0], Tensor(), Tensor(), v[1], v[2], v[3], true); },
+      {randn({2, 3, 2, 2}), randn({3}), randn({3}), randn({2, 3, 2, 2})}));
   CHECK_THROWS_WITH_AS(
       batch_norm_add_relu(randn({2, 3, 4, 4}), Tensor(), Tensor(), Tensor(), Tensor(), randn({2, 3, 4, 5}), true),
       doctest::Contains("[batch_norm_add_relu] the residual must have the input's shape"), Error);
