@@ -118,7 +118,8 @@ std::shared_ptr<nn::Sequential> resnet50(int64_t classes, double* forward_flops)
       .push_back(std::make_shared<nn::BatchNorm2d>(64))
       .push_back(std::make_shared<nn::ReLU>())
       .push_back(std::make_shared<nn::MaxPool2d>(3, nn::Pool2dOptions{.stride = {2, 2}, .padding = {1, 1}}));
-  f.side = (f.side + 2 - 3) / 2 + 1;
+  f.side = (f.side + 2 * 3 - 7) / 2 + 1;  // the stem's stride-2 convolution: 112
+  f.side = (f.side + 2 - 3) / 2 + 1;      // the stride-2 max pool: 56
   int64_t in = 64;
   const std::pair<int64_t, int> stages[] = {{64, 3}, {128, 4}, {256, 6}, {512, 3}};
   for (const auto& [mid, blocks] : stages) {
