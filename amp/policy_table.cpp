@@ -134,6 +134,7 @@ constexpr PolicyRow kTable[] = {
    "the sum in its inputs' dtype (the residual stream), statistics in float32 inside; in a region the normalised "
    "output is written in the region's dtype, which its consumer (a linear) would cast it to"},
   {"batch_norm",                         Pass,    Pass,    "not listed: kernels keep float32 statistics"},
+  {"batch_norm_add_relu",                Pass,    Pass,    "batch_norm's, with the add and ReLU in its dtype"},
   {"rms_norm",                           Pass,    Pass,    "not listed: statistics in float32 inside, output in the input's dtype"},
   // -- losses: float32 on both --
   {"cross_entropy",                      F32,     F32Out,

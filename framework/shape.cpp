@@ -53,6 +53,47 @@ Strides contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+std::string_view memory_format_name(MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::Contiguous: return "contiguous_format";
+    case MemoryFormat::ChannelsLast: return "channels_last";
+    case MemoryFormat::Preserve: return "preserve_format";
+  }
+  return "?";
+}
+
+Strides format_strides(const Shape& shape, MemoryFormat format, std::string_view op) {
+  HG_CHECK(format != MemoryFormat::Preserve, op, "preserve_format names no strides of its own");
+  if (format == MemoryFormat::Contiguous) return contiguous_strides(shape);
+  HG_CHECK(shape.size() == 4, op, "channels_last needs a 4-d [N, C, H, W] tensor, got shape {}", shape);
+  const int64_t c = std::max<int64_t>(shape[1], 1), h = std::max<int64_t>(shape[2], 1);
+  const int64_t w = std::max<int64_t>(shape[3], 1);
+  return {h * w * c, 1, w * c, c};
+}
+
+bool has_format(const Shape& shape, const Strides& strides, MemoryFormat format) {
+  if (format == MemoryFormat::ChannelsLast && shape.size() != 4) return false;
+  if (format == MemoryFormat::Preserve) return true;
+  const Strides want = format_strides(shape, format, "has_format");
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && strides[d] != want[d]) return false;
+  return true;
+}
+
+MemoryFormat suggest_memory_format(const Shape& shape, const Strides& strides) {
+  return has_format(shape, strides, MemoryFormat::ChannelsLast) && !has_format(shape, strides, MemoryFormat::Contiguous)
+             ? MemoryFormat::ChannelsLast
+             : MemoryFormat::Contiguous;
+}
+
+std::vector<size_t> dims_in_memory_order(const Shape& shape, const Strides& strides) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) dims.push_back(d);
+  std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] > strides[b]; });
+  return dims;
+}
+
 int64_t normalize_dim(int64_t dim, int64_t ndim, std::string_view op) {
   const int64_t lo = ndim == 0 ? -1 : -ndim;
   const int64_t hi = ndim == 0 ? 0 : ndim - 1;

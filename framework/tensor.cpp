@@ -71,6 +71,11 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  HG_CHECK(format != MemoryFormat::Preserve, "is_contiguous", "preserve_format is not a layout a tensor can have");
+  return has_format(shape(), strides(), format);
+}
+
 void* Tensor::raw_data() const {
   const auto& impl = checked(impl_);
   if (!impl.storage->data) return nullptr;

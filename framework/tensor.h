@@ -115,6 +115,10 @@ class Tensor {
   Dtype dtype() const;
   Device device() const;
   bool is_contiguous() const;
+  // Dense in `format`'s order (framework/shape.h): is_contiguous(MemoryFormat::ChannelsLast) as
+  // PyTorch's is_contiguous(memory_format=torch.channels_last).
+  bool is_contiguous(MemoryFormat format) const;
+  MemoryFormat suggest_memory_format() const { return hg::suggest_memory_format(shape(), strides()); }
   bool is_floating_point() const { return is_floating(dtype()); }
   const std::shared_ptr<Storage>& storage() const;
   // Pointer to the first element (storage data + offset).
@@ -190,6 +194,9 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;
+  // This tensor when it is dense in `format` already, else a copy laid out so (recorded like
+  // contiguous()). Preserve keeps a channels-last tensor's format and makes others contiguous.
+  Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;
 
   // ---- conversion ----
@@ -197,6 +204,9 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor to(DeviceType device) const { return to(Device(device)); }
   Tensor to(Device device, Dtype dtype) const;
+  // As PyTorch's to(device, dtype, memory_format=...): the conversion, then the layout of `format`.
+  Tensor to(Device device, Dtype dtype, MemoryFormat format) const;
+  Tensor to(MemoryFormat format) const { return contiguous(format); }
 
   // ---- elementwise ----
   Tensor add(const Tensor& other, double alpha = 1.0) const;

@@ -200,22 +200,24 @@ void Module::train(bool on) {
   for (auto& [_, child] : children_) child->train(on);
 }
 
-void Module::convert(Device device, std::optional<Dtype> dtype) {
+void Module::convert(Device device, std::optional<Dtype> dtype, MemoryFormat format) {
   std::map<const void*, Tensor> done;
-  convert(device, dtype, done);
+  convert(device, dtype, format, done);
 }
 
 // `done` maps each tensor converted so far to its new self, so a tied tensor stays one tensor.
 // (The keys are the old tensors' addresses: a slot not yet converted still holds its old tensor,
 // so no address in the map can be a live unconverted tensor other than the one it names.)
-void Module::convert(Device device, std::optional<Dtype> dtype, std::map<const void*, Tensor>& done) {
+void Module::convert(Device device, std::optional<Dtype> dtype, MemoryFormat format,
+                     std::map<const void*, Tensor>& done) {
   NoGradGuard no_grad;
+  const auto laid_out = [format](const Tensor& t) { return t.dim() == 4 ? t.contiguous(format) : t; };
   for (auto& [_, slot] : params_) {
     if (!slot->defined()) continue;
     auto [it, fresh] = done.try_emplace(slot->impl());
     if (fresh) {
       const bool rg = slot->requires_grad();
-      it->second = slot->to(device, dtype.value_or(slot->dtype())).detach();
+      it->second = laid_out(slot->to(device, dtype.value_or(slot->dtype()))).detach();
       if (rg) it->second.requires_grad_(true);
     }
     *slot = it->second;
@@ -225,11 +227,11 @@ void Module::convert(Device device, std::optional<Dtype> dtype, std::map<const v
     auto [it, fresh] = done.try_emplace(slot->impl());
     if (fresh) {
       const Dtype d = dtype && slot->is_floating_point() ? *dtype : slot->dtype();
-      it->second = slot->to(device, d).detach();
+      it->second = laid_out(slot->to(device, d)).detach();
     }
     *slot = it->second;
   }
-  for (auto& [_, child] : children_) child->convert(device, dtype, done);
+  for (auto& [_, child] : children_) child->convert(device, dtype, format, done);
 }
 
 void Module::to(Device device) { convert(device, std::nullopt); }
@@ -243,6 +245,13 @@ void Module::to(Dtype dtype) {
 void Module::to(Device device, Dtype dtype) {
   HG_CHECK(is_floating(dtype), "to", "a module converts to a floating-point dtype, got {}", dtype);
   convert(device, dtype);
+}
+
+void Module::to(MemoryFormat format) {
+  HG_CHECK(format != MemoryFormat::Preserve, "to", "a module converts to contiguous_format or channels_last");
+  const auto p = parameters();
+  const auto b = buffers();
+  convert(!p.empty() ? p[0].device() : (!b.empty() ? b[0].device() : Device(kCPU)), std::nullopt, format);
 }
 
 void Module::zero_grad(bool set_to_none) {

@@ -92,6 +92,9 @@ class Module {
   void to(Device device);
   void to(Dtype dtype);
   void to(Device device, Dtype dtype);
+  // As PyTorch's module.to(memory_format=...): every 4-d parameter and buffer (convolution
+  // weights) laid out in `format` (ChannelsLast or Contiguous), the others left as they are.
+  void to(MemoryFormat format);
   void zero_grad(bool set_to_none = true);
   // Sets requires_grad on every parameter of the tree (freezing a submodule: sub->requires_grad_(false)).
   Module& requires_grad_(bool requires_grad = true);
@@ -130,8 +133,9 @@ class Module {
   void check_new_name(const std::string& name) const;
   // Every registered name, a tied tensor under each of its names.
   Named all_named(bool recurse, bool buffers) const;
-  void convert(Device device, std::optional<Dtype> dtype, std::map<const void*, Tensor>& done);
-  void convert(Device device, std::optional<Dtype> dtype);
+  // format: what 4-d tensors become (Preserve: each keeps its own).
+  void convert(Device device, std::optional<Dtype> dtype, MemoryFormat format, std::map<const void*, Tensor>& done);
+  void convert(Device device, std::optional<Dtype> dtype, MemoryFormat format = MemoryFormat::Preserve);
   void append_repr(std::string& out, int indent) const;
 
   std::string type_name_;

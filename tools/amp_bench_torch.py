@@ -57,9 +57,18 @@ def model_info(name):
     """(sample shape, classes, MNIST-shaped)."""
     if name == "wide_mlp":
         return (4096,), 4096, False
-    if name == "resnet":
+    if name in ("resnet", "resnet18"):
         return (3, 32, 32), 10, False
+    if name == "resnet50":
+        return (3, 224, 224), 1000, False
     return (1, 28, 28), 10, True
+
+
+def resnet_arch(args, name, device):
+    """The network a cell builds: the resnet cell's is --resnet-cpu / --resnet-cuda's."""
+    if name != "resnet":
+        return name
+    return args.resnet_cuda if device == "cuda" else args.resnet_cpu
 
 
 class BasicBlock(torch.nn.Module):
@@ -81,6 +90,40 @@ class BasicBlock(torch.nn.Module):
         return torch.relu(y + (self.shortcut(x) if self.shortcut is not None else x))
 
 
+class Bottleneck(torch.nn.Module):
+    """tools/amp_bench/resnet.cpp's bottleneck block, parameters registered in the same order."""
+
+    def __init__(self, cin, mid, stride):
+        super().__init__()
+        nn = torch.nn
+        cout = 4 * mid
+        self.conv1 = nn.Conv2d(cin, mid, 1, 1, 0, bias=False)
+        self.bn1 = nn.BatchNorm2d(mid)
+        self.conv2 = nn.Conv2d(mid, mid, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(mid)
+        self.conv3 = nn.Conv2d(mid, cout, 1, 1, 0, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn3(self.conv3(torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))))
+        return torch.relu(y + (self.shortcut(x) if self.shortcut is not None else x))
+
+
+def resnet50(classes):
+    nn = torch.nn
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for mid, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+        for block in range(blocks):
+            layers.append(Bottleneck(cin, mid, 2 if block == 0 and mid != 64 else 1))
+            cin = 4 * mid
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, classes)]
+    return nn.Sequential(*layers)
+
+
 def resnet18(classes):
     nn = torch.nn
     layers = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
@@ -94,8 +137,10 @@ def resnet18(classes):
 
 
 def build_model(name, seed):
-    if name == "resnet":
+    if name in ("resnet", "resnet18"):
         model = resnet18(10)
+    elif name == "resnet50":
+        model = resnet50(1000)
     elif name in mnist_models.LAYERS:
         model = mnist_models.build(torch, name)
     else:
@@ -285,7 +330,10 @@ def run_cell(args, name, precision, device, host_batches):
             return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
         clip = 1.0
     else:
-        model = build_model(name, args.seed).to(device)
+        model = build_model(resnet_arch(args, name, device), args.seed).to(device)
+        if name == "resnet" and on_cuda and not args.no_channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            batches = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in batches]
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
         def forward_loss(x, y):
@@ -379,6 +427,9 @@ def main(argv=None):
                    help="stop timing a cell after this many seconds (at least 3 steps)")
     p.add_argument("--resnet-batch-cpu", type=int, default=32)
     p.add_argument("--resnet-batch-cuda", type=int, default=256)
+    p.add_argument("--resnet-cpu", choices=["resnet18", "resnet50"], default="resnet18")
+    p.add_argument("--resnet-cuda", choices=["resnet18", "resnet50"], default="resnet50")
+    p.add_argument("--no-channels-last", action="store_true", help="the resnet cell on cuda in NCHW")
     p.add_argument("--gpt2-cpu", default="d4:256:4", help="gpt2 on cpu as SIZE:CONTEXT:BATCH")
     p.add_argument("--gpt2-cuda", default="d12:1024:16", help="gpt2 on cuda as SIZE:CONTEXT:BATCH")
     p.add_argument("--gpt2-lr", type=float, default=3e-4)
@@ -407,7 +458,8 @@ def main(argv=None):
                 batch = args.wide_batch_cuda if d == "cuda" else args.wide_batch_cpu
             elif m == "resnet":
                 batch = args.resnet_batch_cuda if d == "cuda" else args.resnet_batch_cpu
-            data = mnist if mnist is not None and model_info(m)[2] else synthetic_batches(m, batch, args.seed)
+            arch = resnet_arch(args, m, d)
+            data = mnist if mnist is not None and model_info(arch)[2] else synthetic_batches(arch, batch, args.seed)
         try:
             r = run_cell(args, m, pr, d, data)
         except Exception as e:  # a failing cell is reported, the others still run

@@ -6,7 +6,9 @@
 #      D64 causal, bf16 (op_bench / F.scaled_dot_product_attention);
 #   4. the GPT-2 d12 step, T=1024 (amp_bench's gpt2 cell): tokens/s, MFU, peak memory, beside
 #      PyTorch eager (bf16, fp16) and torch.compile (bf16);
-#   5. the op recorder's per-op table of a d12 bf16 step and its Chrome trace (examples/gpt2
+#   5. the ResNet-50 step, 3x224x224, channels-last (amp_bench's resnet cell): images/s beside
+#      PyTorch eager with memory_format=torch.channels_last (bf16, fp16);
+#   6. the op recorder's per-op table of a d12 bf16 step and its Chrome trace (examples/gpt2
 #      --profile --trace: open gpt2_trace.json in Perfetto).
 # Writes $OUT/gpu-perf.json and $OUT/gpu-perf.md (tools/gpu_perf_report.py), logs beside them.
 # After tools/gpu-bundle.sh here:
@@ -14,7 +16,7 @@
 # --cpu-dry-run runs every step on this machine's CPU at toy sizes with build/ (no CUDA needed),
 # to check the script and the report before spending device time.
 # Environment: GPU_PERF_BATCH (gpt2 batch on cuda, default 16), GPU_PERF_STEPS (timed gpt2 steps,
-# default 10), HG_PERF_BUDGET_S (seconds for everything, default 520).
+# default 10), GPU_PERF_RESNET_BATCH (resnet-50 batch on cuda, default 128), HG_PERF_BUDGET_S (seconds for everything, default 520).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
@@ -79,6 +81,10 @@ step "gpt2 step, PyTorch eager" amp_bench_gpt2.txt 180 "$build/tools/amp_bench" 
   --precisions "$precisions" --json "$out/amp_bench_gpt2.json"
 step "gpt2 step, torch.compile" amp_bench_gpt2_compile.txt 150 "$build/tools/amp_bench" "${gpt2_args[@]}" \
   --precisions bf16 --torch-compile --json "$out/amp_bench_gpt2_compile.json"
+resnet_args=(--models resnet --devices "$device" --resnet-batch-cpu 4 --resnet-batch-cuda "${GPU_PERF_RESNET_BATCH:-128}"
+  --steps "$steps" --warmup 3 --python "$python")
+step "resnet-50 step, PyTorch eager (channels-last)" amp_bench_resnet.txt 150 "$build/tools/amp_bench" \
+  "${resnet_args[@]}" --precisions "$precisions" --json "$out/amp_bench_resnet.json"
 step "gpt2 op profile" gpt2_profile.txt 90 "$build/examples/gpt2" "${profile_args[@]}" --amp bf16 --steps 4 \
   --profile 2 --print-every 1 --trace "$out/gpt2_trace.json"
 

@@ -116,6 +116,20 @@ def main():
             hp, tp = row["halfgrad_peak_bytes"], row["torch_eager_peak_bytes"]
             row["target_memory_le_eager"] = None if not (hp and tp) else hp <= tp
         report["gpt2"].append(row)
+    # The resnet cell (ResNet-50, 3x224x224, channels-last on cuda) beside PyTorch eager, channels-last too.
+    report["resnet"] = []
+    for c in (load(f"{out}/amp_bench_resnet.json") or {}).get("results", []):
+        h, t = c["halfgrad"], c.get("torch") or {}
+        hms = h.get("status") == "ok" and h["step_ms"]["median"] or None
+        tms = t.get("status") == "ok" and t["step_ms"]["median"] or None
+        row = {"precision": c["precision"], "batch": c["batch"], "halfgrad_status": h.get("status"),
+               "halfgrad_note": h.get("note", ""), "halfgrad_step_ms": hms, "torch_eager_step_ms": tms,
+               "halfgrad_images_per_s": hms and c["batch"] * 1000.0 / hms or None,
+               "torch_eager_images_per_s": tms and c["batch"] * 1000.0 / tms or None,
+               "vs_eager": ratio(hms, tms)}
+        if c["precision"] in ("bf16", "fp16") and row["halfgrad_images_per_s"] and row["torch_eager_images_per_s"]:
+            row["target_images_ge_eager"] = row["halfgrad_images_per_s"] >= row["torch_eager_images_per_s"]
+        report["resnet"].append(row)
     report["profile"] = text(f"{out}/gpt2_profile.txt")
     report["steps"] = text(f"{out}/perf-steps.txt")
     with open(f"{out}/gpu-perf.json", "w") as f:
@@ -152,6 +166,14 @@ def main():
             md += ["", "Targets (bf16): 500K tokens/s " + mark(g["target_500k_tokens_per_s"]) +
                    "; <= 0.8x eager " + mark(g["target_0_8x_eager"]) + "; <= 1.0x torch.compile " +
                    mark(g["target_1_0x_compile"]) + "; peak memory <= eager's " + mark(g["target_memory_le_eager"])]
+    md += ["", "## ResNet-50 step (amp_bench resnet cell; AMP target: images/s >= PyTorch eager's, channels-last)",
+           "", "| prec | batch | network | halfgrad ms | images/s | eager ms | eager images/s | vs eager | target |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["resnet"]:
+        md.append(f"| {r['precision']} | {r['batch']} | {r['halfgrad_note']} | {fmt(r['halfgrad_step_ms'], '.1f')} "
+                  f"| {fmt(r['halfgrad_images_per_s'], '.0f')} | {fmt(r['torch_eager_step_ms'], '.1f')} "
+                  f"| {fmt(r['torch_eager_images_per_s'], '.0f')} | {fmt(r['vs_eager'])} "
+                  f"| {mark(r.get('target_images_ge_eager'))} |")
     md += ["", "## Op profile (examples/gpt2 --profile, bf16)", "", "```", report["profile"].rstrip(), "```", ""]
     with open(f"{out}/gpu-perf.md", "w") as f:
         f.write("\n".join(md))

@@ -50,7 +50,8 @@ Prepared prepare(std::string_view name, BinaryOp op, const Tensor& a, const Tens
   Prepared p;
   p.a = expand(a.to(compute), shape);
   p.b = expand(b.to(compute), shape);
-  p.out = empty(shape, TensorOptions(is_comparison(op) ? kBool : compute).device(a.device()));
+  p.out = empty(shape, TensorOptions(is_comparison(op) ? kBool : compute).device(a.device()),
+                internal::output_format(shape, {&a, &b}));
   return p;
 }
 

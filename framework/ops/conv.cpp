@@ -23,6 +23,7 @@ HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardF
 HG_DEFINE_OPTIONAL_STUB(conv2d_relu_backward_stub, Conv2dReluBackwardFn);
 
 bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU || dev == kCUDA; }
+bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype) { return dev == kCUDA && dtype != kFloat64; }
 
 namespace {
 const OpDef kConv2d{"conv2d", true};
@@ -164,9 +165,19 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
   HG_CHECK(!pool || (oh >= 2 && ow >= 2), op, "the convolution's output ({}x{}) is smaller than the 2x2 pooling window",
            oh, ow);
 
-  const Tensor xc = internal::contiguous(x), wc = internal::contiguous(weight);
-  const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
+  // Channels-last, as PyTorch's: conv2d's output (and each gradient, in its input's layout) is
+  // channels-last when the input or the weight is. A backend whose kernels take NHWC gets the
+  // tensors so; the others run on NCHW copies and the results are laid out after, so both
+  // layouts give the same values there. (The fused relu/pool variants stay NCHW.)
   const DeviceType dev = x.device().type;
+  const bool x_cl = x.dim() == 4 && x.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  const bool w_cl = weight.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  const bool channels_last = !relu && !pool && !unbatched && (x_cl || w_cl);
+  const MemoryFormat kernel_format = channels_last && conv2d_channels_last_in_kernel(dev, x.dtype())
+                                         ? MemoryFormat::ChannelsLast
+                                         : MemoryFormat::Contiguous;
+  const Tensor xc = internal::laid_out(x, kernel_format), wc = internal::laid_out(weight, kernel_format);
+  const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
   Tensor pooled, which;  // pool: the pooled output and each window's choice, 0..3
   if (pool) {
     pooled = empty({n, o, oh / 2, ow / 2}, TensorOptions(x.dtype()).device(x.device()));
@@ -179,7 +190,7 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       (pooled.numel() == 0 || conv2d_relu_max_pool_forward_stub(dev, pooled, which, xc, wc, bc, p, oh, ow));
   Tensor out4 = pooled;
   if (!pooled_in_pass) {
-    out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()));
+    out4 = empty({n, o, oh, ow}, TensorOptions(x.dtype()).device(x.device()), kernel_format);
     if (out4.numel()) {
       Conv2dParams fwd = p;
       fwd.relu = relu && conv2d_relu_in_kernel(dev);
@@ -191,6 +202,7 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       out4 = pooled;  // the convolution's output is dropped here
     }
   }
+  if (channels_last) out4 = internal::laid_out(out4, MemoryFormat::ChannelsLast);
   Tensor out = unbatched ? out4.squeeze(0) : out4;
 
   BackwardFn bw;
@@ -199,7 +211,8 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
           swi = SavedTensor(weight, op), sy = relu ? SavedTensor::output(out, op) : SavedTensor(), relu, pool, which,
           conv_shape = Shape{n, o, oh, ow}, p, has_bias = bias.defined(), need_x = input.requires_grad(),
           need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(), unbatched,
-          in_shape = input.shape()](const TensorList& grads) -> TensorList {
+          in_shape = input.shape(), kernel_format, x_cl = channels_last && x_cl,
+          w_cl = channels_last && w_cl](const TensorList& grads) -> TensorList {
       if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
       if (GradMode::is_enabled()) {
         // create_graph: the gradients as differentiable ops of the saved input and weight, the
@@ -231,12 +244,12 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       const Tensor& w = sw.get();
       OpCall bcall(kConv2dBackward, {g, x, w});
       Tensor go = bcall.input(0).dtype() == x.dtype() ? bcall.input(0) : bcall.input(0).to(x.dtype());
-      if (!relu) go = internal::contiguous(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}));
+      if (!relu) go = internal::laid_out(go.reshape({x.size(0), w.size(0), go.size(-2), go.size(-1)}), kernel_format);
       const DeviceType dev = x.device().type;
       Tensor gx, gw, gb;
-      if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+      if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()), kernel_format);
       if (need_w || need_b) {
-        gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()));
+        gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()), kernel_format);
         if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
       }
       bool done = false;
@@ -259,7 +272,12 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
         if (need_x && gx.numel()) conv2d_backward_data_stub(dev, gx, go, w, p);
         if (gw.defined()) conv2d_backward_filter_stub(dev, gw, gb, go, x, p);
       }
-      if (need_x) gx = gx.reshape(in_shape);
+      // Each gradient in its input's layout.
+      const auto layout = [](const Tensor& t, bool cl) {
+        return cl ? internal::laid_out(t, MemoryFormat::ChannelsLast) : internal::contiguous(t);
+      };
+      if (need_x) gx = unbatched ? gx.reshape(in_shape) : layout(gx, x_cl);
+      if (gw.defined()) gw = layout(gw, w_cl);
       bcall.finish({&gx, &gw, &gb});
       return {gx, need_w ? gw : Tensor(), need_b ? gb : Tensor()};
     };

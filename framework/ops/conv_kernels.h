@@ -24,8 +24,14 @@ struct Conv2dParams {
 // second pass over the output.
 bool conv2d_relu_in_kernel(DeviceType dev);
 
+// Whether the conv2d kernels of `dev` take channels-last tensors of `dtype` as they are (CUDA's
+// cuDNN path, not its float64 direct kernels); where not, conv2d runs a channels-last call on
+// NCHW copies and lays the results out after.
+bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype);
+
 // out [N,O,OH,OW] = conv(input [N,C,H,W], weight [O,C/groups,kh,kw]) + bias [O] (bias may be
-// undefined). All tensors contiguous and of one floating dtype; out is allocated by the op.
+// undefined). All tensors of one floating dtype, contiguous, or (conv2d_channels_last_in_kernel)
+// input, weight, out and the gradients all channels-last; out is allocated by the op.
 using Conv2dForwardFn = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                                  const Conv2dParams& p);
 

@@ -30,7 +30,9 @@ Tensor to(const Tensor& t, Device device, Dtype dtype) {
   const Tensor& x = call.input(0);
   Tensor out;
   if (x.device() == device) {
-    out = internal::converted(x, dtype);
+    // A channels-last tensor stays channels-last through a cast, as with PyTorch's
+    // preserve_format (autocast's casts of activations included).
+    out = internal::converted(x, dtype, x.suggest_memory_format());
   } else {
     // Convert on the side that is the CPU, then move the bytes.
     capture::refuse_host_sync("to", x.device(), "copy a tensor to another device (the host would wait for it)");
@@ -39,6 +41,8 @@ Tensor to(const Tensor& t, Device device, Dtype dtype) {
     out = empty(x.shape(), TensorOptions(src.dtype()).device(device));
     if (x.numel()) cross_device_copy_stub(kCUDA, out, src);
     if (out.dtype() != dtype) out = internal::converted(out, dtype);
+    if (x.suggest_memory_format() == MemoryFormat::ChannelsLast)
+      out = internal::laid_out(out, MemoryFormat::ChannelsLast);
   }
   BackwardFn bw;
   if (call.needs_grad()) {
@@ -76,9 +80,28 @@ Tensor contiguous(const Tensor& t) {
   return out;
 }
 
+Tensor contiguous(const Tensor& t, MemoryFormat format) {
+  if (format == MemoryFormat::Preserve) format = t.suggest_memory_format();
+  if (format == MemoryFormat::Contiguous) return contiguous(t);
+  HG_CHECK(t.dim() == 4, "contiguous", "{} needs a 4-d [N, C, H, W] tensor, got shape {}", memory_format_name(format),
+           t.shape());
+  if (t.is_contiguous(format)) return t;
+  OpCall call(kContiguous, {t});
+  Tensor out = internal::converted(call.input(0), t.dtype(), format);
+  BackwardFn bw;
+  if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
+  call.finish({&out}, std::move(bw));
+  return out;
+}
+
+Tensor to(const Tensor& t, Device device, Dtype dtype, MemoryFormat format) {
+  return contiguous(to(t, device, dtype), format);
+}
+
 Tensor clone(const Tensor& t) {
   OpCall call(kClone, {t});
-  Tensor out = internal::converted(call.input(0), t.dtype());
+  // As PyTorch's clone (preserve_format): a channels-last tensor's copy is channels-last.
+  Tensor out = internal::converted(call.input(0), t.dtype(), t.suggest_memory_format());
   BackwardFn bw;
   if (call.needs_grad()) bw = [](const TensorList& g) -> TensorList { return {g[0]}; };
   call.finish({&out}, std::move(bw));
@@ -89,6 +112,8 @@ Tensor Tensor::to(Dtype d) const { return hg::to(*this, device(), d); }
 Tensor Tensor::to(Device d) const { return hg::to(*this, d, dtype()); }
 Tensor Tensor::to(Device d, Dtype dt) const { return hg::to(*this, d, dt); }
 Tensor Tensor::contiguous() const { return hg::contiguous(*this); }
+Tensor Tensor::contiguous(MemoryFormat format) const { return hg::contiguous(*this, format); }
+Tensor Tensor::to(Device d, Dtype dt, MemoryFormat format) const { return hg::to(*this, d, dt, format); }
 Tensor Tensor::clone() const { return hg::clone(*this); }
 
 Tensor& Tensor::copy_(const Tensor& src) {

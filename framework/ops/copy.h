@@ -11,6 +11,11 @@ Tensor to(const Tensor& t, Device device, Dtype dtype);
 // same op and gradient as to() without converting again. value must have t's shape and device.
 Tensor to_with_result(const Tensor& t, const Tensor& value);
 Tensor contiguous(const Tensor& t);
+// t laid out in `format` (a copy only where it is not already); Preserve: t's own format, or
+// contiguous where it has none of the named formats.
+Tensor contiguous(const Tensor& t, MemoryFormat format);
+// to(t, device, dtype), then in `format`.
+Tensor to(const Tensor& t, Device device, Dtype dtype, MemoryFormat format);
 Tensor clone(const Tensor& t);
 
 }  // namespace hg

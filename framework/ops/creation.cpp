@@ -63,6 +63,15 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   return finish_options(t, options);
 }
 
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format) {
+  Tensor t = empty(shape, options.requires_grad(false));
+  if (format == MemoryFormat::Contiguous || t.is_contiguous(format)) return finish_options(t, options);
+  const std::string_view outer = current_op_name();
+  const Tensor laid_out(t.storage(), shape, format_strides(shape, format, outer.empty() ? "empty" : outer), 0,
+                        t.dtype());
+  return finish_options(laid_out, options);
+}
+
 namespace {
 Tensor filled(const Shape& shape, double value, const TensorOptions& options, std::string_view op) {
   const std::string_view outer = current_op_name();

@@ -8,6 +8,9 @@
 namespace hg {
 
 Tensor empty(const Shape& shape, TensorOptions options = {});
+// An uninitialised tensor laid out in `format` (Contiguous or ChannelsLast, framework/shape.h), as
+// torch.empty(..., memory_format=...).
+Tensor empty(const Shape& shape, TensorOptions options, MemoryFormat format);
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
 Tensor full(const Shape& shape, double value, TensorOptions options = {});

@@ -74,16 +74,31 @@ Tensor unsqueezed(const Tensor& t, int64_t dim) {
   return alias(t, std::move(shape), std::move(strides), t.offset());
 }
 
-Tensor converted(const Tensor& t, Dtype dtype) {
-  Tensor out = empty(t.shape(), TensorOptions(dtype).device(t.device()));
+Tensor converted(const Tensor& t, Dtype dtype, MemoryFormat format) {
+  Tensor out = empty(t.shape(), TensorOptions(dtype).device(t.device()), format);
   if (!t.numel()) return out;
   const DeviceType device = t.device().type;
-  if (dtype == kFloat32 && is_reduced_float(t.dtype()) && t.is_contiguous() && widen_noting_finite_stub.has(device)) {
+  if (dtype == kFloat32 && is_reduced_float(t.dtype()) && t.is_contiguous() && out.is_contiguous() &&
+      widen_noting_finite_stub.has(device)) {
     if (widen_noting_finite_stub(device, out, t)) note_all_finite(out);
   } else {
     copy_stub(device, out, t);
   }
   return out;
+}
+
+Tensor laid_out(const Tensor& t, MemoryFormat format) {
+  return t.is_contiguous(format) ? t.detach() : converted(t, t.dtype(), format);
+}
+
+MemoryFormat output_format(const Shape& out_shape, std::initializer_list<const Tensor*> inputs) {
+  if (out_shape.size() != 4) return MemoryFormat::Contiguous;
+  for (const Tensor* t : inputs) {
+    if (!t->defined() || t->shape() != out_shape) continue;
+    if (t->is_contiguous()) return MemoryFormat::Contiguous;
+    if (t->is_contiguous(MemoryFormat::ChannelsLast)) return MemoryFormat::ChannelsLast;
+  }
+  return MemoryFormat::Contiguous;
 }
 
 bool owns_whole_storage(const Tensor& t) {

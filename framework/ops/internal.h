@@ -4,6 +4,7 @@
 // effects are its own OpCall's alone. Internal: not installed.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 
 #include "framework/op.h"
@@ -34,7 +35,13 @@ Tensor cast(const Tensor& t, Dtype dtype);
 // A fresh contiguous copy of t converted to `dtype` (always a copy). A float16/bfloat16 to
 // float32 widening on a backend with widen_noting_finite_stub also notes whether the result is
 // all finite (note_all_finite), in the same pass.
-Tensor converted(const Tensor& t, Dtype dtype);
+Tensor converted(const Tensor& t, Dtype dtype, MemoryFormat format = MemoryFormat::Contiguous);
+// t when it is dense in `format` already, else a copy laid out so (same dtype and device).
+Tensor laid_out(const Tensor& t, MemoryFormat format);
+// The format an op that preserves it (elementwise, batch_norm, conv2d) gives its output: as
+// PyTorch's TensorIterator, the first of `inputs` of the output's shape that is contiguous or
+// channels-last decides (ChannelsLast only for 4-d outputs); Contiguous when none does.
+MemoryFormat output_format(const Shape& out_shape, std::initializer_list<const Tensor*> inputs);
 // Whether t covers its whole storage (contiguous, from its first byte to its last).
 bool owns_whole_storage(const Tensor& t);
 // Finite marks: t (which owns its whole storage, freshly written) holds no inf or NaN, as of its

@@ -61,8 +61,10 @@ Tensor dropout(const Tensor& x_in, double p, bool training) {
   if (p == 1.0) return x_in * 0.0;         // as PyTorch: everything dropped, no draw, zero gradient
   OpCall call(kDropout, {x_in});
   const Tensor& x = call.input(0);
-  Tensor mask = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  Tensor out = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+  // The mask is drawn in memory order, so a channels-last x gets a channels-last mask and output.
+  const MemoryFormat format = internal::output_format(x.shape(), {&x});
+  Tensor mask = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()), format);
+  Tensor out = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()), format);
   const uint64_t seed = random_u64();  // drawn even for empty tensors, so the stream stays in step
   if (out.numel()) {
     dropout_mask_stub(x.device().type, mask, p, seed);

@@ -7,7 +7,8 @@
 
 namespace hg {
 
-// Fills `mask` (contiguous, floating) with 0 (probability p) or 1 / (1 - p), drawing element i
+// Fills `mask` (dense: contiguous or channels-last, floating) with 0 (probability p) or
+// 1 / (1 - p), drawing the i-th element in memory order
 // from a counter-based generator keyed by `seed`, so the result does not depend on threading.
 using DropoutMaskFn = void (*)(const Tensor& mask, double p, uint64_t seed);
 HG_DECLARE_STUB(dropout_mask_stub, DropoutMaskFn);

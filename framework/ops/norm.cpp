@@ -7,10 +7,12 @@
 #include "framework/memory_overlap.h"
 #include "framework/op.h"
 #include "framework/ops/binary.h"
+#include "framework/ops/binary_kernels.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/internal.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/unary.h"
+#include "framework/ops/unary_kernels.h"
 #include "framework/ops/views.h"
 
 namespace hg {
@@ -19,12 +21,18 @@ HG_DEFINE_STUB(layer_norm_stub, LayerNormFn);
 HG_DEFINE_STUB(layer_norm_backward_stub, LayerNormBackwardFn);
 HG_DEFINE_STUB(batch_norm_stub, BatchNormFn);
 HG_DEFINE_STUB(batch_norm_backward_stub, BatchNormBackwardFn);
+HG_DEFINE_OPTIONAL_STUB(batch_norm_add_relu_stub, BatchNormAddReluFn);
+
+bool batch_norm_channels_last_in_kernel(DeviceType dev) { return dev == kCUDA; }
 
 namespace {
 const OpDef kLayerNorm{"layer_norm", true};
 const OpDef kLayerNormBackward{"layer_norm_backward", false};
 const OpDef kBatchNorm{"batch_norm", true};
 const OpDef kBatchNormBackward{"batch_norm_backward", false};
+// relu(batch_norm(x) + residual) as one op: the add and the ReLU in the normalising pass where
+// the device has batch_norm_add_relu_stub (CUDA).
+const OpDef kBatchNormAddRelu{"batch_norm_add_relu", true};
 
 Tensor contiguous_detached(const Tensor& t) { return t.defined() ? internal::contiguous(t) : t; }
 
@@ -42,7 +50,9 @@ void check_param(const char* op, const char* what, const Tensor& p, const Tensor
 }
 
 // The gradient arriving for the output, contiguous and of x's dtype, with x's shape.
-Tensor empty_as(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor empty_as(const Tensor& t) {
+  return empty(t.shape(), TensorOptions(t.dtype()).device(t.device()), t.suggest_memory_format());
+}
 
 // Under create_graph (grad mode on in the formula): a normalization's gradients written in public
 // ops, so they can be differentiated again. x is normalized over `dims`, with statistics recomputed
@@ -122,7 +132,10 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
       OpCall bcall(kLayerNormBackward, {g[0], x, w});
-      const Tensor go = internal::dense_as(bcall.input(0), x.dtype(), x.shape());
+      // The gradient in x's layout (channels-last where the kernel takes NHWC, else contiguous).
+      const Tensor go = x.is_contiguous()
+                            ? internal::dense_as(bcall.input(0), x.dtype(), x.shape())
+                            : internal::laid_out(internal::cast(bcall.input(0), x.dtype()), MemoryFormat::ChannelsLast);
       Tensor gx = need_x ? empty_as(x) : Tensor();
       Tensor gw = need_w ? empty_as(w) : Tensor();
       Tensor gb = need_b ? empty(normalized_shape, TensorOptions(bias_dtype).device(x.device())) : Tensor();
@@ -135,22 +148,33 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   return out;
 }
 
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& w_in,
-                  const Tensor& b_in, bool training, double momentum, double eps) {
-  OpCall call(kBatchNorm, {x_in, w_in, b_in});
+namespace {
+// batch_norm, and with `relu` batch_norm_add_relu: relu(batch_norm(x) + residual), residual
+// optional. One argument check, one forward, one backward.
+Tensor batch_norm_op(const OpDef& def, bool relu, const Tensor& x_in, const Tensor& running_mean,
+                     const Tensor& running_var, const Tensor& w_in, const Tensor& b_in, const Tensor& r_in,
+                     bool training, double momentum, double eps) {
+  OpCall call(def, {x_in, w_in, b_in, r_in});
   const Tensor& input = call.input(0);
   const Tensor& weight = call.input(1);
   const Tensor& bias = call.input(2);
-  HG_CHECK(input.defined(), "batch_norm", "got an undefined input");
-  HG_CHECK(is_floating(input.dtype()), "batch_norm", "expected a floating-point input, got {}", input.dtype());
-  HG_CHECK(input.dim() >= 2, "batch_norm", "expected an input [N, C, ...] with at least 2 dims, got shape {}",
+  const Tensor& residual = call.input(3);
+  HG_CHECK(!residual.defined() || (input.defined() && residual.shape() == input.shape() &&
+                                   residual.dtype() == input.dtype() && residual.device() == input.device()),
+           def.name, "the residual must have the input's shape {}, dtype {} and device, got {} {} on {}",
+           input.defined() ? input.shape() : Shape{}, input.defined() ? dtype_name(input.dtype()) : "none",
+           residual.defined() ? residual.shape() : Shape{}, residual.defined() ? dtype_name(residual.dtype()) : "none",
+           residual.defined() ? residual.device() : Device(kCPU));
+  HG_CHECK(input.defined(), def.name, "got an undefined input");
+  HG_CHECK(is_floating(input.dtype()), def.name, "expected a floating-point input, got {}", input.dtype());
+  HG_CHECK(input.dim() >= 2, def.name, "expected an input [N, C, ...] with at least 2 dims, got shape {}",
            input.shape());
   const int64_t n = input.size(0), c = input.size(1), s = c && n ? input.numel() / (n * c) : 0;
   const Shape cshape{c};
-  check_param("batch_norm", "weight", weight, input, cshape);
-  check_param("batch_norm", "bias", bias, input, cshape);
-  check_param("batch_norm", "running_mean", running_mean, input, cshape);
-  check_param("batch_norm", "running_var", running_var, input, cshape);
+  check_param(def.name, "weight", weight, input, cshape);
+  check_param(def.name, "bias", bias, input, cshape);
+  check_param(def.name, "running_mean", running_mean, input, cshape);
+  check_param(def.name, "running_var", running_var, input, cshape);
   HG_CHECK(running_mean.defined() == running_var.defined(), "batch_norm",
            "running_mean and running_var must both be given or both be omitted");
   HG_CHECK(training || running_mean.defined(), "batch_norm",
@@ -162,19 +186,39 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   if (training && running_mean.defined()) {
     // The stats are written in place while the input is read: none may share memory.
     for (const Tensor* stat : {&running_mean, &running_var}) {
-      assert_no_internal_overlap(*stat, "batch_norm");
-      for (const Tensor* other : {&input, &weight, &bias}) assert_no_overlap(*stat, *other, "batch_norm");
+      assert_no_internal_overlap(*stat, def.name);
+      for (const Tensor* other : {&input, &weight, &bias}) assert_no_overlap(*stat, *other, def.name);
     }
-    assert_no_overlap(running_mean, running_var, "batch_norm");
+    assert_no_overlap(running_mean, running_var, def.name);
   }
-  const Tensor x = contiguous_detached(input), w = contiguous_detached(weight), b = contiguous_detached(bias);
+  // A channels-last input gives a channels-last output (and input gradient). A backend whose
+  // kernels reduce over NHWC itself gets it as it is; the others run on an NCHW copy, so both
+  // layouts give the same values there.
+  const bool channels_last = internal::output_format(input.shape(), {&input}) == MemoryFormat::ChannelsLast;
+  const bool native = channels_last && batch_norm_channels_last_in_kernel(input.device().type);
+  const Tensor x = native ? internal::laid_out(input, MemoryFormat::ChannelsLast) : contiguous_detached(input);
+  const Tensor w = contiguous_detached(weight), b = contiguous_detached(bias);
   // The kernel updates contiguous running stats in place; other layouts go through a copy.
   Tensor rm = running_mean, rv = running_var;
   const bool update = training && rm.defined();
   if (rm.defined() && !(rm.is_contiguous() && rv.is_contiguous())) rm = rm.contiguous(), rv = rv.contiguous();
   const TensorOptions sopt = TensorOptions(stats_dtype(x.dtype())).device(x.device());
   Tensor out = empty_as(x), save_mean = empty({c}, sopt), save_invstd = empty({c}, sopt);
-  if (c > 0) batch_norm_stub(x.device().type, out, save_mean, save_invstd, x, w, b, rm, rv, training, momentum, eps);
+  const DeviceType dev = x.device().type;
+  // The residual in the layout the kernels write out in.
+  const Tensor r = residual.defined()
+                       ? internal::laid_out(residual, native ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous)
+                       : Tensor();
+  if (c > 0 && relu && batch_norm_add_relu_stub.has(dev)) {
+    batch_norm_add_relu_stub(dev, out, save_mean, save_invstd, x, w, b, rm, rv, training, momentum, eps, r);
+  } else if (c > 0) {
+    // Without the fused kernel (the CPU reference): the batch_norm, add and relu kernels in turn,
+    // the three public ops' values.
+    batch_norm_stub(dev, out, save_mean, save_invstd, x, w, b, rm, rv, training, momentum, eps);
+    if (r.defined() && out.numel()) binary_stub(dev, BinaryOp::Add, out, out, r, 1.0);
+    if (relu && out.numel()) unary_stub(dev, UnaryOp::Relu, out, out, 0, 0);
+  }
+  if (channels_last) out = internal::laid_out(out, MemoryFormat::ChannelsLast);
   if (update) {
     if (rm.is_same(running_mean)) {
       running_mean.bump_version();
@@ -187,37 +231,58 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
   BackwardFn bw;
   if (call.needs_grad()) {
-    bw = [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(w, "batch_norm"), si = SavedTensor(input, "batch_norm"),
-          swi = SavedTensor(weight, "batch_norm"), save_mean, save_invstd, training, eps,
-          need_x = input.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
-          need_b = bias.defined() && bias.requires_grad(),
+    bw = [sx = SavedTensor(x, def.name), sw = SavedTensor(w, def.name), si = SavedTensor(input, def.name),
+          swi = SavedTensor(weight, def.name), save_mean, save_invstd, training, eps, channels_last, relu,
+          sy = relu ? SavedTensor::output(out, def.name) : SavedTensor(),
+          need_r = residual.defined() && residual.requires_grad(), need_x = input.requires_grad(),
+          need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(),
           bias_dtype = bias.defined() ? bias.dtype() : kFloat32](const TensorList& g) -> TensorList {
-      if (!g[0].defined()) return {Tensor(), Tensor(), Tensor()};
+      if (!g[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};
+      // Through the ReLU first (its mask from the saved output); the residual's gradient is that.
+      const Tensor go_bn = relu ? relu_gradient(g[0], sy.get()) : g[0];
+      const Tensor gr = need_r ? go_bn : Tensor();
       if (GradMode::is_enabled()) {
         const Tensor x = si.get();
         std::vector<int64_t> dims{0};
         Shape view(static_cast<size_t>(x.dim()), 1);
         view[1] = x.size(1);
         for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-        NormGrads r = norm_grads_recorded(x, swi.get(), g[0], dims, view, dims, eps, training ? Tensor() : save_mean,
+        NormGrads r = norm_grads_recorded(x, swi.get(), go_bn, dims, view, dims, eps, training ? Tensor() : save_mean,
                                           training ? Tensor() : save_invstd, need_x, need_w, need_b, bias_dtype);
-        return {r.gx, r.gw, r.gb};
+        return {r.gx, r.gw, r.gb, gr};
       }
       const Tensor& x = sx.get();
       const Tensor& w = sw.get();
-      OpCall bcall(kBatchNormBackward, {g[0], x, w});
-      const Tensor go = internal::dense_as(bcall.input(0), x.dtype(), x.shape());
+      OpCall bcall(kBatchNormBackward, {go_bn, x, w});
+      // The gradient in x's layout (channels-last where the kernel takes NHWC, else contiguous).
+      const Tensor go = x.is_contiguous()
+                            ? internal::dense_as(bcall.input(0), x.dtype(), x.shape())
+                            : internal::laid_out(internal::cast(bcall.input(0), x.dtype()), MemoryFormat::ChannelsLast);
       Tensor gx = need_x ? empty_as(x) : Tensor();
       Tensor gw = need_w ? empty_as(w) : Tensor();
       Tensor gb = need_b ? empty({x.size(1)}, TensorOptions(bias_dtype).device(x.device())) : Tensor();
       if (x.size(1) > 0)
         batch_norm_backward_stub(x.device().type, gx, gw, gb, go, x, w, save_mean, save_invstd, training);
+      if (channels_last && gx.defined()) gx = internal::laid_out(gx, MemoryFormat::ChannelsLast);
       bcall.finish({&gx, &gw, &gb});
-      return {gx, gw, gb};
+      return {gx, gw, gb, gr};
     };
   }
   call.finish({&out}, std::move(bw));
   return out;
+}
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return batch_norm_op(kBatchNorm, false, x, running_mean, running_var, weight, bias, Tensor(), training, momentum,
+                       eps);
+}
+
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                           const Tensor& bias, const Tensor& residual, bool training, double momentum, double eps) {
+  return batch_norm_op(kBatchNormAddRelu, true, x, running_mean, running_var, weight, bias, residual, training,
+                       momentum, eps);
 }
 
 Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

@@ -18,6 +18,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 
+// relu(batch_norm(x, ...) + residual), a ResNet block's tail, as one op (residual optional: then
+// BatchNorm + ReLU). residual has x's shape, dtype and device. On CUDA the add and the ReLU run in
+// batch_norm's normalising pass; elsewhere the three kernels run in turn, with the values of
+// the three public ops. Channels-last as batch_norm.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                           const Tensor& bias, const Tensor& residual, bool training, double momentum = 0.1,
+                           double eps = 1e-5);
+
 // x [N, C, ...]: normalises each of num_groups groups of C / num_groups channels (with all their
 // positions) per sample, then scales and shifts per channel (weight and bias [C], optional).
 // Composed from reshape and layer_norm, so every backend, dtype and gradient of those applies;

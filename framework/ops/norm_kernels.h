@@ -18,7 +18,9 @@ using LayerNormBackwardFn = void (*)(const Tensor& grad_x, const Tensor& grad_we
                                      const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                      const Tensor& weight);
 
-// x viewed as contiguous [N, C, S]. Writes out, and per channel the mean and 1/sqrt(var + eps)
+// x viewed as contiguous [N, C, S], or, on a backend where batch_norm_channels_last_in_kernel, a
+// 4-d channels-last x (then out, grad_out and grad_x are channels-last too: a per-channel
+// reduction over the innermost dim of [N*H*W, C]). Writes out, and per channel the mean and 1/sqrt(var + eps)
 // used (batch statistics when training, running ones otherwise). When training and defined,
 // running_mean/running_var [C] (contiguous) are updated in place.
 using BatchNormFn = void (*)(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
@@ -28,6 +30,18 @@ using BatchNormFn = void (*)(const Tensor& out, const Tensor& save_mean, const T
 using BatchNormBackwardFn = void (*)(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                                      const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                                      const Tensor& save_mean, const Tensor& save_invstd, bool training);
+// Whether the batch_norm kernels of `dev` take channels-last tensors as they are (CUDA's);
+// elsewhere batch_norm runs on an NCHW copy and lays its outputs out channels-last after.
+bool batch_norm_channels_last_in_kernel(DeviceType dev);
+
+// batch_norm_add_relu's forward (optional): batch_norm_stub's outputs, with out = relu(normalised
+// + residual) written in the same pass; residual (may be undefined) laid out as x.
+using BatchNormAddReluFn = void (*)(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd,
+                                    const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                                    double momentum, double eps, const Tensor& residual);
+HG_DECLARE_STUB(batch_norm_add_relu_stub, BatchNormAddReluFn);
+
 HG_DECLARE_STUB(layer_norm_stub, LayerNormFn);
 HG_DECLARE_STUB(layer_norm_backward_stub, LayerNormBackwardFn);
 HG_DECLARE_STUB(batch_norm_stub, BatchNormFn);

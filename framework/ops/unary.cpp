@@ -7,6 +7,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
+#include "framework/ops/internal.h"
 #include "framework/view_history.h"
 
 namespace hg {
@@ -55,7 +56,9 @@ Tensor fused_gradient(const OpDef& def, bool has_kernel, const Tensor& g, const 
       g.device() != v.device())
     return Tensor();
   OpCall call(def, {g, v});
-  Tensor out = empty(g.shape(), TensorOptions(g.dtype()).device(g.device()));
+  // In the operands' layout (a channels-last activation's gradient stays channels-last).
+  Tensor out =
+      empty(g.shape(), TensorOptions(g.dtype()).device(g.device()), internal::output_format(g.shape(), {&g, &v}));
   if (out.numel()) launch(out);
   call.finish({&out});
   return out;
@@ -137,7 +140,7 @@ Tensor run(const OpDef& def, UnaryOp op, const Tensor& t, double p0 = 0, double 
   HG_CHECK(x.dtype() != kBool, def.name, "not supported on bool tensors");
   const Dtype dtype = is_floating(x.dtype()) || keeps_integers(op) ? x.dtype() : kFloat32;
   const Tensor in = x.dtype() == dtype ? x : x.to(dtype);
-  Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()));
+  Tensor out = empty(x.shape(), TensorOptions(dtype).device(x.device()), internal::output_format(x.shape(), {&x}));
   if (out.numel()) unary_stub(x.device().type, op, out, in, p0, p1);
   BackwardFn bw;
   if (call.needs_grad()) {

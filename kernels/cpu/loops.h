@@ -37,8 +37,9 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   });
 }
 
-// Geometry of N operands that share one shape: dims of size 1 dropped and adjacent dims merged
-// wherever every operand allows it, so contiguous tensors become one long run.
+// Geometry of N operands that share one shape: dims of size 1 dropped, the rest ordered as operand
+// 0 lies in memory, and adjacent dims merged wherever every operand allows it, so contiguous (or
+// alike channels-last) tensors become one long run.
 template <size_t N>
 struct StridedGeometry {
   std::vector<int64_t> sizes;                   // innermost last
@@ -47,8 +48,9 @@ struct StridedGeometry {
 
   StridedGeometry(const Shape& shape, const std::array<const Tensor*, N>& ops) {
     for (int64_t s : shape) numel *= s;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 1) continue;
+    // Dims in operand 0's memory order (the output's): a contiguous output keeps the dims' own
+    // order, a channels-last one with channels-last inputs merges into one dense run.
+    for (size_t d : dims_in_memory_order(shape, ops[0]->strides())) {
       std::array<int64_t, N> st;
       for (size_t k = 0; k < N; ++k) st[k] = ops[k]->strides()[d] * static_cast<int64_t>(element_size(ops[k]->dtype()));
       bool merge = !sizes.empty();

@@ -115,8 +115,9 @@ template <int N>
 Geometry<N> make_geometry(const Shape& shape, const std::array<const Tensor*, N>& ops, const char* op) {
   Geometry<N> g;
   for (int64_t s : shape) g.numel *= s;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
+  // In operand 0's memory order, as the CPU's StridedGeometry: channels-last operands alike merge
+  // into one dense run and take the vectorised kernels.
+  for (size_t d : dims_in_memory_order(shape, ops[0]->strides())) {
     int64_t st[N];
     for (int k = 0; k < N; ++k) st[k] = ops[k]->strides()[d] * static_cast<int64_t>(element_size(ops[k]->dtype()));
     bool merge = g.ndim > 0;

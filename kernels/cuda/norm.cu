@@ -1,6 +1,7 @@
 // CUDA layer_norm and batch_norm, forward and backward. Statistics and sums in float32 for
 // 16-bit and float32 data (float64 for float64); a block per row (layer_norm) or per channel
-// (batch_norm), two passes for the variance as on the CPU. Weight/bias gradients of layer_norm
+// (batch_norm), two passes for the variance as on the CPU. Channels-last batch_norm reduces each
+// channel over the innermost dim with warps reading along C (no transposing copy). Weight/bias gradients of layer_norm
 // are column sums over rows: a thread per column, or, with many rows, partial sums of row chunks
 // added by column_sum. batch_norm with few channels splits each channel across blocks.
 #include "framework/dispatch.h"
@@ -287,13 +288,85 @@ __global__ void bn_finalize_kernel(const acc_t<T>* pmean, const acc_t<T>* pm2, i
   shift[ch] = static_cast<A>(static_cast<double>(b.get(ch, A(0))) - static_cast<double>(m) * inv * wc);
 }
 
+// y = x * scale + shift per channel (the channel of element k is (k / s) % c: s = 1 for
+// channels-last), then + residual[k] where given, then ReLU where asked (batch_norm_add_relu), in
+// the accumulation type before the one rounding.
 template <class T>
 __global__ void bn_apply_kernel(T* y, const T* x, const acc_t<T>* scale, const acc_t<T>* shift, int64_t c, int64_t s,
-                                int64_t total) {
+                                int64_t total, const T* residual, bool relu) {
+  using A = acc_t<T>;
   HG_KERNEL_LOOP(k, total) {
     const int64_t ch = (k / s) % c;
-    y[k] = from_acc<T>(to_acc(x[k]) * scale[ch] + shift[ch]);
+    A v = to_acc(x[k]) * scale[ch] + shift[ch];
+    if (residual != nullptr) v += to_acc(residual[k]);
+    if (relu) v = v > A(0) || v != v ? v : A(0);  // NaN stays NaN, as relu's functor
+    y[k] = from_acc<T>(v);
   }
+}
+
+// Channels-last batch_norm: x viewed as [count = N*H*W rows, C]. A block of kNhwcRows x 32 threads
+// takes 32 consecutive channels (each warp reads along C, coalesced) and a chunk of rows; its
+// per-channel partials go where the NCHW split path's do ([ch * splits + b]), so the same
+// finalize kernels merge them and the same apply kernels (with s = 1) finish.
+constexpr int kNhwcChannels = 32, kNhwcRows = 8;
+
+// The column sums of a kNhwcRows x 32 block: every thread gets its channel's total.
+template <class A>
+__device__ A column_sum_of_block(A v, A (&scratch)[kNhwcRows][kNhwcChannels]) {
+  scratch[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  A total = 0;
+#pragma unroll
+  for (int r = 0; r < kNhwcRows; ++r) total += scratch[r][threadIdx.x];
+  __syncthreads();
+  return total;
+}
+
+template <class T>
+__global__ void bn_stats_partial_nhwc_kernel(const T* x, int64_t c, int64_t count, int64_t chunk, acc_t<T>* pmean,
+                                             acc_t<T>* pm2) {
+  using A = acc_t<T>;
+  __shared__ A scratch[kNhwcRows][kNhwcChannels];
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * kNhwcChannels + threadIdx.x, b = blockIdx.y, splits = gridDim.y;
+  const int64_t q0 = b * chunk, q1 = q0 + chunk < count ? q0 + chunk : count;
+  const bool live = ch < c;
+  A sum = 0;
+  if (live)
+    for (int64_t q = q0 + threadIdx.y; q < q1; q += kNhwcRows) sum += to_acc(x[q * c + ch]);
+  const A mb =
+      q1 > q0 ? column_sum_of_block(sum, scratch) / static_cast<A>(q1 - q0) : column_sum_of_block(A(0), scratch);
+  A ss = 0;
+  if (live) {
+    for (int64_t q = q0 + threadIdx.y; q < q1; q += kNhwcRows) {
+      const A d = to_acc(x[q * c + ch]) - mb;
+      ss += d * d;
+    }
+  }
+  ss = column_sum_of_block(ss, scratch);
+  if (live && threadIdx.y == 0) pmean[ch * splits + b] = mb, pm2[ch * splits + b] = ss;
+}
+
+template <class T>
+__global__ void bn_grad_partial_nhwc_kernel(const T* gy, const T* x, Param<acc_t<T>> save_mean,
+                                            Param<acc_t<T>> save_invstd, int64_t c, int64_t count, int64_t chunk,
+                                            acc_t<T>* psg, acc_t<T>* psgx) {
+  using A = acc_t<T>;
+  __shared__ A scratch[kNhwcRows][kNhwcChannels];
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * kNhwcChannels + threadIdx.x, b = blockIdx.y, splits = gridDim.y;
+  const int64_t q0 = b * chunk, q1 = q0 + chunk < count ? q0 + chunk : count;
+  const bool live = ch < c;
+  A sg = 0, sgx = 0;
+  if (live) {
+    const A m = save_mean.get(ch, A(0)), inv = save_invstd.get(ch, A(1));
+    for (int64_t q = q0 + threadIdx.y; q < q1; q += kNhwcRows) {
+      const A g = to_acc(gy[q * c + ch]);
+      sg += g;
+      sgx += g * (to_acc(x[q * c + ch]) - m) * inv;
+    }
+  }
+  sg = column_sum_of_block(sg, scratch);
+  sgx = column_sum_of_block(sgx, scratch);
+  if (live && threadIdx.y == 0) psg[ch * splits + b] = sg, psgx[ch * splits + b] = sgx;
 }
 
 template <class T>
@@ -359,14 +432,54 @@ int64_t bn_splits(int64_t c, int64_t count, int dev) {
 struct BnSplit {
   int64_t n, c, s, count, chunk = 0, used = 0;
   bool split = false;  // false: one block per channel (the plain kernels)
+  bool nhwc = false;   // x channels-last: [count, C] (always split)
 };
 
-BnSplit bn_split(const Tensor& x, int dev) {
+// The partial-statistics launches of the split path, by layout.
+template <class T>
+void bn_stats_partials(const BnSplit& g, const T* x, acc_t<T>* pmean, acc_t<T>* pm2, cudaStream_t stream) {
+  if (g.nhwc) {
+    const dim3 grid(static_cast<unsigned>((g.c + kNhwcChannels - 1) / kNhwcChannels), static_cast<unsigned>(g.used));
+    bn_stats_partial_nhwc_kernel<T>
+        <<<grid, dim3(kNhwcChannels, kNhwcRows), 0, stream>>>(x, g.c, g.count, g.chunk, pmean, pm2);
+  } else {
+    bn_stats_partial_kernel<T>
+        <<<dim3(static_cast<unsigned>(g.used), static_cast<unsigned>(g.c)), kNormThreads, 0, stream>>>(
+            x, g.c, g.s, g.count, g.chunk, pmean, pm2);
+  }
+  HG_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void bn_grad_partials(const BnSplit& g, const T* gy, const T* x, Param<acc_t<T>> sm, Param<acc_t<T>> si, acc_t<T>* psg,
+                      acc_t<T>* psgx, cudaStream_t stream) {
+  if (g.nhwc) {
+    const dim3 grid(static_cast<unsigned>((g.c + kNhwcChannels - 1) / kNhwcChannels), static_cast<unsigned>(g.used));
+    bn_grad_partial_nhwc_kernel<T>
+        <<<grid, dim3(kNhwcChannels, kNhwcRows), 0, stream>>>(gy, x, sm, si, g.c, g.count, g.chunk, psg, psgx);
+  } else {
+    bn_grad_partial_kernel<T>
+        <<<dim3(static_cast<unsigned>(g.used), static_cast<unsigned>(g.c)), kNormThreads, 0, stream>>>(
+            gy, x, sm, si, g.c, g.s, g.count, g.chunk, psg, psgx);
+  }
+  HG_CUDA_CHECK_LAUNCH();
+}
+
+// `always`: the split path even where one block per channel would do (channels-last x, whose
+// kernels are the split ones, and the fused residual add and ReLU, done in its apply pass).
+BnSplit bn_split(const Tensor& x, int dev, bool always = false) {
   BnSplit g{x.size(0), x.size(1), 0, 0};
   g.s = g.n && g.c ? x.numel() / (g.n * g.c) : 0;
   g.count = g.n * g.s;
-  const int64_t splits = g.c ? bn_splits(g.c, g.count, dev) : 1;
-  g.split = splits > 1 && g.c <= 65535;
+  g.nhwc = !x.is_contiguous();
+  int64_t splits = g.c ? bn_splits(g.c, g.count, dev) : 1;
+  if (g.nhwc) {  // blocks of 32 channels: enough row chunks to fill the device
+    const int64_t tiles = (g.c + kNhwcChannels - 1) / kNhwcChannels;
+    const int64_t sms = device_properties(dev).multiProcessorCount;
+    splits = std::clamp<int64_t>(std::min(sms * 4 / std::max<int64_t>(tiles, 1), g.count / 256), 1, 65535);
+  }
+  HG_CHECK(!(always || g.nhwc) || g.c <= 65535, "batch_norm", "{} channels are too many for one launch", g.c);
+  g.split = (splits > 1 || always || g.nhwc) && g.c <= 65535;
   if (g.split) {
     g.chunk = (g.count + splits - 1) / splits;
     g.used = (g.count + g.chunk - 1) / g.chunk;
@@ -438,12 +551,15 @@ void layer_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
   });
 }
 
-void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
-                     const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps) {
+// batch_norm's forward, and, with `residual` or `relu`, batch_norm_add_relu's: relu(bn(x) + residual)
+// in the apply pass.
+void batch_norm_forward(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
+                        const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps,
+                        const Tensor& residual, bool relu) {
   if (x.size(1) == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  const BnSplit g = bn_split(x, dev);
+  const BnSplit g = bn_split(x, dev, residual.defined() || relu);
   const int64_t n = g.n, c = g.c, s = g.s, count = g.count, chunk = g.chunk, used = g.used;
   if (g.split) {
     cudaStream_t stream = current_stream(dev);
@@ -456,19 +572,15 @@ void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, cons
       A* pm2 = pmean + c * used;
       A* scale = pm2 + c * used;
       A* shift = scale + c;
-      if (training) {
-        bn_stats_partial_kernel<T>
-            <<<dim3(static_cast<unsigned>(used), static_cast<unsigned>(c)), kNormThreads, 0, stream>>>(
-                static_cast<const T*>(x.raw_data()), c, s, count, chunk, pmean, pm2);
-        HG_CUDA_CHECK_LAUNCH();
-      }
+      if (training) bn_stats_partials<T>(g, static_cast<const T*>(x.raw_data()), pmean, pm2, stream);
       bn_finalize_kernel<T><<<static_cast<unsigned>((c + 127) / 128), 128, 0, stream>>>(
           pmean, pm2, used, chunk, count, c, param<A>(sm), param<A>(si), param<A>(w), param<A>(b), param<A>(rm),
           param<A>(rv), training, momentum, eps, scale, shift);
       HG_CUDA_CHECK_LAUNCH();
       const int64_t total = x.numel();
       bn_apply_kernel<T><<<grid_for(total, kNormThreads, 1, dev), kNormThreads, 0, stream>>>(
-          static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), scale, shift, c, s, total);
+          static_cast<T*>(out.raw_data()), static_cast<const T*>(x.raw_data()), scale, shift, c, g.nhwc ? 1 : s, total,
+          residual.defined() ? static_cast<const T*>(residual.raw_data()) : nullptr, relu);
       HG_CUDA_CHECK_LAUNCH();
     });
     return;
@@ -482,13 +594,24 @@ void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, cons
   });
 }
 
+void batch_norm_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
+                     const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps) {
+  batch_norm_forward(out, sm, si, x, w, b, rm, rv, training, momentum, eps, Tensor(), false);
+}
+
+void batch_norm_add_relu_cuda(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
+                              const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum,
+                              double eps, const Tensor& residual) {
+  batch_norm_forward(out, sm, si, x, w, b, rm, rv, training, momentum, eps, residual, true);
+}
+
 void batch_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                               const Tensor& w, const Tensor& sm, const Tensor& si, bool training) {
   if (x.size(1) == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
   const BnSplit g = bn_split(x, dev);
-  const int64_t n = g.n, c = g.c, s = g.s, count = g.count, chunk = g.chunk, used = g.used;
+  const int64_t n = g.n, c = g.c, s = g.s, count = g.count, used = g.used;
   if (g.split) {
     cudaStream_t stream = current_stream(dev);
     dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
@@ -498,11 +621,8 @@ void batch_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
       A* psg = static_cast<A*>(tmp.raw_data());
       A* psgx = psg + c * used;
       A* coef = psgx + c * used;
-      bn_grad_partial_kernel<T>
-          <<<dim3(static_cast<unsigned>(used), static_cast<unsigned>(c)), kNormThreads, 0, stream>>>(
-              static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()), param<A>(sm), param<A>(si), c,
-              s, count, chunk, psg, psgx);
-      HG_CUDA_CHECK_LAUNCH();
+      bn_grad_partials<T>(g, static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()), param<A>(sm),
+                          param<A>(si), psg, psgx, stream);
       bn_grad_finalize_kernel<T><<<static_cast<unsigned>((c + 127) / 128), 128, 0, stream>>>(
           psg, psgx, used, count, c, param<A>(gw), param<A>(gb), param<A>(w), param<A>(si), training, coef);
       HG_CUDA_CHECK_LAUNCH();
@@ -510,7 +630,7 @@ void batch_norm_backward_cuda(const Tensor& gx, const Tensor& gw, const Tensor& 
         const int64_t total = x.numel();
         bn_grad_apply_kernel<T><<<grid_for(total, kNormThreads, 1, dev), kNormThreads, 0, stream>>>(
             static_cast<T*>(gx.raw_data()), static_cast<const T*>(gy.raw_data()), static_cast<const T*>(x.raw_data()),
-            param<A>(sm), param<A>(si), coef, c, s, total);
+            param<A>(sm), param<A>(si), coef, c, g.nhwc ? 1 : s, total);
         HG_CUDA_CHECK_LAUNCH();
       }
     });
@@ -532,5 +652,6 @@ HG_REGISTER_KERNEL(layer_norm_stub, kCUDA, layer_norm_cuda);
 HG_REGISTER_KERNEL(layer_norm_backward_stub, kCUDA, layer_norm_backward_cuda);
 HG_REGISTER_KERNEL(batch_norm_stub, kCUDA, batch_norm_cuda);
 HG_REGISTER_KERNEL(batch_norm_backward_stub, kCUDA, batch_norm_backward_cuda);
+HG_REGISTER_KERNEL(batch_norm_add_relu_stub, kCUDA, batch_norm_add_relu_cuda);
 
 }  // namespace hg::cuda

@@ -114,11 +114,12 @@ int run(const Options& options, const std::string& command) {
   std::map<std::pair<std::string, int64_t>, std::vector<Batch>> batches;
   auto batches_for = [&](const std::string& model, int64_t batch,
                          const std::string& device) -> const std::vector<Batch>& {
-    auto key = std::make_pair(model == "gpt2" ? "gpt2 " + device : model, batch);
+    const std::string arch = resnet_arch(options, model, device);
+    auto key = std::make_pair(model == "gpt2" ? "gpt2 " + device : arch, batch);
     auto it = batches.find(key);
     if (it != batches.end()) return it->second;
     if (model == "gpt2") return batches[key] = gpt2_batches(gpt2_spec(options, device), options.seed);
-    const ModelInfo mi = model_info(model);
+    const ModelInfo mi = model_info(arch);
     return batches[key] = options.real_data && mi.mnist_shaped ? mnist : synthetic_batches(mi, batch, options.seed);
   };
 

@@ -19,13 +19,21 @@ ModelInfo model_info(const std::string& name) {
     return {name, {1, 28, 28}, 10, true, 2.0 * (conv1 + conv2 + 9216.0 * 128 + 128.0 * 10)};
   }
   if (name == "wide_mlp") return {name, {4096}, 4096, false, 2.0 * 4 * 4096.0 * 4096};
-  if (name == "resnet") {
+  if (name == "resnet" || name == "resnet18") {
     static const double flops = [] {
       double f = 0;
       resnet18(10, &f);
       return f;
     }();
     return {name, {3, 32, 32}, 10, false, flops};
+  }
+  if (name == "resnet50") {
+    static const double flops = [] {
+      double f = 0;
+      resnet50(1000, &f);
+      return f;
+    }();
+    return {name, {3, 224, 224}, 1000, false, flops};
   }
   throw hg::Error(fmt::format("[amp_bench] unknown model '{}'", name));
 }
@@ -41,8 +49,10 @@ std::shared_ptr<nn::Sequential> layers(const std::string& name) {
     seq = examples::mnist_mlp();
   } else if (name == "mnist_cnn") {
     seq = examples::mnist_cnn();
-  } else if (name == "resnet") {
+  } else if (name == "resnet" || name == "resnet18") {
     seq = resnet18(10, nullptr);
+  } else if (name == "resnet50") {
+    seq = resnet50(1000, nullptr);
   } else if (name == "wide_mlp") {
     for (int i = 0; i < 4; ++i) {
       if (i > 0) seq->push_back(relu());

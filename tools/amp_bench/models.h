@@ -20,7 +20,9 @@ struct ModelInfo {
   double forward_flops_per_sample = 0;  // 2 x multiply-adds of the matmuls and convolutions
 };
 
-// Throws hg::Error for an unknown name.
+// Throws hg::Error for an unknown name. Besides the cells' names, the resnet cell's two networks
+// by their own names: resnet18 (3x32x32, 10 classes; also "resnet") and resnet50 (3x224x224, 1000
+// classes); which one a resnet cell runs is resnet_arch() (runner.h).
 ModelInfo model_info(const std::string& name);
 
 // The model with PyTorch's default bounds, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and

@@ -76,7 +76,16 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
   app.add_option("--wide-batch-cuda", o.wide_batch_cuda, "batch size of wide_mlp on cuda")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--resnet-batch-cpu", o.resnet_batch_cpu, "batch size of resnet (ResNet-18, 3x32x32) on cpu")
+  app.add_option("--resnet-cpu", o.resnet_cpu,
+                 "the resnet cell's network on cpu: resnet18 (3x32x32) or resnet50 (3x224x224)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"resnet18", "resnet50"}));
+  app.add_option("--resnet-cuda", o.resnet_cuda, "the resnet cell's network on cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"resnet18", "resnet50"}));
+  app.add_flag("!--no-channels-last", o.resnet_channels_last,
+               "run the resnet cell on cuda in NCHW, not channels-last (NHWC, both sides' default there), for A/B");
+  app.add_option("--resnet-batch-cpu", o.resnet_batch_cpu, "batch size of resnet on cpu")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--resnet-batch-cuda", o.resnet_batch_cuda, "batch size of resnet on cuda")

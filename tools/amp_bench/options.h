@@ -26,8 +26,11 @@ struct Options {
   int64_t batch = 128;               // the MNIST-shaped models
   int64_t wide_batch_cpu = 64;       // wide_mlp on cpu (4096 is minutes per step there)
   int64_t wide_batch_cuda = 4096;
-  int64_t resnet_batch_cpu = 32;  // resnet (ResNet-18, 3x32x32) on cpu
+  int64_t resnet_batch_cpu = 32;  // resnet on cpu (ResNet-18, 3x32x32, by default)
   int64_t resnet_batch_cuda = 256;
+  std::string resnet_cpu = "resnet18";    // the resnet cell's network on cpu (resnet18 or resnet50)
+  std::string resnet_cuda = "resnet50";   // and on cuda
+  bool resnet_channels_last = true;       // the resnet cell on cuda in channels-last (NHWC), both sides
   std::string gpt2_cpu = "d4:256:4";      // gpt2 SIZE:CONTEXT:BATCH on cpu
   std::string gpt2_cuda = "d12:1024:16";  // and on cuda
   double gpt2_lr = 3e-4;                  // its AdamW learning rate (constant)

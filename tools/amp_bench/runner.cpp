@@ -16,6 +16,15 @@ int64_t batch_for(const Options& options, const std::string& model, const std::s
   return options.batch;
 }
 
+std::string resnet_arch(const Options& options, const std::string& model, const std::string& device) {
+  if (model != "resnet") return model;
+  return device == "cuda" ? options.resnet_cuda : options.resnet_cpu;
+}
+
+bool channels_last(const Options& options, const std::string& model, const std::string& device) {
+  return model == "resnet" && device == "cuda" && options.resnet_channels_last;
+}
+
 std::optional<hg::Dtype> autocast_dtype(const std::string& precision) {
   if (precision == "bf16") return hg::kBFloat16;
   if (precision == "fp16") return hg::kFloat16;
@@ -82,10 +91,14 @@ void measure(const Options& options, CellResult& cell, const std::vector<Batch>&
 
   const int64_t rss_start = on_cuda ? 0 : reset_host_peak();
   if (on_cuda) cuda_set_tf32(cell.precision == "tf32");
-  auto model = build_model(cell.model, options.seed);
+  auto model = build_model(resnet_arch(options, cell.model, cell.device), options.seed);
   model->to(device);
   std::vector<Batch> batches;
   for (const Batch& b : host_batches) batches.push_back({b.x.to(device), b.y.to(device)});
+  if (channels_last(options, cell.model, cell.device)) {  // as PyTorch's model.to(memory_format=...)
+    model->to(hg::MemoryFormat::ChannelsLast);
+    for (Batch& b : batches) b.x = b.x.contiguous(hg::MemoryFormat::ChannelsLast);
+  }
 
   hg::optim::SGD opt(model->parameters(), {.lr = options.lr, .momentum = options.momentum});
   const auto dtype = autocast_dtype(cell.precision);
@@ -164,8 +177,11 @@ CellResult run_cell(const Options& options, const std::string& model, const std:
       }
       measure_gpt2(options, cell, batches, on_step);
     } else {
-      cell.flops_per_step = train_flops_per_step(model_info(model), cell.batch);
+      cell.flops_per_step = train_flops_per_step(model_info(resnet_arch(options, model, device)), cell.batch);
       measure(options, cell, batches, on_step);
+      if (model == "resnet" && cell.hg.note.empty())
+        cell.hg.note =
+            resnet_arch(options, model, device) + (channels_last(options, model, device) ? ", channels-last" : "");
     }
   } catch (const hg::Error& e) {
     cell.hg = SideResult{};

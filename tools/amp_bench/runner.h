@@ -30,6 +30,11 @@ void record_memory(SideResult& r, bool on_cuda, int64_t rss_start);
 std::string fp8_note(const hg::amp::Fp8Recipe& recipe, int64_t steps, const hg::Device& device);
 
 int64_t batch_for(const Options& options, const std::string& model, const std::string& device);
+// The network a cell builds (models.h): the resnet cell's is --resnet-cpu / --resnet-cuda's
+// (ResNet-18 on the CPU, ResNet-50 on CUDA by default), the others' their own name.
+std::string resnet_arch(const Options& options, const std::string& model, const std::string& device);
+// Whether the cell runs channels-last (the resnet cell on CUDA unless --no-channels-last).
+bool channels_last(const Options& options, const std::string& model, const std::string& device);
 
 // Never throws for a failing cell: an hg::Error becomes status "error" with its message.
 CellResult run_cell(const Options& options, const std::string& model, const std::string& precision,

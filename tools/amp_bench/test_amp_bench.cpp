@@ -14,6 +14,7 @@
 #include "portable_random.h"
 #include "report.h"
 #include "rounds.h"
+#include "runner.h"
 #include "stats.h"
 #include "torch_side.h"
 
@@ -159,6 +160,18 @@ TEST_CASE("amp_bench: models and FLOP floors") {
   // tools/amp_bench_torch.py's resnet18(10) with forward hooks in PyTorch 1.13).
   CHECK(model_info("resnet").forward_flops_per_sample == 2.0 * 555422720);
   CHECK(build_model("resnet", 1)->num_parameters() == 11173962);
+  // ResNet-50 (the resnet cell on CUDA): torchvision's resnet50() count, and the FLOPs of
+  // tools/amp_bench_torch.py's resnet50(1000) with forward hooks on one 3x224x224 image.
+  CHECK(model_info("resnet50").sample_shape == std::vector<int64_t>{3, 224, 224});
+  CHECK(model_info("resnet50").forward_flops_per_sample == 8178368512.0);
+  CHECK(build_model("resnet50", 1)->num_parameters() == 25557032);
+  Options o;
+  CHECK(resnet_arch(o, "resnet", "cpu") == "resnet18");
+  CHECK(resnet_arch(o, "resnet", "cuda") == "resnet50");
+  CHECK(channels_last(o, "resnet", "cuda"));
+  CHECK_FALSE(channels_last(o, "resnet", "cpu"));
+  o.resnet_channels_last = false;
+  CHECK_FALSE(channels_last(o, "resnet", "cuda"));
   const auto cnn = build_model("mnist_cnn", 1);
   CHECK(cnn->num_parameters() == 32 * 9 + 32 + 64 * 288 + 64 + 9216 * 128 + 128 + 1280 + 10);
   const auto w = cnn->parameters()[0].to_vector<float>();

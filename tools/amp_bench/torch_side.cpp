@@ -101,6 +101,10 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
                                    std::to_string(o.resnet_batch_cpu),
                                    "--resnet-batch-cuda",
                                    std::to_string(o.resnet_batch_cuda),
+                                   "--resnet-cpu",
+                                   o.resnet_cpu,
+                                   "--resnet-cuda",
+                                   o.resnet_cuda,
                                    "--gpt2-cpu",
                                    o.gpt2_cpu,
                                    "--gpt2-cuda",
@@ -108,6 +112,7 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
                                    "--gpt2-lr",
                                    fmt::format("{}", o.gpt2_lr)};
   if (o.torch_compile) args.push_back("--compile");
+  if (!o.resnet_channels_last) args.push_back("--no-channels-last");
   if (o.real_data) {
     args.push_back("--real-data");
     args.push_back("--data");

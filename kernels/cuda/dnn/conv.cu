@@ -1,9 +1,8 @@
-// conv2d on CUDA, NCHW, float32/float16/bfloat16/float64. float32 and the 16-bit types go to
-// cuDNN (cudnn_conv.h: the graph API with cached execution plans, or the legacy calls); the bias
-// add and the bias gradient are plain kernels here (float32 accumulation). float64 does not use
-// cuDNN (its double support is unproven and deprecated): a direct kernel per output element,
-// exact in float64 and slow, for tests and gradient checks. Without cuDNN the other dtypes throw
-// an hg::Error saying so.
+// conv2d on CUDA, NCHW or channels-last (NHWC, cuDNN only), float32/float16/bfloat16/float64. float32 and the 16-bit
+// types go to cuDNN (cudnn_conv.h: the graph API with cached execution plans, or the legacy calls); the bias add and
+// the bias gradient are plain kernels here (float32 accumulation). float64 does not use cuDNN (its double support is
+// unproven and deprecated): a direct kernel per output element, exact in float64 and slow, for tests and gradient
+// checks. Without cuDNN the other dtypes throw an hg::Error saying so.
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -24,28 +23,34 @@
 namespace hg::cuda {
 namespace {
 
-// The forward's finish, one pass over out [N, O, P]: out[n, o, p] += bias[o] (kBias), then
-// ReLU (kRelu, conv2d_relu), in the accumulation type before the one rounding to T.
+// The forward's finish, one pass over out [N, O, P] (or channels-last [N, P, O]): out[n, o, p] +=
+// bias[o] (kBias), then ReLU (kRelu, conv2d_relu), in the accumulation type before the one
+// rounding to T.
 template <class T, bool kBias, bool kRelu>
-__global__ void bias_relu_kernel(T* out, const T* bias, int64_t o, int64_t p, int64_t total) {
+__global__ void bias_relu_kernel(T* out, const T* bias, int64_t o, int64_t p, int64_t total, bool nhwc) {
   HG_KERNEL_LOOP(i, total) {
     auto v = to_acc(out[i]);
-    if constexpr (kBias) v = v + to_acc(bias[(i / p) % o]);
+    if constexpr (kBias) v = v + to_acc(bias[nhwc ? i % o : (i / p) % o]);
     if constexpr (kRelu) v = scalar::Relu{}(v);
     out[i] = from_acc<T>(v);
   }
 }
 
-// grad_bias[o] = sum over n and p of grad_out[n, o, p]: a block per channel.
+// grad_bias[o] = sum over n and p of grad_out[n, o, p]: a block per channel. Channels-last: the
+// channel's n * p values lie o apart.
 template <class T>
-__global__ void bias_grad_kernel(T* grad_bias, const T* grad_out, int64_t n, int64_t o, int64_t p) {
+__global__ void bias_grad_kernel(T* grad_bias, const T* grad_out, int64_t n, int64_t o, int64_t p, bool nhwc) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   __shared__ A scratch[32];
   const int64_t ch = blockIdx.x;
   A s = 0;
-  for (int64_t b = 0; b < n; ++b) {
-    const T* plane = grad_out + (b * o + ch) * p;
-    for (int64_t i = threadIdx.x; i < p; i += blockDim.x) s += static_cast<A>(to_acc(plane[i]));
+  if (nhwc) {
+    for (int64_t i = threadIdx.x; i < n * p; i += blockDim.x) s += static_cast<A>(to_acc(grad_out[i * o + ch]));
+  } else {
+    for (int64_t b = 0; b < n; ++b) {
+      const T* plane = grad_out + (b * o + ch) * p;
+      for (int64_t i = threadIdx.x; i < p; i += blockDim.x) s += static_cast<A>(to_acc(plane[i]));
+    }
   }
   s = block_sum(s, scratch);
   if (threadIdx.x == 0) grad_bias[ch] = from_acc<T>(static_cast<acc_t<T>>(s));
@@ -60,7 +65,8 @@ void finish_forward(const Tensor& out, const Tensor& bias, const Conv2dParams& p
     T* po = static_cast<T*>(out.raw_data());
     const T* pb = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
     const auto launch = [&](auto kernel) {
-      kernel<<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(po, pb, o, p, total);
+      kernel<<<grid_for(total, kThreads, 1, dev), kThreads, 0, current_stream(dev)>>>(po, pb, o, p, total,
+                                                                                      !out.is_contiguous());
       HG_CUDA_CHECK_LAUNCH();
     };
     if (pb != nullptr && params.relu) return launch(bias_relu_kernel<T, true, true>);
@@ -76,7 +82,7 @@ void bias_grad(const Tensor& grad_bias, const Tensor& grad_out) {
   dispatch_floating(grad_out.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
     bias_grad_kernel<T><<<static_cast<unsigned>(o), kThreads, 0, current_stream(dev)>>>(
         static_cast<T*>(grad_bias.raw_data()), static_cast<const T*>(grad_out.raw_data()), grad_out.size(0), o,
-        grad_out.size(2) * grad_out.size(3));
+        grad_out.size(2) * grad_out.size(3), !grad_out.is_contiguous());
     HG_CUDA_CHECK_LAUNCH();
   });
 }

@@ -18,9 +18,9 @@ namespace hg::cuda::dnn {
 
 enum class ConvPass { Forward, BackwardData, BackwardFilter };
 
-// One pass of conv2d. Operands are contiguous NCHW (the weight [O, C/groups, kh, kw]) on one
-// device and of one dtype: `x` the input, `w` the weight, `y` the output. Forward writes y from
-// x and w, BackwardData writes x (the input's gradient) from y (the output's gradient) and w,
+// One pass of conv2d. Operands are all contiguous NCHW or all channels-last (NHWC strides; the
+// weight [O, C/groups, kh, kw] too) on one device and of one dtype: `x` the input, `w` the weight, `y` the output.
+// Forward writes y from x and w, BackwardData writes x (the input's gradient) from y (the output's gradient) and w,
 // BackwardFilter writes w (the weight's gradient) from x and y. Nothing is empty. The caller
 // holds a DeviceGuard for the operands' device.
 // run_conv_graph returns false, having done nothing, when cuDNN offers no acceptable engine for

@@ -231,10 +231,11 @@ std::unique_ptr<Plan> build_plan(cudnnHandle_t h, ConvPass pass, const Tensor& x
   return nullptr;
 }
 
-// Everything a plan depends on: pass, dtype, device, TF32, determinism, the shapes (strides are
-// contiguous NCHW's), stride/padding/dilation, and the operands' alignments.
-using PlanKey =
-    std::tuple<int, int, int, bool, bool, std::array<int64_t, 12>, std::array<int64_t, 6>, std::array<int64_t, 3>>;
+// Everything a plan depends on: pass, dtype, device, TF32, determinism, the shapes, the layout
+// (contiguous NCHW or channels-last: the strides follow from it), stride/padding/dilation, and
+// the operands' alignments.
+using PlanKey = std::tuple<int, int, int, bool, bool, std::array<int64_t, 12>, bool, std::array<int64_t, 6>,
+                           std::array<int64_t, 3>>;
 
 std::map<PlanKey, std::unique_ptr<Plan>>& plans() {
   static std::map<PlanKey, std::unique_ptr<Plan>> cache;
@@ -255,6 +256,7 @@ bool run_conv_graph(ConvPass pass, const Tensor& x, const Tensor& w, const Tenso
                     cudnn_deterministic(),
                     {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3), y.size(0),
                      y.size(1), y.size(2), y.size(3)},
+                    !(x.is_contiguous() && w.is_contiguous() && y.is_contiguous()),
                     {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1]},
                     align};
   std::lock_guard lock(cudnn_mutex());

@@ -21,12 +21,18 @@ int to_int(int64_t v) {
   return static_cast<int>(v);
 }
 
+// The descriptors' format: the op hands cuDNN all-NCHW or all-channels-last operands (a tensor
+// with C == 1 or a 1x1 map is both, so the others decide).
+cudnnTensorFormat_t layout_of(const Tensor& x, const Tensor& w, const Tensor& y) {
+  return x.is_contiguous() && w.is_contiguous() && y.is_contiguous() ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
+}
+
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc(const Tensor& t) {  // NOLINT: contiguous NCHW
+  TensorDesc(const Tensor& t, cudnnTensorFormat_t layout) {
     HG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    HG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_dtype(t.dtype()), to_int(t.size(0)),
-                                              to_int(t.size(1)), to_int(t.size(2)), to_int(t.size(3))));
+    HG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, layout, cudnn_dtype(t.dtype()), to_int(t.size(0)), to_int(t.size(1)),
+                                              to_int(t.size(2)), to_int(t.size(3))));
   }
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
@@ -35,10 +41,10 @@ struct TensorDesc {
 
 struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc(const Tensor& w) {  // NOLINT: [O, C/groups, kh, kw]
+  FilterDesc(const Tensor& w, cudnnTensorFormat_t layout) {  // [O, C/groups, kh, kw]
     HG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
-    HG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_dtype(w.dtype()), CUDNN_TENSOR_NCHW, to_int(w.size(0)),
-                                              to_int(w.size(1)), to_int(w.size(2)), to_int(w.size(3))));
+    HG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_dtype(w.dtype()), layout, to_int(w.size(0)), to_int(w.size(1)),
+                                              to_int(w.size(2)), to_int(w.size(3))));
   }
   ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
   FilterDesc(const FilterDesc&) = delete;
@@ -67,7 +73,7 @@ struct ConvDesc {
 };
 
 // Everything the algorithm choice depends on.
-using AlgoKey = std::tuple<int, int, int, bool, bool, std::array<int64_t, 8>, std::array<int64_t, 7>>;
+using AlgoKey = std::tuple<int, int, int, bool, bool, std::array<int64_t, 8>, int, std::array<int64_t, 7>>;
 struct Algo {
   int algo;  // the cudnn*Algo_t of the pass
   cudnnMathType_t math;
@@ -117,8 +123,9 @@ void run_conv_legacy(ConvPass pass, const Tensor& x, const Tensor& w, const Tens
   const Dtype dtype = x.dtype();
   std::lock_guard lock(cudnn_mutex());
   cudnnHandle_t h = handle_for(dev);
-  TensorDesc xd(x), yd(y);
-  FilterDesc wd(w);
+  const cudnnTensorFormat_t layout = layout_of(x, w, y);
+  TensorDesc xd(x, layout), yd(y, layout);
+  FilterDesc wd(w, layout);
   ConvDesc cd(p, dtype);
   const AlgoKey key{static_cast<int>(pass),
                     static_cast<int>(dtype),
@@ -126,6 +133,7 @@ void run_conv_legacy(ConvPass pass, const Tensor& x, const Tensor& w, const Tens
                     allow_tf32(),
                     cudnn_deterministic(),
                     {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2), w.size(3)},
+                    static_cast<int>(layout),
                     {p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups}};
   auto it = algo_cache().find(key);
   const float one = 1.0f, zero = 0.0f;

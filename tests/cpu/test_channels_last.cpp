@@ -1,0 +1,232 @@
+// Channels-last (NHWC) memory format, as PyTorch's torch.channels_last: the format is strides, the
+// ops that preserve it (elementwise, casts, dropout, batch_norm, conv2d) give channels-last
+// outputs and gradients for channels-last inputs, with the same values as on NCHW inputs (on the
+// CPU the same kernels run, so the values are the same bits).
+#include "helpers.h"
+
+using namespace hg;
+using hg::test::bitwise_equal;
+using hg::test::check_close;
+
+namespace {
+constexpr MemoryFormat kCL = MemoryFormat::ChannelsLast;
+
+bool channels_last(const Tensor& t) { return t.is_contiguous(kCL) && !t.is_contiguous(); }
+
+// x laid out channels-last, as a leaf of its own when x requires grad.
+Tensor as_cl(const Tensor& x) {
+  Tensor c = x.detach().contiguous(kCL);
+  if (x.requires_grad()) c.requires_grad_(true);
+  return c;
+}
+}  // namespace
+
+TEST_CASE("channels_last: the format is the NHWC strides") {
+  const Tensor x = randn({2, 3, 4, 5});
+  CHECK(x.is_contiguous(MemoryFormat::Contiguous));
+  CHECK_FALSE(x.is_contiguous(kCL));
+  CHECK(x.suggest_memory_format() == MemoryFormat::Contiguous);
+  const Tensor c = x.contiguous(kCL);
+  CHECK(c.strides() == Strides{60, 1, 15, 3});
+  CHECK(c.is_contiguous(kCL));
+  CHECK_FALSE(c.is_contiguous());
+  CHECK(c.suggest_memory_format() == kCL);
+  CHECK(bitwise_equal(c, x));
+  CHECK(c.contiguous(kCL).is_same(c));  // already so: no copy
+  CHECK(c.contiguous().is_contiguous());
+  CHECK(bitwise_equal(c.contiguous(), x));
+  // A permuted NCHW view is channels-last as PyTorch's x.permute(0, 3, 1, 2) of an NHWC tensor.
+  const Tensor nhwc = randn({2, 4, 5, 3});
+  CHECK(nhwc.permute({0, 3, 1, 2}).is_contiguous(kCL));
+  // empty() in the format; C == 1 is both formats, and suggests contiguous.
+  CHECK(empty({2, 3, 4, 5}, {}, kCL).strides() == Strides{60, 1, 15, 3});
+  const Tensor one_channel = empty({2, 1, 4, 5}, {}, kCL);
+  CHECK(one_channel.is_contiguous());
+  CHECK(one_channel.suggest_memory_format() == MemoryFormat::Contiguous);
+  // to() with a format, and casts that keep it.
+  const Tensor h = x.to(Device(kCPU), kBFloat16, kCL);
+  CHECK(channels_last(h));
+  CHECK(bitwise_equal(h, x.to(kBFloat16)));
+  CHECK(channels_last(c.to(kFloat16)));
+  CHECK(channels_last(c.clone()));
+  CHECK(channels_last(x.to(kCL)));
+  // Bad input.
+  CHECK_THROWS_WITH_AS(randn({3, 4, 5}).contiguous(kCL), doctest::Contains("[contiguous] channels_last needs a 4-d"),
+                       Error);
+  CHECK_THROWS_WITH_AS(x.is_contiguous(MemoryFormat::Preserve), doctest::Contains("[is_contiguous]"), Error);
+}
+
+TEST_CASE("channels_last: elementwise ops, casts and dropout keep the format, with the same values") {
+  manual_seed(3);
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    const Tensor a = randn({2, 6, 5, 7}).to(d), b = randn({2, 6, 5, 7}).to(d);
+    const Tensor bias = randn({1, 6, 1, 1}).to(d);
+    const Tensor ac = a.contiguous(kCL), bc = b.contiguous(kCL);
+    const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+        {"relu", [](const Tensor& x, const Tensor&) { return relu(x); }},
+        {"add", [](const Tensor& x, const Tensor& y) { return x + y; }},
+        {"mul", [](const Tensor& x, const Tensor& y) { return x * y; }},
+        {"add bias", [&](const Tensor& x, const Tensor&) { return x + bias; }},
+        {"scalar mul", [](const Tensor& x, const Tensor&) { return x * 0.5; }},
+        {"to float32", [](const Tensor& x, const Tensor&) { return x.to(kFloat32); }},
+        {"sigmoid", [](const Tensor& x, const Tensor&) { return sigmoid(x); }},
+    };
+    for (const auto& [name, f] : ops) {
+      CAPTURE(name);
+      const Tensor ref = f(a, b), got = f(ac, bc);
+      CHECK(channels_last(got));
+      CHECK(ref.is_contiguous());
+      CHECK(bitwise_equal(got, ref));
+    }
+    // The first operand of the output's shape decides, as PyTorch's TensorIterator.
+    CHECK(channels_last(ac + b));
+    CHECK((a + bc).is_contiguous());
+    // dropout: a channels-last mask; each element is dropped or scaled by 1 / (1 - p).
+    const Tensor dropped = dropout(ac, 0.5, true);
+    CHECK(channels_last(dropped));
+    const auto av = ac.to(kFloat32).to_vector<float>(), dv = dropped.to(kFloat32).to_vector<float>();
+    int kept = 0;
+    for (size_t i = 0; i < av.size(); ++i) {
+      const float scaled = static_cast<float>(Tensor(full({}, av[i] * 2.0, TensorOptions(d))).item<double>());
+      CHECK((dv[i] == 0.0f || dv[i] == scaled));
+      kept += dv[i] != 0.0f;
+    }
+    CHECK(kept > 0);
+    CHECK(kept < static_cast<int>(av.size()));
+  }
+}
+
+TEST_CASE("channels_last: elementwise gradients come back in the layout of their inputs") {
+  const Tensor a = randn({2, 3, 4, 4}).contiguous(kCL).requires_grad_(), b = randn({2, 3, 4, 4}).requires_grad_();
+  const Tensor y = relu(a * b + a);
+  CHECK(channels_last(y));
+  y.backward(ones_like(y).contiguous(kCL));
+  CHECK(channels_last(a.grad()));
+  NoGradGuard ng;
+  const Tensor a0 = a.detach().contiguous(), b0 = b.detach();
+  const Tensor mask = (a0 * b0 + a0 > 0.0).to(kFloat32);
+  check_close(a.grad().contiguous(), mask * (b0 + 1.0));
+  check_close(b.grad(), mask * a0);
+}
+
+TEST_CASE("channels_last: batch_norm forward and backward keep the format, with the same values") {
+  manual_seed(4);
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    const Tensor x = randn({3, 5, 4, 6}).requires_grad_(), w = randn({5}).requires_grad_(),
+                 b = randn({5}).requires_grad_();
+    const Tensor xc = as_cl(x);
+    Tensor rm1 = randn({5}), rv1 = rand({5}) + 0.5, rm2 = rm1.clone(), rv2 = rv1.clone();
+    const Tensor y = batch_norm(x, rm1, rv1, w, b, training, 0.1, 1e-5);
+    const Tensor g = randn(y.shape());
+    const auto ref = autograd::grad({y}, {x, w, b}, {g});
+    const Tensor yc = batch_norm(xc, rm2, rv2, w, b, training, 0.1, 1e-5);
+    CHECK(channels_last(yc));
+    CHECK(bitwise_equal(yc, y));
+    CHECK(bitwise_equal(rm2, rm1));
+    CHECK(bitwise_equal(rv2, rv1));
+    const auto got = autograd::grad({yc}, {xc, w, b}, {g.contiguous(kCL)});
+    CHECK(channels_last(got[0]));
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(bitwise_equal(got[i], ref[i]));
+    }
+  }
+}
+
+TEST_CASE("channels_last: conv2d's output is channels-last when its input or weight is, gradients likewise") {
+  manual_seed(6);
+  for (Dtype d : {kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(d));
+    const Tensor x = randn({2, 4, 7, 6}).to(d).requires_grad_(), w = randn({6, 4, 3, 3}).to(d).requires_grad_(),
+                 b = randn({6}).to(d).requires_grad_();
+    const Tensor y = conv2d(x, w, b, {2}, {1});
+    const Tensor g = randn(y.shape()).to(d);
+    const auto ref = autograd::grad({y}, {x, w, b}, {g});
+    for (int which = 0; which < 3; ++which) {  // input, weight, both channels-last
+      CAPTURE(which);
+      const bool x_cl = which != 1, w_cl = which != 0;
+      const Tensor xi = x_cl ? as_cl(x) : x, wi = w_cl ? as_cl(w) : w;
+      const Tensor yi = conv2d(xi, wi, b, {2}, {1});
+      CHECK(channels_last(yi));
+      CHECK(bitwise_equal(yi, y));
+      const auto got = autograd::grad({yi}, {xi, wi, b}, {g.contiguous(kCL)});
+      CHECK(channels_last(got[0]) == x_cl);
+      CHECK(channels_last(got[1]) == w_cl);
+      for (size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK(bitwise_equal(got[i], ref[i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("channels_last: gradcheck of conv2d, batch_norm and mul on channels-last inputs") {
+  manual_seed(7);
+  const auto cl = [](const Tensor& t) { return t.contiguous(kCL); };
+  CHECK(autograd::gradcheck(
+      [&](const TensorList& v) {
+        const Tensor y = conv2d(cl(v[0]), cl(v[1]), v[2], {1}, {1});
+        REQUIRE(channels_last(y));
+        return y;
+      },
+      {randn({2, 3, 4, 4}), randn({4, 3, 3, 3}), randn({4})}));
+  CHECK(autograd::gradcheck(
+      [&](const TensorList& v) {
+        const Tensor y = batch_norm(cl(v[0]), Tensor(), Tensor(), v[1], v[2], true);
+        REQUIRE(channels_last(y));
+        return y;
+      },
+      {randn({3, 2, 3, 3}), randn({2}), randn({2})}));
+  CHECK(autograd::gradcheck(
+      [&](const TensorList& v) {
+        const Tensor y = cl(v[0]) * cl(v[1]);
+        REQUIRE(channels_last(y));
+        return y;
+      },
+      {randn({2, 3, 2, 2}), randn({2, 3, 2, 2})}));
+}
+
+TEST_CASE("channels_last: Module::to(MemoryFormat) lays out 4-d parameters as PyTorch's model.to(memory_format)") {
+  nn::Sequential net({std::make_shared<nn::Conv2d>(3, 4, 3), std::make_shared<nn::BatchNorm2d>(4)});
+  net.to(kCL);
+  for (const auto& [name, p] : net.named_parameters()) {
+    CAPTURE(name);
+    CHECK(p.requires_grad());
+    if (p.dim() == 4) CHECK(channels_last(p));
+    if (p.dim() != 4) CHECK(p.is_contiguous());
+  }
+  net.to(MemoryFormat::Contiguous);
+  for (const Tensor& p : net.parameters()) CHECK(p.is_contiguous());
+  CHECK_THROWS_WITH_AS(net.to(MemoryFormat::Preserve), doctest::Contains("[to]"), Error);
+}
+
+TEST_CASE("channels_last: a ResNet basic block's forward and backward match NCHW's") {
+  manual_seed(8);
+  const auto block = [] {
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(4, 4, 3, nn::Conv2dOptions{.padding = {1, 1}, .bias = false}),
+        std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Conv2d>(4, 4, 3, nn::Conv2dOptions{.padding = {1, 1}, .bias = false}),
+        std::make_shared<nn::BatchNorm2d>(4)});
+  };
+  auto nchw = block(), nhwc = block();
+  nhwc->load_state_dict(nchw->state_dict());
+  nhwc->to(kCL);
+  const Tensor x = randn({2, 4, 6, 6});
+  const Tensor y1 = relu(nchw->forward(x) + x);
+  const Tensor y2 = relu(nhwc->forward(x.contiguous(kCL)) + x.contiguous(kCL));
+  CHECK(channels_last(y2));
+  check_close(y2, y1, {1e-6, 1e-6});
+  (y1 * y1).sum().backward();
+  (y2 * y2).sum().backward();
+  const auto p1 = nchw->named_parameters(), p2 = nhwc->named_parameters();
+  REQUIRE(p1.size() == p2.size());
+  for (size_t i = 0; i < p1.size(); ++i) {
+    CAPTURE(p1[i].first);
+    REQUIRE(p2[i].second.grad().defined());
+    CHECK(p2[i].second.grad().strides() == p2[i].second.strides());
+    check_close(p2[i].second.grad(), p1[i].second.grad(), {1e-5, 1e-5});
+  }
+}
