@@ -112,11 +112,12 @@ Tensor loss_of(hg::nn::Module& net, const Tensor& x, const Tensor& y, std::optio
   hg::amp::AutocastGuard autocast(x.device().type, amp, amp.has_value());
   std::optional<hg::amp::Fp8Autocast> fp8_region;
   if (fp8) fp8_region.emplace(x.device().type, *fp8);
-  const Tensor logits = net(x);
-  // The fused loss writes the logits' gradient over them (no second logits-sized tensor); the
-  // loss is float32 under autocast, as cross_entropy's.
+  const Tensor logits = net(x);  // over the padded vocabulary with the fused loss (set_padded_logits)
+  // The fused loss writes the logits' gradient over them (no second logits-sized tensor) and
+  // leaves the padding columns out; the loss is float32 under autocast, as cross_entropy's.
   if (!fused) return hg::cross_entropy(logits.reshape({-1, vocab}), y.reshape({-1}));
-  return hg::cross_entropy_fused_(logits.reshape({-1, vocab}), y.reshape({-1}));
+  return hg::cross_entropy_fused_(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}), hg::Reduction::Mean, -100,
+                                  0.0, vocab);
 }
 
 // Mean loss of the first `batches` micro-batches of the stream (the same ones every time).
@@ -151,7 +152,7 @@ std::vector<int64_t> sample_tokens(gpt2::GPT2& model, const std::vector<int64_t>
     const auto n = std::min<int64_t>(static_cast<int64_t>(ctx.size()), c.context);
     const std::vector<int64_t> tail(ctx.end() - n, ctx.end());
     std::vector<double> l =
-        model(hg::tensor(tail, {1, n}).to(device)).select(1, n - 1).to(hg::kCPU).to_vector<double>();
+        model.logits(hg::tensor(tail, {1, n}).to(device)).select(1, n - 1).to(hg::kCPU).to_vector<double>();
     int64_t token = std::max_element(l.begin(), l.end()) - l.begin();
     if (temperature > 0) {
       double threshold = -INFINITY;
@@ -434,6 +435,7 @@ int main(int argc, char** argv) {
     if (!init_from.empty()) gpt2::load_hf_state_dict(model, hg::load(init_from), init_from);
     if (!save_init.empty() && parallel.is_main()) hg::save(gpt2::hf_state_dict(model), save_init);
     model.to(device);
+    model.set_padded_logits(t.fused_loss);  // the fused loss leaves the padding columns out
     const std::shared_ptr<hg::nn::Module> net = parallel.wrap(gpt);
     // nanoGPT's groups: weight decay on every 2-D tensor (the matrices and embeddings), none on
     // biases and norms.
@@ -470,7 +472,7 @@ int main(int argc, char** argv) {
     if (!dump_logits.empty() && parallel.is_main()) {
       hg::NoGradGuard no_grad;
       auto [x, y] = val.batch(0, t.batch, T);
-      hg::save({{"logits", model(x.to(device)).to(hg::kFloat32).to(hg::kCPU)}, {"tokens", x}}, dump_logits);
+      hg::save({{"logits", model.logits(x.to(device)).to(hg::kFloat32).to(hg::kCPU)}, {"tokens", x}}, dump_logits);
     }
     const int64_t local = parallel.local_batch(t.batch);
     const int64_t end = stop_after > 0 ? std::min(t.steps, start + stop_after) : t.steps;

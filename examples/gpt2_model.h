@@ -137,9 +137,12 @@ class GPT2 : public hg::nn::Module {
     transformer->wte->weight.narrow(0, c.vocab, c.padded_vocab() - c.vocab).zero_();
   }
 
-  // idx [B, T] int64 with T <= context -> logits [B, T, vocab]. The head is wte's first `vocab`
-  // rows (tied): logits for the padding ids are never formed, so they cannot enter the loss or a
-  // sample, and the logits are exactly Hugging Face's [.., 50257].
+  // idx [B, T] int64 with T <= context -> logits [B, T, vocab]: the head is wte's first `vocab`
+  // rows (tied), so the logits are exactly Hugging Face's [.., 50257]. After
+  // set_padded_logits(true), [B, T, padded_vocab] instead, as llm.c's: the head is all of wte,
+  // each row of logits stays 16-byte aligned and the GEMM's dimensions multiples of 16 (the fused
+  // classifier's vector loads and fp8 want both); the padding columns are 0 and must be left out
+  // of the loss: cross_entropy_fused_(..., classes = vocab) does that.
   Tensor forward(const Tensor& idx) override {
     HG_CHECK(idx.dim() == 2, "gpt2", "token ids must be [batch, time], got shape {}", idx.shape());
     const int64_t T = idx.size(1);
@@ -147,13 +150,23 @@ class GPT2 : public hg::nn::Module {
              config_.context);
     Tensor x = (*transformer->wte)(idx) + (*transformer->wpe)(hg::arange(T).to(idx.device()));
     for (const auto& block : *transformer->h) x = (*block)(x);
-    return hg::linear((*transformer->ln_f)(x), transformer->wte->weight.narrow(0, 0, config_.vocab));
+    const Tensor head =
+        padded_logits_ ? transformer->wte->weight : transformer->wte->weight.narrow(0, 0, config_.vocab);
+    return hg::linear((*transformer->ln_f)(x), head);
   }
+  // The real vocabulary's logits [B, T, vocab] whichever form forward gives (for sampling).
+  Tensor logits(const Tensor& idx) {
+    const Tensor l = (*this)(idx);
+    return l.size(-1) == config_.vocab ? l : l.narrow(-1, 0, config_.vocab);
+  }
+  void set_padded_logits(bool on) { padded_logits_ = on; }
+  bool padded_logits() const { return padded_logits_; }
   const Config& config() const { return config_; }
   std::shared_ptr<Transformer> transformer;
 
  private:
   Config config_;
+  bool padded_logits_ = false;
 };
 
 // The state dict as Hugging Face writes GPT2LMHeadModel's: wte with the real vocabulary's rows

@@ -20,7 +20,7 @@ const OpDef kCrossEntropyFused{"cross_entropy_fused_", true, false};
 }  // namespace
 
 Tensor cross_entropy_fused_(const Tensor& logits, const Tensor& target, Reduction reduction, int64_t ignore_index,
-                            double label_smoothing) {
+                            double label_smoothing, int64_t classes) {
   constexpr const char* op = "cross_entropy_fused_";
   HG_CHECK(logits.defined() && target.defined(), op, "got an undefined tensor");
   OpCall call(kCrossEntropyFused, {logits, target});
@@ -40,6 +40,13 @@ Tensor cross_entropy_fused_(const Tensor& logits, const Tensor& target, Reductio
            "the logits are a leaf that requires grad: this op overwrites them with their gradient; use cross_entropy");
 
   const int64_t n = x.size(0), c = x.size(1);
+  HG_CHECK(classes == -1 || (classes >= 1 && classes <= c), op,
+           "classes must be -1 (every column) or in [1, {}] (the logits' columns), got {}", c, classes);
+  if (classes == -1) classes = c;
+  const bool one_pass = cross_entropy_fused_stub.has(x.device().type);
+  HG_CHECK(one_pass || classes == c, op,
+           "padding columns (classes {} of {}) need the one-pass kernel, which {} does not have", classes, c,
+           x.device());
   const Dtype compute = detail::loss_compute_dtype(x.dtype());
   Tensor buffer = internal::contiguous(x);  // the logits themselves when contiguous
   const Tensor x3 = internal::alias(buffer, {n, c, 1}, {c, 1, 1}, buffer.offset());
@@ -47,11 +54,10 @@ Tensor cross_entropy_fused_(const Tensor& logits, const Tensor& target, Reductio
   const Tensor t2 = internal::alias(tc, {n, 1}, {1, 1}, tc.offset());
   Tensor losses = empty({n}, TensorOptions(compute).device(x.device()));
   const Tensor kept = zeros({}, TensorOptions(kInt64).device(x.device()));
-  const bool one_pass = cross_entropy_fused_stub.has(x.device().type);
   Tensor lse;
   if (one_pass) {
     if (n > 0)
-      cross_entropy_fused_stub(x.device().type, losses, kept, buffer, tc, ignore_index, label_smoothing,
+      cross_entropy_fused_stub(x.device().type, losses, kept, buffer, tc, classes, ignore_index, label_smoothing,
                                reduction == Reduction::Mean, grad && c > 0);
   } else {
     lse = empty({n, 1}, TensorOptions(compute).device(x.device()));

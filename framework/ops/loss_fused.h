@@ -19,7 +19,13 @@ namespace hg {
 // (retain_graph cannot take it twice) and cannot be differentiated again. Logits that are a leaf
 // requiring grad are refused (their values are parameters); non-contiguous logits work through a
 // contiguous copy (then nothing is saved).
+//
+// classes: the first `classes` columns are the classes and the rest padding, as llm.c pads
+// GPT-2's vocabulary of 50257 to 50304 so the classifier's rows stay aligned for 16-byte loads
+// and its GEMM dimensions multiples of 16 (fp8 needs that). Padding columns are left out of the
+// softmax, label smoothing and the loss, and their gradient is 0; targets must be below
+// `classes`. -1 (the default): every column is a class.
 Tensor cross_entropy_fused_(const Tensor& logits, const Tensor& target, Reduction reduction = Reduction::Mean,
-                            int64_t ignore_index = -100, double label_smoothing = 0.0);
+                            int64_t ignore_index = -100, double label_smoothing = 0.0, int64_t classes = -1);
 
 }  // namespace hg

@@ -9,13 +9,14 @@
 
 namespace hg {
 
-// logits [N, C] contiguous (read, and overwritten by the gradient when write_grad), target int64
-// [N]; losses [N] and count (0-d int64: targets that are not ignore_index) in float32 or float64.
+// logits [N, C] contiguous (read, and overwritten by the gradient when write_grad) of which the
+// first `classes` columns are classes and the rest padding (gradient 0), target int64 [N];
+// losses [N] and count (0-d int64: targets that are not ignore_index) in float32 or float64.
 // Bad targets throw "[cross_entropy] ..." as cross_entropy's kernel does (on CUDA at the next host
 // synchronisation, through the device error record).
 using CrossEntropyFusedFn = void (*)(const Tensor& losses, const Tensor& count, const Tensor& logits,
-                                     const Tensor& target, int64_t ignore_index, double label_smoothing, bool mean,
-                                     bool write_grad);
+                                     const Tensor& target, int64_t classes, int64_t ignore_index,
+                                     double label_smoothing, bool mean, bool write_grad);
 HG_DECLARE_STUB(cross_entropy_fused_stub, CrossEntropyFusedFn);
 
 }  // namespace hg

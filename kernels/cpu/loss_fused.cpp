@@ -14,13 +14,16 @@
 namespace hg::cpu {
 namespace {
 
+// Rows of ld values of which the first c are classes; the padding after them gets gradient 0.
 template <class T, class C>
-void fused_rows(C* loss, T* x, const int64_t* target, int64_t n, int64_t c, int64_t ignore, C eps, C w, bool write_grad,
-                BadTarget& bad) {
+void fused_rows(C* loss, T* x, const int64_t* target, int64_t n, int64_t c, int64_t ld, int64_t ignore, C eps, C w,
+                bool write_grad, BadTarget& bad) {
   const C keep = C(1) - eps, spread = eps / static_cast<C>(c);
-  for_each_row(n, c, 1, [&](int64_t r, int64_t base, auto) {
+  for_each_row(n, ld, 1, [&](int64_t r, int64_t base, auto) {
     T* row = x + base;
     const int64_t t = target[r];
+    if (write_grad)
+      for (int64_t i = c; i < ld; ++i) row[i] = T(0);
     if (t == ignore || t < 0 || t >= c) {
       if (t != ignore) bad.note(r);
       loss[r] = C(0);
@@ -51,8 +54,9 @@ void fused_rows(C* loss, T* x, const int64_t* target, int64_t n, int64_t c, int6
 }
 
 void cross_entropy_fused_cpu(const Tensor& losses, const Tensor& count, const Tensor& logits, const Tensor& target_t,
-                             int64_t ignore_index, double label_smoothing, bool mean, bool write_grad) {
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+                             int64_t classes, int64_t ignore_index, double label_smoothing, bool mean,
+                             bool write_grad) {
+  const int64_t n = logits.shape()[0], ld = logits.shape()[1], c = classes;
   const auto* target = static_cast<const int64_t*>(target_t.raw_data());
   // Counted before the rows, so the mean's 1 / count goes into the one pass.
   const int64_t kept = count_kept(count, target, n, ignore_index);
@@ -62,7 +66,7 @@ void cross_entropy_fused_cpu(const Tensor& losses, const Tensor& count, const Te
       if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
         if constexpr (std::is_same_v<C, double> == std::is_same_v<T, double>) {
           const C w = mean ? C(1) / static_cast<C>(kept) : C(1);
-          fused_rows<T, C>(static_cast<C*>(losses.raw_data()), static_cast<T*>(logits.raw_data()), target, n, c,
+          fused_rows<T, C>(static_cast<C*>(losses.raw_data()), static_cast<T*>(logits.raw_data()), target, n, c, ld,
                            ignore_index, static_cast<C>(label_smoothing), w, write_grad, bad);
         }
       }

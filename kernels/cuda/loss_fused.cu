@@ -56,15 +56,17 @@ struct alignas(sizeof(T) * V) Pack {
   T v[V];
 };
 
+// One block per row of ld values, the first c of them classes (the rest padding: out of the
+// softmax, gradient 0).
 template <class T, class C, int V>
 __global__ void fused_classifier_kernel(C* loss, T* x, const int64_t* target, const unsigned long long* kept, int64_t c,
-                                        int64_t ignore, C eps, bool mean, bool write_grad, DeviceErrorRecord* errors,
-                                        int op) {
+                                        int64_t ld, int64_t ignore, C eps, bool mean, bool write_grad,
+                                        DeviceErrorRecord* errors, int op) {
   __shared__ C scratch_m[32], scratch_s[32];
   const int64_t r = blockIdx.x;
-  T* row = x + r * c;
+  T* row = x + r * ld;
   auto* packs = reinterpret_cast<Pack<T, V>*>(row);
-  const int64_t np = c / V;
+  const int64_t np = ld / V;
   const int64_t t = target[r];
   if (t == ignore || t < 0 || t >= c) {
     if (threadIdx.x == 0) {
@@ -87,9 +89,10 @@ __global__ void fused_classifier_kernel(C* loss, T* x, const int64_t* target, co
     C vm = -INFINITY;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      v[j] = static_cast<C>(to_acc(in.v[j]));
+      const bool cls = p * V + j < c;
+      v[j] = cls ? static_cast<C>(to_acc(in.v[j])) : C(-INFINITY);
       vm = nan_max(vm, v[j]);
-      total += v[j];
+      if (cls) total += v[j];
     }
     C vs = 0;
     if (vm != -INFINITY) {
@@ -116,7 +119,7 @@ __global__ void fused_classifier_kernel(C* loss, T* x, const int64_t* target, co
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const int64_t i = p * V + j;
-      C g = exp(static_cast<C>(to_acc(io.v[j])) - row_sum.m) * scale - shift;
+      C g = i < c ? exp(static_cast<C>(to_acc(io.v[j])) - row_sum.m) * scale - shift : C(0);
       if (i == t) g -= keep * w;
       io.v[j] = from_acc<T>(static_cast<acc_t<T>>(g));
     }
@@ -125,20 +128,21 @@ __global__ void fused_classifier_kernel(C* loss, T* x, const int64_t* target, co
 }
 
 template <class T, class C, int V>
-void launch_rows(const Tensor& losses, const Tensor& count, const Tensor& logits, const Tensor& target,
+void launch_rows(const Tensor& losses, const Tensor& count, const Tensor& logits, const Tensor& target, int64_t c,
                  int64_t ignore_index, double label_smoothing, bool mean, bool write_grad, int op) {
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const int64_t n = logits.shape()[0], ld = logits.shape()[1];
   const int dev = logits.device().index;
   fused_classifier_kernel<T, C, V><<<static_cast<unsigned>(n), kFusedRowThreads, 0, current_stream(dev)>>>(
       static_cast<C*>(losses.raw_data()), static_cast<T*>(logits.raw_data()),
-      static_cast<const int64_t*>(target.raw_data()), static_cast<const unsigned long long*>(count.raw_data()), c,
+      static_cast<const int64_t*>(target.raw_data()), static_cast<const unsigned long long*>(count.raw_data()), c, ld,
       ignore_index, static_cast<C>(label_smoothing), mean, write_grad, device_error_record(), op);
   HG_CUDA_CHECK_LAUNCH();
 }
 
 void cross_entropy_fused_cuda(const Tensor& losses, const Tensor& count, const Tensor& logits, const Tensor& target,
-                              int64_t ignore_index, double label_smoothing, bool mean, bool write_grad) {
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+                              int64_t classes, int64_t ignore_index, double label_smoothing, bool mean,
+                              bool write_grad) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];  // c: the row length, padding included
   if (n == 0) return;
   HG_CHECK(n <= INT32_MAX, "cross_entropy_fused_", "{} rows are too many for one launch", n);
   const int dev = logits.device().index;
@@ -155,16 +159,19 @@ void cross_entropy_fused_cuda(const Tensor& losses, const Tensor& count, const T
     if (logits.dtype() == kFloat64) {
       if constexpr (std::is_same_v<T, double>) {
         if (packed)
-          launch_rows<T, double, kV>(losses, count, logits, target, ignore_index, label_smoothing, mean, write_grad,
-                                     op);
+          launch_rows<T, double, kV>(losses, count, logits, target, classes, ignore_index, label_smoothing, mean,
+                                     write_grad, op);
         else
-          launch_rows<T, double, 1>(losses, count, logits, target, ignore_index, label_smoothing, mean, write_grad, op);
+          launch_rows<T, double, 1>(losses, count, logits, target, classes, ignore_index, label_smoothing, mean,
+                                    write_grad, op);
       }
     } else if constexpr (!std::is_same_v<T, double>) {
       if (packed)
-        launch_rows<T, float, kV>(losses, count, logits, target, ignore_index, label_smoothing, mean, write_grad, op);
+        launch_rows<T, float, kV>(losses, count, logits, target, classes, ignore_index, label_smoothing, mean,
+                                  write_grad, op);
       else
-        launch_rows<T, float, 1>(losses, count, logits, target, ignore_index, label_smoothing, mean, write_grad, op);
+        launch_rows<T, float, 1>(losses, count, logits, target, classes, ignore_index, label_smoothing, mean,
+                                 write_grad, op);
     }
   });
 }

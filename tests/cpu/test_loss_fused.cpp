@@ -212,3 +212,38 @@ TEST_CASE(
   CHECK(fused < kBytes / 16);  // per-row losses and scalars only
   CHECK(plain >= kBytes);      // the gradient cross_entropy's backward allocates
 }
+
+TEST_CASE(
+    "cross_entropy_fused_ with padding columns: the loss and gradients of the classes alone, padding gradient 0") {
+  // llm.c's padded vocabulary: logits [N, 56] of which 50 are classes. The padding holds large
+  // values that would dominate the softmax if it were read.
+  manual_seed(22);
+  for (const Dtype dt : {kFloat32, kBFloat16, kFloat64}) {
+    for (const double smoothing : {0.0, 0.1}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(smoothing);
+      const Tensor classes = (randn({6, 50}) * 3.0).to(dt);
+      const Tensor padded_values = cat({classes, full({6, 6}, 1000.0, TensorOptions(dt))}, 1);
+      const Tensor target = tensor(std::vector<int64_t>{3, -100, 49, 0, 17, 3});
+      Tensor a = classes.detach().requires_grad_(), b = padded_values.detach().requires_grad_();
+      const Tensor plain = cross_entropy_fused_(a * 1.0, target, Reduction::Mean, -100, smoothing);
+      const Tensor padded = cross_entropy_fused_(b * 1.0, target, Reduction::Mean, -100, smoothing, 50);
+      CHECK(padded.to_vector<double>() == plain.to_vector<double>());
+      (padded * 3.0).backward();
+      (plain * 3.0).backward();
+      CHECK(b.grad().narrow(1, 0, 50).to(kFloat64).to_vector<double>() == a.grad().to(kFloat64).to_vector<double>());
+      CHECK(b.grad().narrow(1, 50, 6).to(kFloat64).abs().sum().item<double>() == 0.0);
+    }
+  }
+  // Every column a class: -1 and the column count are the default.
+  const Tensor x = randn({3, 7});
+  const Tensor t = tensor(std::vector<int64_t>{0, 6, 2});
+  CHECK(cross_entropy_fused_(x * 1.0, t, Reduction::Sum, -100, 0.0, 7).item<float>() ==
+        cross_entropy_fused_(x * 1.0, t, Reduction::Sum).item<float>());
+  // A target in the padding is out of range; so is a class count beyond the columns.
+  check_error([&] { cross_entropy_fused_(x * 1.0, t, Reduction::Mean, -100, 0.0, 5); }, {"[cross_entropy]", "6"});
+  check_error([&] { cross_entropy_fused_(x * 1.0, t, Reduction::Mean, -100, 0.0, 8); },
+              {"[cross_entropy_fused_]", "classes", "[1, 7]", "8"});
+  check_error([&] { cross_entropy_fused_(x * 1.0, t, Reduction::Mean, -100, 0.0, 0); },
+              {"[cross_entropy_fused_]", "classes"});
+}

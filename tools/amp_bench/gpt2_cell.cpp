@@ -115,18 +115,20 @@ hg::Tensor loss_of(gpt2::GPT2& model, const Batch& b, std::optional<hg::Dtype> d
   hg::amp::AutocastGuard autocast(device, dtype, dtype.has_value());
   std::optional<hg::amp::Fp8Autocast> fp8_region;
   if (fp8) fp8_region.emplace(device, *fp8);
-  const hg::Tensor logits = model(b.x);
-  // llm.c's fused classifier: the gradient written over the logits during the forward.
-  return hg::cross_entropy_fused_(logits.reshape({-1, logits.size(-1)}), b.y.reshape({-1}));
+  const hg::Tensor logits = model(b.x);  // over the padded vocabulary (set_padded_logits)
+  // llm.c's fused classifier: the gradient written over the logits during the forward, the
+  // padding columns left out.
+  return hg::cross_entropy_fused_(logits.reshape({-1, logits.size(-1)}), b.y.reshape({-1}), hg::Reduction::Mean, -100,
+                                  0.0, model.config().vocab);
 }
 
-// GFLOP/s of the step's largest GEMM (the classifier, [B T, C] x [C, vocab]) in the precision
+// GFLOP/s of the step's largest GEMM (the classifier, [B T, C] x [C, padded vocab]) in the precision
 // the cell computes in: the rate the step could reach if it were all GEMM.
 double cpu_gemm_gflops(const Gpt2Spec& s, const std::string& precision) {
   const hg::Dtype dt = autocast_dtype(precision).value_or(hg::kFloat32);
   hg::NoGradGuard no_grad;
   const hg::Tensor x = hg::randn({s.tokens_per_step(), s.embd}).to(dt);
-  const hg::Tensor w = hg::randn({s.vocab, s.embd}).to(dt);
+  const hg::Tensor w = hg::randn({s.padded_vocab, s.embd}).to(dt);
   std::vector<double> ms;
   for (int i = 0; i < 7; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -135,7 +137,7 @@ double cpu_gemm_gflops(const Gpt2Spec& s, const std::string& precision) {
     if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
-  const double flops = 2.0 * static_cast<double>(s.tokens_per_step() * s.embd * s.vocab);
+  const double flops = 2.0 * static_cast<double>(s.tokens_per_step() * s.embd * s.padded_vocab);
   return flops / (ms[ms.size() / 2] * 1e6);
 }
 
@@ -152,6 +154,7 @@ void measure_gpt2(const Options& options, CellResult& cell, const std::vector<Ba
   const int64_t rss_start = on_cuda ? 0 : reset_host_peak();
   if (on_cuda) cuda_set_tf32(cell.precision == "tf32");
   gpt2::GPT2 model(config_of(spec));
+  model.set_padded_logits(true);  // as the example trains: llm.c's padded classifier
   init_portable(model, options.seed);
   model.to(device);
   std::vector<Batch> batches;
