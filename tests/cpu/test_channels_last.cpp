@@ -72,7 +72,9 @@ TEST_CASE("channels_last: elementwise ops, casts and dropout keep the format, wi
         {"to float32", [](const Tensor& x, const Tensor&) { return x.to(kFloat32); }},
         {"sigmoid", [](const Tensor& x, const Tensor&) { return sigmoid(x); }},
     };
-    for (const auto& [name, f] : ops) {
+    for (const auto& op : ops) {  // not a structured binding: clang 14 cannot CAPTURE one
+      const auto& name = op.first;
+      const auto& f = op.second;
       CAPTURE(name);
       const Tensor ref = f(a, b), got = f(ac, bc);
       CHECK(channels_last(got));
@@ -191,7 +193,9 @@ TEST_CASE("channels_last: gradcheck of conv2d, batch_norm and mul on channels-la
 TEST_CASE("channels_last: Module::to(MemoryFormat) lays out 4-d parameters as PyTorch's model.to(memory_format)") {
   nn::Sequential net({std::make_shared<nn::Conv2d>(3, 4, 3), std::make_shared<nn::BatchNorm2d>(4)});
   net.to(kCL);
-  for (const auto& [name, p] : net.named_parameters()) {
+  for (const auto& named : net.named_parameters()) {  // not a structured binding: clang 14 cannot CAPTURE one
+    const auto& name = named.first;
+    const auto& p = named.second;
     CAPTURE(name);
     CHECK(p.requires_grad());
     if (p.dim() == 4) CHECK(channels_last(p));
