@@ -93,7 +93,13 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions options)
   init_batch_norm(*this, "BatchNorm2d", num_features, options);
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2d::forward(const Tensor& x) { return forward_add_relu_or_plain(x, Tensor(), false); }
+
+Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  return forward_add_relu_or_plain(x, residual, true);
+}
+
+Tensor BatchNorm2d::forward_add_relu_or_plain(const Tensor& x, const Tensor& residual, bool add_relu) {
   HG_CHECK(x.dim() == 4 && x.size(1) == features_, "BatchNorm2d", "expected input [N, {}, H, W], got shape {}",
            features_, x.shape());
   // Without running statistics, eval mode normalises with the batch statistics too (as PyTorch).
@@ -102,6 +108,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1.0);
   }
+  if (add_relu)
+    return batch_norm_add_relu(x, running_mean, running_var, weight, bias, residual, use_batch_stats, momentum_, eps_);
   return batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, momentum_, eps_);
 }
 

@@ -101,6 +101,10 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x) + residual) as one op (batch_norm_add_relu: on CUDA the add and the ReLU run
+  // in the normalising pass), a ResNet block's tail; residual may be undefined (BatchNorm +
+  // ReLU). Like forward, it runs no hooks.
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   std::string extra_repr() const override {
     return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", features_, eps_, momentum_,
                        weight.defined(), running_mean.defined());
@@ -108,6 +112,7 @@ class BatchNorm2d : public Module {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
+  Tensor forward_add_relu_or_plain(const Tensor& x, const Tensor& residual, bool add_relu);
   int64_t features_;
   double eps_, momentum_;
 };

@@ -52,3 +52,21 @@ TEST_CASE("batch_norm_add_relu: gradcheck, gradgradcheck, and a residual of the 
       batch_norm_add_relu(randn({2, 3, 4, 4}), Tensor(), Tensor(), Tensor(), Tensor(), randn({2, 3, 4, 5}), true),
       doctest::Contains("[batch_norm_add_relu] the residual must have the input's shape"), Error);
 }
+
+TEST_CASE("BatchNorm2d::forward_add_relu: relu(forward(x) + residual), running statistics and the batch count too") {
+  manual_seed(13);
+  nn::BatchNorm2d a(4), b(4);
+  b.load_state_dict(a.state_dict());
+  const Tensor x = randn({2, 4, 3, 3}), r = randn({2, 4, 3, 3});
+  for (int step = 0; step < 2; ++step) {
+    CHECK(bitwise_equal(a.forward_add_relu(x, r), relu(b(x) + r)));
+    CHECK(bitwise_equal(a.forward_add_relu(x, Tensor()), relu(b(x))));
+  }
+  CHECK(bitwise_equal(a.running_mean, b.running_mean));
+  CHECK(bitwise_equal(a.running_var, b.running_var));
+  CHECK(a.num_batches_tracked.item<int64_t>() == 4);
+  a.eval();
+  b.eval();
+  CHECK(bitwise_equal(a.forward_add_relu(x, r), relu(b(x) + r)));
+  CHECK_THROWS_WITH_AS(a.forward_add_relu(randn({2, 5, 3, 3}), Tensor()), doctest::Contains("[BatchNorm2d]"), Error);
+}

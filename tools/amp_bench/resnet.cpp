@@ -39,8 +39,10 @@ class BasicBlock : public nn::Module {
     }
   }
   hg::Tensor forward(const hg::Tensor& x) override {
-    const hg::Tensor y = (*bn2)((*conv2)((*bn1)((*conv1)(x)).relu()));
-    return (y + (shortcut ? (*shortcut)(x) : x)).relu();
+    // BatchNorm + ReLU and relu(bn2(..) + shortcut) each one op: fused into batch norm's pass on
+    // CUDA (the three kernels in turn elsewhere, with the same values).
+    const hg::Tensor h = bn1->forward_add_relu((*conv1)(x), hg::Tensor());
+    return bn2->forward_add_relu((*conv2)(h), shortcut ? (*shortcut)(x) : x);
   }
 
  private:
@@ -72,8 +74,10 @@ class Bottleneck : public nn::Module {
     }
   }
   hg::Tensor forward(const hg::Tensor& x) override {
-    const hg::Tensor y = (*bn3)((*conv3)((*bn2)((*conv2)((*bn1)((*conv1)(x)).relu())).relu()));
-    return (y + (shortcut ? (*shortcut)(x) : x)).relu();
+    // As BasicBlock: each BatchNorm + ReLU, and the tail with the shortcut, one op.
+    const hg::Tensor h1 = bn1->forward_add_relu((*conv1)(x), hg::Tensor());
+    const hg::Tensor h2 = bn2->forward_add_relu((*conv2)(h1), hg::Tensor());
+    return bn3->forward_add_relu((*conv3)(h2), shortcut ? (*shortcut)(x) : x);
   }
 
  private:
