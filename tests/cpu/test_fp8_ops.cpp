@@ -35,7 +35,8 @@ float max_abs_non_nan(const Tensor& t) {
 TEST_CASE("amp: fp8_cast_transpose: codes bit for bit fp8_scaled_cast's, the transpose its transpose, amax max |x|") {
   for (Dtype in : {kFloat32, kBFloat16, kFloat16}) {
     for (Dtype f8 : {kFloat8E4M3, kFloat8E5M2}) {
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 53}, {1, 1}, {64, 48}, {3, 200}}) {
+      for (const auto& shape : {std::pair<int64_t, int64_t>{37, 53}, {1, 1}, {64, 48}, {3, 200}}) {
+        const int64_t rows = shape.first, cols = shape.second;  // clang 14 cannot CAPTURE a structured binding
         CAPTURE(dtype_name(in));
         CAPTURE(dtype_name(f8));
         CAPTURE(rows);
