@@ -18,6 +18,18 @@ struct FlopCounter {
   }
 };
 
+// The shortcut where a block changes the shape: a strided 1x1 convolution and batch norm, its
+// FLOPs counted at the block's input side `side_in` (f.side is left at the block's output side).
+std::shared_ptr<nn::Sequential> projection(FlopCounter& f, int64_t side_in, int64_t in, int64_t out, int64_t stride) {
+  const int64_t after = f.side;
+  f.side = side_in;
+  auto conv = f.conv(in, out, 1, stride);
+  f.side = after;
+  auto shortcut = std::make_shared<nn::Sequential>();
+  shortcut->push_back(conv).push_back(std::make_shared<nn::BatchNorm2d>(out));
+  return shortcut;
+}
+
 // Two 3x3 convolutions with batch norm, and the input added back (through a strided 1x1
 // convolution where the shape changes).
 class BasicBlock : public nn::Module {
@@ -29,14 +41,7 @@ class BasicBlock : public nn::Module {
     bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(out));
     conv2 = register_module("conv2", f.conv(out, out, 3, 1));
     bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
-    if (stride != 1 || in != out) {
-      const int64_t after = f.side;
-      f.side = side;
-      auto conv = f.conv(in, out, 1, stride);
-      f.side = after;
-      shortcut = register_module("shortcut", std::make_shared<nn::Sequential>());
-      shortcut->push_back(conv).push_back(std::make_shared<nn::BatchNorm2d>(out));
-    }
+    if (stride != 1 || in != out) shortcut = register_module("shortcut", projection(f, side, in, out, stride));
   }
   hg::Tensor forward(const hg::Tensor& x) override {
     // BatchNorm + ReLU and relu(bn2(..) + shortcut) each one op: fused into batch norm's pass on
@@ -64,14 +69,7 @@ class Bottleneck : public nn::Module {
     bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(mid));
     conv3 = register_module("conv3", f.conv(mid, out, 1, 1));
     bn3 = register_module("bn3", std::make_shared<nn::BatchNorm2d>(out));
-    if (stride != 1 || in != out) {
-      const int64_t after = f.side;
-      f.side = side;
-      auto conv = f.conv(in, out, 1, stride);
-      f.side = after;
-      shortcut = register_module("shortcut", std::make_shared<nn::Sequential>());
-      shortcut->push_back(conv).push_back(std::make_shared<nn::BatchNorm2d>(out));
-    }
+    if (stride != 1 || in != out) shortcut = register_module("shortcut", projection(f, side, in, out, stride));
   }
   hg::Tensor forward(const hg::Tensor& x) override {
     // As BasicBlock: each BatchNorm + ReLU, and the tail with the shortcut, one op.
