@@ -1,9 +1,11 @@
 // The convolution algorithm choice (kernels/cpu/conv/algorithm.h) as a table over shapes and
-// CPUs, HG_CPU_CONV's parsing, and Winograd's accuracy on this machine where it runs.
+// CPUs, HG_CPU_CONV's parsing, Winograd's accuracy on this machine where it runs, and the batched
+// GEMM weight gradient (kernels/cpu/conv/filter_gemm.h) against float64.
 #include <cmath>
 
 #include "helpers.h"
 #include "kernels/cpu/conv/algorithm.h"
+#include "kernels/cpu/conv/filter_gemm.h"
 
 using namespace hg;
 using hg::cpu::ConvAlgorithm;
@@ -30,7 +32,9 @@ ConvShape resnet_conv(int64_t channels, int64_t side) {
 
 }  // namespace
 
-TEST_CASE("conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outputs and more, else direct") {
+TEST_CASE(
+    "conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outputs and more, the weight gradient of "
+    "4x4 images and shallow products on the GEMM, else direct") {
   const CpuCaps caps = zen4();
   struct Row {
     ConvShape shape;
@@ -45,6 +49,12 @@ TEST_CASE("conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outpu
   odd.in_channels = 3;  // the stem of a network on RGB images
   bf16.float32_primitives = false;
   k1.kh = k1.kw = 1;
+  ConvShape stem = resnet_conv(64, 32), reduce = resnet_conv(256, 4), bf16_small = resnet_conv(512, 4),
+            grouped_small = resnet_conv(512, 4);
+  stem.in_channels = 3;  // 27 deep
+  reduce.out_channels = 512, reduce.stride_h = reduce.stride_w = 2;
+  bf16_small.float32_primitives = false;
+  grouped_small.groups = 2;
   const Row rows[] = {
       {resnet_conv(64, 32), ConvPass::Forward, ConvAlgorithm::Winograd},
       {resnet_conv(64, 32), ConvPass::InputGradient, ConvAlgorithm::Winograd},
@@ -58,6 +68,15 @@ TEST_CASE("conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outpu
       {odd, ConvPass::Forward, ConvAlgorithm::Direct},
       {bf16, ConvPass::Forward, ConvAlgorithm::Direct},
       {k1, ConvPass::Forward, ConvAlgorithm::Direct},
+      {resnet_conv(512, 4), ConvPass::WeightGradient, ConvAlgorithm::Gemm},  // 16 outputs
+      {reduce, ConvPass::WeightGradient, ConvAlgorithm::Gemm},
+      {stem, ConvPass::WeightGradient, ConvAlgorithm::Gemm},  // 27 deep
+      {k1, ConvPass::WeightGradient, ConvAlgorithm::Gemm},    // 64 deep: a 1x1 projection
+      {resnet_conv(256, 8), ConvPass::WeightGradient, ConvAlgorithm::Direct},
+      {resnet_conv(128, 16), ConvPass::WeightGradient, ConvAlgorithm::Direct},
+      {bf16_small, ConvPass::WeightGradient, ConvAlgorithm::Direct},  // bfloat16 has its own kernels
+      {grouped_small, ConvPass::WeightGradient, ConvAlgorithm::Direct},
+      {resnet_conv(512, 4), ConvPass::Forward, ConvAlgorithm::Direct},
   };
   for (const Row& r : rows) {
     CAPTURE(r.shape.in_channels);
@@ -81,13 +100,23 @@ TEST_CASE("conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outpu
   CHECK(cpu::conv_algorithm(strided, ConvPass::Forward, caps, ConvAlgorithm::Winograd) == ConvAlgorithm::Direct);
   CHECK(cpu::conv_algorithm(resnet_conv(64, 32), ConvPass::WeightGradient, caps, ConvAlgorithm::Winograd) ==
         ConvAlgorithm::Direct);
+  // A forced GEMM takes every float32 weight gradient of one group, and no other pass.
+  CHECK(cpu::conv_algorithm(resnet_conv(64, 32), ConvPass::WeightGradient, caps, ConvAlgorithm::Gemm) ==
+        ConvAlgorithm::Gemm);
+  CHECK(cpu::conv_algorithm(resnet_conv(64, 32), ConvPass::Forward, caps, ConvAlgorithm::Gemm) ==
+        ConvAlgorithm::Winograd);
+  CHECK(cpu::conv_algorithm(grouped_small, ConvPass::WeightGradient, caps, ConvAlgorithm::Gemm) ==
+        ConvAlgorithm::Direct);
+  CHECK(cpu::conv_algorithm(resnet_conv(512, 4), ConvPass::WeightGradient, caps, ConvAlgorithm::Direct) ==
+        ConvAlgorithm::Direct);
 }
 
 TEST_CASE("HG_CPU_CONV names the algorithms; anything else is an error naming the valid ones") {
   CHECK(cpu::parse_conv_algorithm("direct") == ConvAlgorithm::Direct);
   CHECK(cpu::parse_conv_algorithm("winograd") == ConvAlgorithm::Winograd);
+  CHECK(cpu::parse_conv_algorithm("gemm") == ConvAlgorithm::Gemm);
   hg::test::check_error([] { cpu::parse_conv_algorithm("fft"); },
-                        {"[conv2d]", "HG_CPU_CONV='fft'", "direct, winograd"});
+                        {"[conv2d]", "HG_CPU_CONV='fft'", "direct, winograd, gemm"});
 }
 
 TEST_CASE("conv2d on a Winograd-sized float32 layer: forward and gradients close to float64") {
@@ -111,4 +140,66 @@ TEST_CASE("conv2d on a Winograd-sized float32 layer: forward and gradients close
   CHECK(rel(y, yr) < 2e-5);
   CHECK(rel(x.grad(), xr.grad()) < 2e-5);
   CHECK(rel(w.grad(), wr.grad()) < 2e-5);
+}
+
+TEST_CASE(
+    "the batched GEMM weight gradient equals float64's, across strides, padding, dilation, bias, 1x1 kernels "
+    "and batches split into several GEMMs") {
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
+  };
+  // The last case's columns take 2.25 MiB a sample, so its 8 samples run as GEMMs of 3, 3 and 2
+  // (8 MiB each at most), adding into the gradient.
+  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1}, {3, 4, 8, 8, 6, 3, 3, 2, 1, 1},
+                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2}, {4, 8, 6, 6, 16, 1, 1, 2, 0, 1},
+                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1}, {8, 64, 32, 32, 4, 3, 3, 1, 1, 1}};
+  manual_seed(43);
+  for (const Case& k : cases) {
+    CAPTURE(k.c);
+    CAPTURE(k.kh);
+    CAPTURE(k.stride);
+    const Tensor x64 = randn({k.n, k.c, k.h, k.w}, kFloat64), w64 = randn({k.o, k.c, k.kh, k.kw}, kFloat64);
+    Tensor wr = w64.clone().requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
+    const Tensor yr = conv2d(x64, wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
+    const Tensor gy64 = randn(yr.shape(), kFloat64);
+    (yr * gy64).sum().backward();
+    Conv2dParams p;
+    p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
+    p.dilation[0] = p.dilation[1] = k.dilation;
+    const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
+    const Tensor x = x64.to(kFloat32).contiguous(), gy = gy64.to(kFloat32).contiguous();
+    Tensor dw = full({k.o, k.c, k.kh, k.kw}, 7.0), db = full({k.o}, 7.0);  // overwritten, not added to
+    cpu::filter_gradient_gemm(g, x.data_ptr<float>(), gy.data_ptr<float>(), dw.data_ptr<float>(), db.data_ptr<float>());
+    const double scale = max(abs(wr.grad())).item<double>();
+    CHECK(max(abs(dw.to(kFloat64) - wr.grad())).item<double>() / scale < 1e-5);
+    CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
+  }
+}
+
+TEST_CASE(
+    "conv2d's float32 weight gradient where the choice is the GEMM (4x4 images, a 3-channel stem) matches "
+    "float64, with and without the input gradient, with a bias") {
+  manual_seed(44);
+  struct Case {
+    int64_t c, side, o;
+  };
+  for (const Case& k : {Case{32, 4, 32}, Case{3, 12, 16}}) {
+    CAPTURE(k.c);
+    for (const bool input_grad : {false, true}) {
+      const Tensor x64 = randn({4, k.c, k.side, k.side}, kFloat64), w64 = randn({k.o, k.c, 3, 3}, kFloat64);
+      const Tensor b64 = randn({k.o}, kFloat64), g64 = randn({4, k.o, k.side, k.side}, kFloat64);
+      Tensor x = x64.to(kFloat32).requires_grad_(input_grad), w = w64.to(kFloat32).requires_grad_(),
+             b = b64.to(kFloat32).requires_grad_();
+      Tensor xr = x64.clone().requires_grad_(input_grad), wr = w64.clone().requires_grad_(),
+             br = b64.clone().requires_grad_();
+      (conv2d(x, w, b, {1, 1}, {1, 1}) * g64.to(kFloat32)).sum().backward();
+      (conv2d(xr, wr, br, {1, 1}, {1, 1}) * g64).sum().backward();
+      auto rel = [](const Tensor& got, const Tensor& ref) {
+        return max(abs(got.to(kFloat64) - ref)).item<double>() / max(abs(ref)).item<double>();
+      };
+      CHECK(rel(w.grad(), wr.grad()) < 1e-5);
+      CHECK(rel(b.grad(), br.grad()) < 1e-5);
+      if (input_grad) CHECK(rel(x.grad(), xr.grad()) < 1e-5);
+    }
+  }
 }

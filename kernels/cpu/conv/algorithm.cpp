@@ -6,17 +6,31 @@
 
 namespace hg::cpu {
 
-bool winograd_can_take(const ConvShape& s, ConvPass pass, const CpuCaps& caps) {
-  return pass != ConvPass::WeightGradient && caps.avx512 && caps.onednn && s.float32_primitives && s.kh == 3 &&
-         s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 && s.groups == 1 &&
-         s.in_channels % 16 == 0 && s.out_channels % 16 == 0;
+bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps& caps) {
+  switch (a) {
+    case ConvAlgorithm::Direct: return true;
+    case ConvAlgorithm::Winograd:
+      return pass != ConvPass::WeightGradient && caps.avx512 && caps.onednn && s.float32_primitives && s.kh == 3 &&
+             s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 &&
+             s.groups == 1 && s.in_channels % 16 == 0 && s.out_channels % 16 == 0;
+    case ConvAlgorithm::Gemm: return pass == ConvPass::WeightGradient && s.float32_primitives && s.groups == 1;
+  }
+  return false;
 }
 
 ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass, const CpuCaps& caps,
                              std::optional<ConvAlgorithm> forced) {
-  if (!winograd_can_take(s, pass, caps)) return ConvAlgorithm::Direct;
-  if (forced) return *forced;
-  return s.oh * s.ow >= kConvThresholds.winograd_min_outputs ? ConvAlgorithm::Winograd : ConvAlgorithm::Direct;
+  if (forced && can_take(*forced, s, pass, caps)) return *forced;
+  const int64_t outputs = s.oh * s.ow;
+  if (pass == ConvPass::WeightGradient)
+    return can_take(ConvAlgorithm::Gemm, s, pass, caps) &&
+                   (outputs <= kConvThresholds.gemm_weight_gradient_max_outputs ||
+                    s.in_channels * s.kh * s.kw <= kConvThresholds.gemm_weight_gradient_max_depth)
+               ? ConvAlgorithm::Gemm
+               : ConvAlgorithm::Direct;
+  return can_take(ConvAlgorithm::Winograd, s, pass, caps) && outputs >= kConvThresholds.winograd_min_outputs
+             ? ConvAlgorithm::Winograd
+             : ConvAlgorithm::Direct;
 }
 
 ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass) {
@@ -26,8 +40,10 @@ ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass) {
 ConvAlgorithm parse_conv_algorithm(std::string_view s) {
   if (s == "direct") return ConvAlgorithm::Direct;
   if (s == "winograd") return ConvAlgorithm::Winograd;
+  if (s == "gemm") return ConvAlgorithm::Gemm;
   fail("conv2d",
-       "HG_CPU_CONV='{}' names no convolution algorithm; valid names: direct, winograd (or unset for the usual choice)",
+       "HG_CPU_CONV='{}' names no convolution algorithm; valid names: direct, winograd, gemm (or unset for the usual "
+       "choice)",
        s);
 }
 

@@ -1,9 +1,10 @@
-// Which algorithm a convolution pass on oneDNN's float32 primitives runs: direct, or Winograd
+// Which algorithm a convolution pass on oneDNN's float32 primitives runs: direct; Winograd
 // F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512), which computes a 3x3 stride-1 convolution with
 // 36 multiplications per 4x4 output tile instead of 144, at the cost of a transform of the
-// input, filter and output per tile. The choice is made here, from the shape and the CPU, with
-// the measurement behind each threshold; HG_CPU_CONV=direct|winograd forces one for A/B runs
-// wherever it can take the pass.
+// input, filter and output per tile; or, for the weight gradient, one GEMM over the im2col
+// columns of a batch of samples (conv/filter_gemm.h). The choice is made here, from the shape
+// and the CPU, with the measurement behind each threshold; HG_CPU_CONV=direct|winograd|gemm
+// forces one for A/B runs wherever it can take the pass (the usual choice elsewhere).
 //
 // Accuracy: Winograd's transforms add rounding. Against float64, relative to the largest output,
 // ResNet-sized float32 layers measured 1e-6 to 4e-6 on Winograd and 3e-7 direct (tests/cpu/
@@ -19,7 +20,7 @@
 
 namespace hg::cpu {
 
-enum class ConvAlgorithm { Direct, Winograd };
+enum class ConvAlgorithm { Direct, Winograd, Gemm };
 
 enum class ConvPass { Forward, InputGradient, WeightGradient };
 
@@ -39,13 +40,24 @@ struct ConvThresholds {
   // ms): forward 64ch 32x32 9.3 -> 3.0, 128ch 16x16 5.2 -> 2.5, 256ch 8x8 5.2 -> 3.4, but 512ch
   // 4x4 9.0 -> 11.5; input gradient 9.2 -> 2.7, 5.3 -> 2.6, 4.9 -> 3.7, 5.1 -> 11.8.
   int64_t winograd_min_outputs = 64;
+  // The weight gradient on the batched GEMM (conv/filter_gemm.h) for outputs of at most this
+  // many positions per channel, or products at most gemm_weight_gradient_max_depth deep (input
+  // channels x kernel area); oneDNN's direct kernel elsewhere. Backward with only the weight
+  // gradient, batch 8, one thread, AMD EPYC Zen 4, 2026-11-29, medians of four alternating runs
+  // (direct -> GEMM ms): 512ch 4x4 11.1 -> 8.7, 256->512 stride 2 (4x4 out) 5.5 -> 4.2, a first
+  // layer 3->64 32x32 0.82 -> 0.43, 1x1 64->128 stride 2 0.53 -> 0.44; but 64ch 32x32 7.5 -> 9.7,
+  // 128ch 16x16 6.2 -> 7.6, 256ch 8x8 7.3 -> 7.3, 128->256 stride 2 3.7 -> 3.6. The GEMM runs at
+  // about 105 GFLOP/s on this core, which oneDNN's kernel matches from 8x8 images up.
+  int64_t gemm_weight_gradient_max_outputs = 16;
+  int64_t gemm_weight_gradient_max_depth = 64;
 };
 inline constexpr ConvThresholds kConvThresholds{};
 
-// Whether Winograd can compute this pass at all: 3x3, stride 1, no dilation, one group, whole
-// blocks of 16 channels on float32 primitives, AVX-512 and oneDNN. The weight gradient always
-// runs direct (oneDNN 2.6's Winograd weight-gradient kernel crashed on ResNet-18's shapes).
-bool winograd_can_take(const ConvShape& s, ConvPass pass, const CpuCaps& caps);
+// Whether an algorithm can compute this pass at all. Direct: always. Winograd: 3x3, stride 1, no
+// dilation, one group, whole blocks of 16 channels on float32 primitives, AVX-512 and oneDNN, not
+// the weight gradient (oneDNN 2.6's Winograd weight-gradient kernel crashed on ResNet-18's
+// shapes). Gemm: the weight gradient of one group on float32 primitives.
+bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps& caps);
 
 // The algorithm for this pass on a CPU with these capabilities, or `forced` where it can take it.
 ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass, const CpuCaps& caps,
@@ -54,7 +66,7 @@ ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass, const CpuCaps& c
 // The same on this machine: cpu_caps() and HG_CPU_CONV.
 ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass);
 
-// The algorithm named s ("direct", "winograd"); throws hg::Error naming HG_CPU_CONV otherwise.
+// The algorithm named s ("direct", "winograd", "gemm"); throws hg::Error naming HG_CPU_CONV otherwise.
 ConvAlgorithm parse_conv_algorithm(std::string_view s);
 
 // HG_CPU_CONV's algorithm, read once; nullopt when unset or empty.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "framework/ops/conv_kernels.h"
+#include "kernels/cpu/conv/im2col.h"
 #include "kernels/cpu/conv/onednn.h"
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
@@ -22,122 +23,6 @@
 
 namespace hg::cpu {
 namespace {
-
-// The shapes of one call; per-group sizes, since every gemm works on one group.
-struct Geometry {
-  int64_t n, c, h, w, o, kh, kw, oh, ow;
-  int64_t groups, cg, og, ckk, p;  // channels per group, outputs per group, kh*kw*cg, oh*ow
-  Conv2dParams prm;
-  // 1x1 kernels with unit stride and no padding need no packing: the input is the column matrix.
-  bool pointwise() const {
-    return kh == 1 && kw == 1 && prm.stride[0] == 1 && prm.stride[1] == 1 && prm.padding[0] == 0 && prm.padding[1] == 0;
-  }
-};
-
-Geometry geometry(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, const Conv2dParams& p) {
-  Geometry g{};
-  g.n = input.size(0), g.c = input.size(1), g.h = input.size(2), g.w = input.size(3);
-  g.o = weight.size(0), g.kh = weight.size(2), g.kw = weight.size(3), g.oh = oh, g.ow = ow;
-  g.groups = p.groups, g.cg = g.c / p.groups, g.og = g.o / p.groups;
-  g.ckk = g.cg * g.kh * g.kw, g.p = oh * ow, g.prm = p;
-  return g;
-}
-
-// For kernel column kj, the output columns [lo, hi) whose input column lies inside the image.
-struct ColRange {
-  int64_t lo, hi, off;  // input column of output column ow is ow * stride + off
-};
-ColRange col_range(const Geometry& g, int64_t kj) {
-  const int64_t sw = g.prm.stride[1], off = kj * g.prm.dilation[1] - g.prm.padding[1];
-  int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-  int64_t hi = g.w - 1 - off < 0 ? 0 : std::min(g.ow, (g.w - 1 - off) / sw + 1);
-  lo = std::min(lo, hi);
-  return {lo, hi, off};
-}
-
-// dst[i] = Acc(src[i]) for i < n. im2col copies one output row per call (24 floats in the MNIST
-// CNN): a variable-length loop pays its alias check and remainder per call, while fixed-size
-// blocks compile to whole-vector moves (1.5x faster im2col in isolation). 16-bit inputs are
-// widened by load_run.
-template <class T, class Acc>
-inline void copy_run(const T* __restrict src, Acc* __restrict dst, int64_t n) {
-  if constexpr (std::is_same_v<T, Acc>) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) std::memcpy(dst + i, src + i, 16 * sizeof(Acc));
-    if (i + 8 <= n) std::memcpy(dst + i, src + i, 8 * sizeof(Acc)), i += 8;
-    if (i + 4 <= n) std::memcpy(dst + i, src + i, 4 * sizeof(Acc)), i += 4;
-    for (; i < n; ++i) dst[i] = src[i];
-  } else {
-    load_run(src, dst, n);
-  }
-}
-
-// col [cg*kh*kw, oh*ow] from one group's input planes x [cg, h, w].
-template <class T, class Acc>
-void im2col(const T* x, Acc* col, const Geometry& g) {
-  const int64_t sh = g.prm.stride[0], sw = g.prm.stride[1];
-  if (sh == 1 && sw == 1 && g.prm.padding[0] == 0 && g.prm.padding[1] == 0 && g.prm.dilation[0] == 1 &&
-      g.prm.dilation[1] == 1) {
-    // Unit stride, no padding (the MNIST CNN): every column row is ow-long straight copies.
-    for (int64_t c = 0; c < g.cg; ++c)
-      for (int64_t ki = 0; ki < g.kh; ++ki)
-        for (int64_t kj = 0; kj < g.kw; ++kj) {
-          Acc* row = col + ((c * g.kh + ki) * g.kw + kj) * g.p;
-          const T* src = x + (c * g.h + ki) * g.w + kj;
-          for (int64_t oy = 0; oy < g.oh; ++oy) copy_run(src + oy * g.w, row + oy * g.ow, g.ow);
-        }
-    return;
-  }
-  for (int64_t c = 0; c < g.cg; ++c) {
-    for (int64_t ki = 0; ki < g.kh; ++ki) {
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        Acc* row = col + ((c * g.kh + ki) * g.kw + kj) * g.p;
-        const ColRange r = col_range(g, kj);
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          Acc* dst = row + oy * g.ow;
-          const int64_t iy = oy * sh - g.prm.padding[0] + ki * g.prm.dilation[0];
-          if (iy < 0 || iy >= g.h) {
-            std::fill(dst, dst + g.ow, Acc(0));
-            continue;
-          }
-          const T* src = x + (c * g.h + iy) * g.w;
-          std::fill(dst, dst + r.lo, Acc(0));
-          if (sw == 1) {
-            copy_run(src + r.lo + r.off, dst + r.lo, r.hi - r.lo);
-          } else {
-            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox] = static_cast<Acc>(src[ox * sw + r.off]);
-          }
-          std::fill(dst + r.hi, dst + g.ow, Acc(0));
-        }
-      }
-    }
-  }
-}
-
-// dx [cg, h, w] += the column gradient scattered back to the pixels it was packed from.
-template <class Acc>
-void col2im(const Acc* col, Acc* dx, const Geometry& g) {
-  const int64_t sh = g.prm.stride[0], sw = g.prm.stride[1];
-  for (int64_t c = 0; c < g.cg; ++c) {
-    for (int64_t ki = 0; ki < g.kh; ++ki) {
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        const Acc* row = col + ((c * g.kh + ki) * g.kw + kj) * g.p;
-        const ColRange r = col_range(g, kj);
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          const int64_t iy = oy * sh - g.prm.padding[0] + ki * g.prm.dilation[0];
-          if (iy < 0 || iy >= g.h) continue;
-          const Acc* src = row + oy * g.ow;
-          Acc* dst = dx + (c * g.h + iy) * g.w;
-          if (sw == 1) {
-            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox + r.off] += src[ox];
-          } else {
-            for (int64_t ox = r.lo; ox < r.hi; ++ox) dst[ox * sw + r.off] += src[ox];
-          }
-        }
-      }
-    }
-  }
-}
 
 // The sum of v[0, n) in kLanes interleaved partial sums: a single running sum is a chain of
 // dependent adds the compiler may not reorder (4-cycle latency each); the lanes vectorise.
@@ -210,7 +95,7 @@ void forward_typed(T* y, int64_t oh, int64_t ow, const Tensor& input, const Tens
                    const Conv2dParams& prm, const PoolInto<T>* pool = nullptr) {
   using Acc = acc_t<T>;
   constexpr bool kSame = std::is_same_v<T, Acc>;
-  const Geometry g = geometry(input, weight, oh, ow, prm);
+  const ConvGeometry g = conv_geometry(input, weight, oh, ow, prm);
   const T* x = static_cast<const T*>(input.raw_data());
   const AccMatrix<T, Acc> wm(static_cast<const T*>(weight.raw_data()), g.o * g.ckk);
   const bool has_bias = bias.defined();
@@ -275,7 +160,7 @@ void forward_typed(T* y, int64_t oh, int64_t ow, const Tensor& input, const Tens
 // A thread's column matrix [ckk, oh*ow] for the backward passes below, which take turns with it
 // (none for an unpadded 1x1 kernel on float/double: neither pass packs then).
 template <class T>
-Workspace<acc_t<T>> backward_columns(const Geometry& g) {
+Workspace<acc_t<T>> backward_columns(const ConvGeometry& g) {
   const bool packs = !(g.pointwise() && std::is_same_v<T, acc_t<T>>);
   return Workspace<acc_t<T>>(packs ? g.ckk * g.p : 0);
 }
@@ -289,7 +174,7 @@ class DataPass {
   static constexpr bool kSame = std::is_same_v<T, Acc>;
 
  public:
-  DataPass(const Geometry& g, const Acc* weight, Acc* col)
+  DataPass(const ConvGeometry& g, const Acc* weight, Acc* col)
       : g_(g), w_(weight), direct_(g.pointwise() && kSame), chw_(g.c * g.h * g.w), col_(col), gxw_(kSame ? 0 : chw_) {}
   // gys: one sample's output gradient [o, oh*ow]; gx: its input gradient [c, h, w], overwritten.
   void run(const Acc* gys, T* gx) {
@@ -310,7 +195,7 @@ class DataPass {
   }
 
  private:
-  const Geometry& g_;
+  const ConvGeometry& g_;
   const Acc* w_;
   bool direct_;
   int64_t chw_;
@@ -326,7 +211,7 @@ class FilterPass {
   static constexpr bool kSame = std::is_same_v<T, Acc>;
 
  public:
-  FilterPass(const Geometry& g, bool want_bias, Acc* col)
+  FilterPass(const ConvGeometry& g, bool want_bias, Acc* col)
       : g_(g),
         pack_(!(g.pointwise() && kSame)),
         want_bias_(want_bias),
@@ -354,7 +239,7 @@ class FilterPass {
   const std::vector<Acc>& bias_sums() const { return db_; }
 
  private:
-  const Geometry& g_;
+  const ConvGeometry& g_;
   bool pack_, want_bias_;
   Acc* col_;
   std::vector<Acc> dw_, db_;
@@ -366,7 +251,7 @@ class FilterSums {
   using Acc = acc_t<T>;
 
  public:
-  explicit FilterSums(const Geometry& g)
+  explicit FilterSums(const ConvGeometry& g)
       : dw_(static_cast<size_t>(g.o * g.ckk), Acc(0)), db_(static_cast<size_t>(g.o), Acc(0)) {}
   void add(const FilterPass<T>& pass) {
     std::lock_guard lock(mutex_);
@@ -394,7 +279,7 @@ class FilterSums {
 // made into `block`, a per-thread buffer of block_size values. 16-bit rows are widened once for
 // both passes.
 template <class T, class SampleGrad>
-void backward_by_sample(const Geometry& g, T* gx, const T* x, const T* weight, const Tensor& grad_weight,
+void backward_by_sample(const ConvGeometry& g, T* gx, const T* x, const T* weight, const Tensor& grad_weight,
                         const Tensor& grad_bias, int64_t block_size, SampleGrad&& sample_grad) {
   using Acc = acc_t<T>;
   constexpr bool kSame = std::is_same_v<T, Acc>;
@@ -430,7 +315,7 @@ void backward_by_sample(const Geometry& g, T* gx, const T* x, const T* weight, c
 template <class T>
 void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight,
                          const Conv2dParams& prm) {
-  const Geometry g = geometry(grad_input, weight, grad_out.size(2), grad_out.size(3), prm);
+  const ConvGeometry g = conv_geometry(grad_input, weight, grad_out.size(2), grad_out.size(3), prm);
   const T* gy = static_cast<const T*>(grad_out.raw_data());
   backward_by_sample<T>(g, static_cast<T*>(grad_input.raw_data()), nullptr, static_cast<const T*>(weight.raw_data()),
                         Tensor(), Tensor(), 0, [&](int64_t s, T*) { return gy + s * g.o * g.p; });
@@ -439,7 +324,7 @@ void backward_data_typed(const Tensor& grad_input, const Tensor& grad_out, const
 template <class T>
 void backward_filter_typed(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                            const Tensor& input, const Conv2dParams& prm) {
-  const Geometry g = geometry(input, grad_weight, grad_out.size(2), grad_out.size(3), prm);
+  const ConvGeometry g = conv_geometry(input, grad_weight, grad_out.size(2), grad_out.size(3), prm);
   const T* gy = static_cast<const T*>(grad_out.raw_data());
   backward_by_sample<T>(g, nullptr, static_cast<const T*>(input.raw_data()), nullptr, grad_weight, grad_bias, 0,
                         [&](int64_t s, T*) { return gy + s * g.o * g.p; });
@@ -453,7 +338,7 @@ template <class T>
 void conv_relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                               const Conv2dReluGrad& from, const Tensor& input, const Tensor& weight,
                               const Conv2dParams& prm, int64_t oh, int64_t ow) {
-  const Geometry g = geometry(input, weight, oh, ow, prm);
+  const ConvGeometry g = conv_geometry(input, weight, oh, ow, prm);
   T* gx = grad_input.defined() ? static_cast<T*>(grad_input.raw_data()) : nullptr;
   backward_by_sample<T>(g, gx, static_cast<const T*>(input.raw_data()), static_cast<const T*>(weight.raw_data()),
                         grad_weight, grad_bias, g.o * g.p, [&](int64_t s, T* block) {

@@ -16,12 +16,14 @@
 #include "framework/dispatch.h"
 #include "framework/error.h"
 #include "framework/half.h"
+#include "kernels/cpu/conv/filter_gemm.h"
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
 #include "kernels/cpu/cpu_caps.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/workspace.h"
 
 #if HG_HAVE_ONEDNN
 #include "kernels/cpu/conv/onednn_plan.h"
@@ -66,6 +68,15 @@ const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, 
   return reinterpret_cast<const char*>(wide);
 }
 
+// `count` values at `user` in `dtype` (float32 or float16) as float32: `user` itself, or a widened
+// copy in `buf`.
+const float* as_float32(Dtype dtype, const char* user, int64_t count, std::vector<char>& buf) {
+  if (!widened(dtype)) return reinterpret_cast<const float*>(user);
+  float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, static_cast<size_t>(count) * sizeof(float)));
+  load_run(reinterpret_cast<const Half*>(user), wide, count);
+  return wide;
+}
+
 // A small tensor (weights, bias) as float32: its own data, or for float16 a widened copy in `buf`.
 const void* as_float32(const Tensor& t, std::vector<float>& buf) {
   if (!widened(t.dtype())) return t.raw_data();
@@ -75,29 +86,28 @@ const void* as_float32(const Tensor& t, std::vector<float>& buf) {
 }
 
 // The weights in each plan's layout: reordered once per call (per distinct layout) on the calling
-// thread, then read by every chunk.
+// thread, then read by every chunk. The buffers come from the caching allocator: a fresh
+// zero-filled vector per call cost a page fault per 4 KiB of every layer's weights each step.
 struct PreparedWeights {
-  std::vector<char> full, last;
+  std::optional<Workspace<char>> full, last;
   const void* of(const ChunkPlans& plans, const Chunks& c, int64_t i) const {
-    return i == c.count - 1 && plans.last != plans.full ? last.data() : full.data();
+    return i == c.count - 1 && plans.last != plans.full ? last->data() : full->data();
   }
 };
-PreparedWeights prepare_weights(const ChunkPlans& plans, const Tensor& weight) {
+void prepare_weights(const ChunkPlans& plans, const Tensor& weight, PreparedWeights& w) {
   const dnnl::engine& engine = cpu_engine();
-  PreparedWeights w;
   std::vector<float> wide;
   const void* user = as_float32(weight, wide);
-  const auto reorder_into = [&](const Plan& plan, std::vector<char>& buf) {
-    buf.resize(plan.weights_prim.get_size());
+  const auto reorder_into = [&](const Plan& plan, std::optional<Workspace<char>>& buf) {
+    buf.emplace(static_cast<int64_t>(plan.weights_prim.get_size()));
     memory src(plan.weights_user, engine, const_cast<void*>(user));
-    memory dst(plan.weights_prim, engine, buf.data());
+    memory dst(plan.weights_prim, engine, buf->data());
     plan.weights_reorder.execute(thread_stream(), src, dst);
   };
   const OneOpenMPThread one_thread;
   reorder_into(*plans.full, w.full);
   if (plans.last != plans.full) reorder_into(*plans.last, w.last);
   thread_stream().wait();
-  return w;
 }
 
 void run_or_fail(const char* what, const std::function<void()>& body) {
@@ -172,9 +182,10 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
   });
 }
 
-// What runs after each chunk of an activation pass, on the same thread: chunk i, and the
-// chunk's input as the primitive read it (in its layout).
-using AfterChunk = std::function<void(int64_t, const memory&)>;
+// What runs after each chunk of an activation pass, on the same thread: chunk i, the chunk's
+// input as the primitive read it (in its layout), and the same values in NCHW, float32 (float16
+// chunks widened).
+using AfterChunk = std::function<void(int64_t, const memory&, const char*)>;
 // Where an activation pass reads chunk i's input (NCHW), made on the calling thread; by default
 // the chunk's samples of the `in` tensor.
 using ChunkSource = std::function<const char*(int64_t)>;
@@ -198,7 +209,8 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
                          int in_arg, const Tensor& out, int out_arg, const Tensor& bias, bool relu,
                          const PoolInto* pool = nullptr, const AfterChunk& after = {}, const ChunkSource& source = {}) {
   const Dtype dtype = weight.dtype();
-  const PreparedWeights w = prepare_weights(plans, weight);
+  PreparedWeights w;
+  prepare_weights(plans, weight, w);
   std::vector<float> wide_bias;
   const void* bias_values = bias.defined() ? as_float32(bias, wide_bias) : nullptr;
   run_parallel(chunks.count, [&](int64_t i) {
@@ -213,7 +225,8 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
                                    : chunk_start(out, chunks, i);
     char* written = widened(dtype) ? ThreadBuffers::sized(b.wide_out, plan.out_user.get_size()) : result;
     const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
-    memory src_user(plan.in_user, engine, const_cast<char*>(as_float32(dtype, user_in, plan.in_user, b.wide_in)));
+    const char* in_float32 = as_float32(dtype, user_in, plan.in_user, b.wide_in);
+    memory src_user(plan.in_user, engine, const_cast<char*>(in_float32));
     memory src(plan.in_prim, engine, ThreadBuffers::sized(b.in, plan.in_prim.get_size()));
     memory dst(plan.out_prim, engine, ThreadBuffers::sized(b.out, plan.out_prim.get_size()));
     memory dst_user(plan.out_user, engine, written);
@@ -232,7 +245,7 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     if (widened(dtype)) store_run(reinterpret_cast<const float*>(written), reinterpret_cast<Half*>(result), count);
     if (pool != nullptr)
       pool_block(dtype, result, *pool, i * chunks.per * dims[1], dims[0] * dims[1], dims[2], dims[3]);
-    if (after) after(i, src);
+    if (after) after(i, src, in_float32);
   });
 }
 
@@ -382,6 +395,20 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   }
 }
 
+// Chunk i's weight-gradient pass on the batched GEMM (conv/filter_gemm.h, where conv/algorithm.h
+// puts it) into its partial sums, on the calling pool thread; gy: the chunk's output gradient,
+// NCHW float32.
+void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const Tensor& input, const float* gy,
+                       FilterPartials& partials) {
+  const int64_t n = chunks.size(i, pr.n);
+  Conv2dParams p;
+  for (int d = 0; d < 2; ++d) p.stride[d] = pr.stride[d], p.padding[d] = pr.padding[d], p.dilation[d] = pr.dilation[d];
+  const ConvGeometry g = conv_geometry(n, pr.c, pr.h, pr.w, pr.o, pr.kh, pr.kw, pr.oh, pr.ow, p);
+  const float* x =
+      as_float32(input.dtype(), chunk_start(input, chunks, i), n * pr.c * pr.h * pr.w, thread_buffers().wide_x);
+  filter_gradient_gemm(g, x, gy, partials.weights_of(i), partials.bn ? partials.bias_of(i) : nullptr);
+}
+
 // The backward passes of every entry point below: the input gradient where grad_input is defined
 // (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
 // `grad_out` gives each chunk's output gradient, NCHW. With both, each chunk's output gradient is
@@ -393,8 +420,11 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   Problem filter_pr = pr;
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
+  const bool filter_on_gemm = grad_weight.defined() && pr.groups == 1 &&
+                              conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm;
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
-  if (grad_weight.defined() && !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
+  if (grad_weight.defined() && !filter_on_gemm &&
+      !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
     return false;
   std::optional<FilterPartials> partials;
   if (grad_weight.defined()) partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks);
@@ -405,8 +435,11 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
     if (grad_input.defined()) {
       AfterChunk filter;
       if (partials) {
-        filter = [&](int64_t i, const memory& gy) {
-          filter_chunk(filter_plans.of(chunks, i), chunks, i, input, nullptr, *partials, &gy);
+        filter = [&](int64_t i, const memory& gy, const char* gy_float32) {
+          if (filter_on_gemm)
+            filter_chunk_gemm(pr, chunks, i, input, reinterpret_cast<const float*>(gy_float32), *partials);
+          else
+            filter_chunk(filter_plans.of(chunks, i), chunks, i, input, nullptr, *partials, &gy);
         };
       }
       run_activation_pass(data_plans, chunks, weight, Tensor(), DNNL_ARG_DIFF_DST, grad_input, DNNL_ARG_DIFF_SRC,
@@ -415,7 +448,13 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
     }
     run_parallel(chunks.count, [&](int64_t i) {
       const OneOpenMPThread one_thread;
-      filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out(i), *partials, nullptr);
+      if (filter_on_gemm) {
+        const float* gy = as_float32(input.dtype(), grad_out(i), chunks.size(i, pr.n) * pr.o * pr.oh * pr.ow,
+                                     thread_buffers().wide_in);
+        filter_chunk_gemm(pr, chunks, i, input, gy, *partials);
+      } else {
+        filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out(i), *partials, nullptr);
+      }
     });
   });
   if (partials) partials->reduce_into(grad_weight, grad_bias, chunks);

@@ -23,18 +23,24 @@ Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_
   return pr;
 }
 
+ConvShape Problem::shape() const {
+  ConvShape s;
+  s.in_channels = c / groups, s.out_channels = o / groups, s.groups = groups;
+  s.kh = kh, s.kw = kw, s.oh = oh, s.ow = ow;
+  s.stride_h = stride[0], s.stride_w = stride[1];
+  s.dilation_h = dilation[0], s.dilation_w = dilation[1];
+  s.float32_primitives = dt == kF32;
+  return s;
+}
+
 namespace {
 
-// The pass's algorithm (conv/algorithm.h), or direct when `direct_only`.
+// The pass's algorithm (conv/algorithm.h) where it is one of oneDNN's, or direct when
+// `direct_only`.
 dnnl::algorithm conv_algo(const Problem& pr, ConvPass pass, bool direct_only) {
-  ConvShape shape;
-  shape.in_channels = pr.c / pr.groups, shape.out_channels = pr.o / pr.groups, shape.groups = pr.groups;
-  shape.kh = pr.kh, shape.kw = pr.kw, shape.oh = pr.oh, shape.ow = pr.ow;
-  shape.stride_h = pr.stride[0], shape.stride_w = pr.stride[1];
-  shape.dilation_h = pr.dilation[0], shape.dilation_w = pr.dilation[1];
-  shape.float32_primitives = pr.dt == kF32;
-  return !direct_only && conv_algorithm(shape, pass) == ConvAlgorithm::Winograd ? dnnl::algorithm::convolution_winograd
-                                                                                : dnnl::algorithm::convolution_direct;
+  return !direct_only && conv_algorithm(pr.shape(), pass) == ConvAlgorithm::Winograd
+             ? dnnl::algorithm::convolution_winograd
+             : dnnl::algorithm::convolution_direct;
 }
 
 dnnl::convolution_forward::primitive_desc forward_pd(const Problem& pr, const dnnl::primitive_attr& attr,

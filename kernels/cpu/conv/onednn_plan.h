@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "framework/ops/conv_kernels.h"
+#include "kernels/cpu/conv/algorithm.h"
 
 namespace hg::cpu::onednn_conv {
 
@@ -63,6 +64,8 @@ struct Problem {
   Tag activations_tag() const {
     return dt == kF32 && (c / groups) % 16 == 0 && (o / groups) % 16 == 0 ? Tag::nChw16c : Tag::nhwc;
   }
+  // As conv/algorithm.h's choice sees it.
+  ConvShape shape() const;
   memory::dims strides() const { return {stride[0], stride[1]}; }
   memory::dims dilates() const { return {dilation[0] - 1, dilation[1] - 1}; }  // oneDNN counts the gaps
   memory::dims pad_left() const { return {padding[0], padding[1]}; }
