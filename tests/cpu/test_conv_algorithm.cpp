@@ -203,3 +203,25 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "conv2d's bfloat16 weight gradient from one chunk (a single sample) and from several, against float64 "
+    "on the same values: float32 sums rounded once") {
+  // One sample is one chunk whatever the thread count: its gradient is unblocked from oneDNN's
+  // 16x16 blocks and rounded straight into the tensor; four samples on two threads are two
+  // chunks whose float32 sums are added first. Both round once, so each value is within half a
+  // bfloat16 step (at most 2^-8 of its size) of float64, plus the float32 sums' own error.
+  manual_seed(45);
+  for (const int64_t n : {int64_t{1}, int64_t{4}}) {
+    CAPTURE(n);
+    const Tensor x = randn({n, 32, 8, 8}).to(kBFloat16), w0 = randn({48, 32, 3, 3}).to(kBFloat16);
+    const Tensor g = randn({n, 48, 8, 8}).to(kBFloat16);
+    Tensor w = w0.clone().requires_grad_(), wr = w0.to(kFloat64).requires_grad_();
+    conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(g);
+    conv2d(x.to(kFloat64), wr, Tensor(), {1, 1}, {1, 1}).backward(g.to(kFloat64));
+    REQUIRE(w.grad().dtype() == kBFloat16);
+    const Tensor err = abs(w.grad().to(kFloat64) - wr.grad());
+    const double scale = max(abs(wr.grad())).item<double>();
+    CHECK(max(err - abs(wr.grad()) * (1.0 / 256)).item<double>() <= 1e-5 * scale);
+  }
+}

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +28,7 @@
 
 #if HG_HAVE_ONEDNN
 #include "kernels/cpu/conv/onednn_plan.h"
+#include "kernels/cpu/conv/weight_pack.h"
 #include "kernels/cpu/onednn_common.h"
 #endif
 
@@ -86,7 +88,8 @@ const void* as_float32(const Tensor& t, std::vector<float>& buf) {
 }
 
 // The weights in each plan's layout: reordered once per call (per distinct layout) on the calling
-// thread, then read by every chunk. The buffers come from the caching allocator: a fresh
+// thread, then read by every chunk; bfloat16 weights packed by conv/weight_pack.h where it takes
+// the layout (oneDNN's reorder otherwise). The buffers come from the caching allocator: a fresh
 // zero-filled vector per call cost a page fault per 4 KiB of every layer's weights each step.
 struct PreparedWeights {
   std::optional<Workspace<char>> full, last;
@@ -100,6 +103,9 @@ void prepare_weights(const ChunkPlans& plans, const Tensor& weight, PreparedWeig
   const void* user = as_float32(weight, wide);
   const auto reorder_into = [&](const Plan& plan, std::optional<Workspace<char>>& buf) {
     buf.emplace(static_cast<int64_t>(plan.weights_prim.get_size()));
+    if (weight.dtype() == kBFloat16 &&
+        pack_bf16_weights(static_cast<const uint16_t*>(user), plan.weights_prim, buf->data()))
+      return;
     memory src(plan.weights_user, engine, const_cast<void*>(user));
     memory dst(plan.weights_prim, engine, buf->data());
     plan.weights_reorder.execute(thread_stream(), src, dst);
@@ -298,32 +304,49 @@ namespace {
 
 // The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
 // bias's), added in float32 and rounded once to the gradient's dtype at the end, as the float32
-// accumulation of the reference path does. With a single chunk of float32 gradients (one thread)
-// there is nothing to add: the pass writes the gradients in place, sparing a copy of the weights'
-// size. The blocks are not zeroed first: each chunk's reorder writes its whole block.
+// accumulation of the reference path does. With a single chunk there is nothing to add: float32
+// gradients are written in place, and bfloat16 ones (from oneDNN's 16x16 blocks, `unblocked`)
+// rounded straight into the tensor as they are unblocked, sparing a float32 copy of the weights'
+// size. The blocks are not zeroed first: each chunk's pass writes its whole block. They come from
+// the caching allocator (a fresh allocation per call faulted in its pages every step).
 struct FilterPartials {
   int64_t wn, bn;
-  std::unique_ptr<float[]> sums;
+  std::optional<Workspace<float>> sums;
   float *direct_weight = nullptr, *direct_bias = nullptr;
-  FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks)
+  BFloat16* rounded_weight = nullptr;  // one chunk of bfloat16 gradients: unblocked into it
+  FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks,
+                 bool unblocked)
       : wn(grad_weight.numel()), bn(bias ? o : 0) {
     if (chunks.count == 1 && grad_weight.dtype() == kFloat32 && (!bias || grad_bias.dtype() == kFloat32)) {
       direct_weight = static_cast<float*>(grad_weight.raw_data());
       if (bias) direct_bias = static_cast<float*>(grad_bias.raw_data());
       return;
     }
-    sums.reset(new float[static_cast<size_t>(chunks.count * (wn + bn))]);
+    if (chunks.count == 1 && grad_weight.dtype() == kBFloat16 && unblocked) {
+      rounded_weight = static_cast<BFloat16*>(grad_weight.raw_data());
+      sums.emplace(bn);  // the bias's sums only
+      return;
+    }
+    sums.emplace(chunks.count * (wn + bn));
   }
-  float* weights_of(int64_t chunk) { return direct_weight ? direct_weight : sums.get() + chunk * (wn + bn); }
-  float* bias_of(int64_t chunk) { return direct_weight ? direct_bias : sums.get() + chunk * (wn + bn) + wn; }
+  float* weights_of(int64_t chunk) {
+    return direct_weight ? direct_weight : rounded_weight ? nullptr : sums->data() + chunk * (wn + bn);
+  }
+  float* bias_of(int64_t chunk) {
+    return direct_weight ? direct_bias : rounded_weight ? sums->data() : sums->data() + chunk * (wn + bn) + wn;
+  }
   void reduce_into(const Tensor& grad_weight, const Tensor& grad_bias, const Chunks& chunks) const {
     if (direct_weight != nullptr) return;
+    if (rounded_weight != nullptr) {
+      if (bn) store_run(sums->data(), static_cast<BFloat16*>(grad_bias.raw_data()), bn);
+      return;
+    }
     // Added chunk by chunk into the first block (the order of the sums as before), then rounded
     // in one vectorised pass.
-    float* total = sums.get();
+    float* total = sums->data();
     const int64_t block = wn + bn;
     for (int64_t i = 1; i < chunks.count; ++i) {
-      const float* part = sums.get() + i * block;
+      const float* part = sums->data() + i * block;
       for (int64_t j = 0; j < block; ++j) total[j] += part[j];
     }
     dispatch_floating(grad_weight.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
@@ -333,31 +356,6 @@ struct FilterPartials {
   }
 };
 
-// A weight gradient in ABcd16b16a blocks into OIHW (o x i x k, k = kh * kw). oneDNN's generic
-// reorder takes this layout run by run of k values (9 for 3x3 kernels) and was the slowest of a
-// ResNet-18 step's reorders. Here each 16 x 16 x k block is read in order into a [16 o][16 i][k]
-// copy (in L1), whose rows are then whole runs of the output. Reading the block by output row
-// instead (a stride of 1 KiB) kept 144 lines in four L1 sets and took 7% of the bf16 step.
-void unblock_filter_gradient(const float* __restrict blocks, float* __restrict out, int64_t o, int64_t in, int64_t k) {
-  const int64_t ib_count = in / 16, row = 16 * k;  // one output channel's run in a block
-  thread_local std::vector<float> local;
-  local.resize(static_cast<size_t>(16 * row));
-  float* __restrict lo = local.data();
-  for (int64_t ob = 0; ob < o / 16; ++ob) {
-    for (int64_t ib = 0; ib < ib_count; ++ib) {
-      const float* block = blocks + (ob * ib_count + ib) * k * 256;
-      for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t ii = 0; ii < 16; ++ii) {
-          const float* src = block + (kk * 16 + ii) * 16;
-          float* dst = lo + ii * k + kk;
-          for (int64_t oo = 0; oo < 16; ++oo) dst[oo * row] = src[oo];
-        }
-      for (int64_t oo = 0; oo < 16; ++oo)
-        std::memcpy(out + ((ob * 16 + oo) * in + ib * 16) * k, lo + oo * row, static_cast<size_t>(row) * sizeof(float));
-    }
-  }
-}
-
 // Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
 // reordered to the primitive's layout, and the chunk's output gradient too (NCHW at gy_user) unless
 // `gy_ready` holds it so already.
@@ -366,7 +364,6 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   const dnnl::engine& engine = cpu_engine();
   ThreadBuffers& b = thread_buffers();
   dnnl::stream& s = thread_stream();
-  float* dw_user = partials.weights_of(i);
   const Dtype dtype = input.dtype();
   memory x_user(plan.in_user, engine,
                 const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
@@ -380,7 +377,7 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
     plan.out_reorder.execute(s, gy_nchw, gy);
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
-  memory dw_plain(plan.weights_user, engine, dw_user);
+  memory dw_plain(plan.weights_user, engine, partials.weights_of(i));
   memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
   plan.in_reorder.execute(s, x_user, x);
   std::unordered_map<int, memory> args{
@@ -391,7 +388,11 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   s.wait();
   if (plan.filter_blocks16) {
     const memory::dims d = plan.weights_user.dims();  // O, I, kh, kw
-    unblock_filter_gradient(static_cast<const float*>(dw.get_data_handle()), dw_user, d[0], d[1], d[2] * d[3]);
+    const float* blocks = static_cast<const float*>(dw.get_data_handle());
+    if (partials.rounded_weight != nullptr)
+      unblock_filter_gradient(blocks, partials.rounded_weight, d[0], d[1], d[2] * d[3]);
+    else
+      unblock_filter_gradient(blocks, partials.weights_of(i), d[0], d[1], d[2] * d[3]);
   }
 }
 
@@ -427,7 +428,9 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
       !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
     return false;
   std::optional<FilterPartials> partials;
-  if (grad_weight.defined()) partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks);
+  if (grad_weight.defined())
+    partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
+                     !filter_on_gemm && filter_plans.full->filter_blocks16);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";

@@ -1,0 +1,90 @@
+// The bfloat16 weight packing of the CPU convolution (kernels/cpu/conv/weight_pack.h) against
+// oneDNN's own reorder into the same layouts, bit for bit, and the layouts it leaves to oneDNN.
+#include "helpers.h"
+
+#if HG_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/conv/weight_pack.h"
+
+using dnnl::memory;
+using hg::cpu::onednn_conv::pack_bf16_weights;
+using hg::cpu::onednn_conv::packed_layout;
+using hg::cpu::onednn_conv::PackedLayout;
+using Tag = memory::format_tag;
+
+namespace {
+
+// OIHW bfloat16 values whose bits all differ (a hash of the index), NaN patterns included: the
+// packing moves bits, it never reads them as numbers.
+std::vector<uint16_t> distinct_bits(int64_t n) {
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<uint16_t>((i * 40503u) ^ (i >> 16));
+  return v;
+}
+
+std::vector<char> by_reorder(const std::vector<uint16_t>& src, const memory::dims& dims, const memory::desc& to) {
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  std::vector<char> out(to.get_size());
+  memory from(memory::desc(dims, memory::data_type::bf16, Tag::abcd), engine, const_cast<uint16_t*>(src.data()));
+  memory dst(to, engine, out.data());
+  dnnl::reorder(from, dst).execute(stream, from, dst);
+  stream.wait();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 weight packing: every layout it takes equals oneDNN's reorder bit for bit") {
+  struct Case {
+    memory::dims dims;
+    Tag tag;
+    PackedLayout layout;
+  };
+  const Case cases[] = {
+      {{64, 64, 3, 3}, Tag::AcdB64a2b, PackedLayout::Forward},
+      {{512, 256, 3, 3}, Tag::AcdB32a2b, PackedLayout::Forward},
+      {{32, 18, 3, 3}, Tag::AcdB32a2b, PackedLayout::Forward},
+      {{48, 6, 2, 3}, Tag::AcdB16a2b, PackedLayout::Forward},
+      {{128, 64, 1, 1}, Tag::AcdB64a2b, PackedLayout::Forward},
+      {{64, 40, 3, 3}, Tag::AcdB64a2b, PackedLayout::Forward},  // 20 input pairs: a slab of 16, then 4
+      {{32, 48, 1, 5}, Tag::AcdB32a2b, PackedLayout::Forward},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.dims[0]);
+    CAPTURE(c.dims[1]);
+    CAPTURE(static_cast<int>(c.tag));
+    const memory::desc desc(c.dims, memory::data_type::bf16, c.tag);
+    REQUIRE(packed_layout(desc) == c.layout);
+    const auto src = distinct_bits(c.dims[0] * c.dims[1] * c.dims[2] * c.dims[3]);
+    std::vector<char> packed(desc.get_size(), 0x5a);
+    REQUIRE(pack_bf16_weights(src.data(), desc, packed.data()));
+    const std::vector<char> want = by_reorder(src, c.dims, desc);
+    CHECK(std::memcmp(packed.data(), want.data(), want.size()) == 0);
+  }
+}
+
+TEST_CASE("bf16 weight packing leaves other layouts, large kernels, padded blocks, float32 and groups to oneDNN") {
+  const memory::desc not_paired({64, 64, 3, 3}, memory::data_type::bf16, Tag::ABcd16b16a);
+  const memory::desc output_pairs({64, 64, 3, 3}, memory::data_type::bf16, Tag::ABcd8a16b2a);
+  const memory::desc large_kernel({32, 16, 9, 9}, memory::data_type::bf16, Tag::AcdB32a2b);  // 81 taps
+  const memory::desc padded({512, 256, 1, 1}, memory::data_type::bf16, Tag::AcdB48a2b);      // 512 = 10 2/3 blocks
+  const memory::desc odd_inputs({32, 3, 3, 3}, memory::data_type::bf16, Tag::AcdB32a2b);
+  const memory::desc float32({64, 64, 3, 3}, memory::data_type::f32, Tag::AcdB64a2b);
+  const memory::desc grouped({2, 32, 32, 3, 3}, memory::data_type::bf16, Tag::abcde);
+  for (const memory::desc* d : {&not_paired, &output_pairs, &large_kernel, &padded, &odd_inputs, &float32, &grouped}) {
+    CHECK(packed_layout(*d) == PackedLayout::None);
+    std::vector<char> out(d->get_size(), 0x5a);
+    const auto src = distinct_bits(static_cast<int64_t>(d->get_size() / 2));
+    CHECK_FALSE(pack_bf16_weights(src.data(), *d, out.data()));
+    CHECK(out[0] == 0x5a);  // nothing written
+  }
+}
+
+#else
+TEST_CASE("bf16 weight packing" * doctest::skip()) {}
+#endif
