@@ -1,5 +1,6 @@
 // The bfloat16 weight packing of the CPU convolution (kernels/cpu/conv/weight_pack.h) against
-// oneDNN's own reorder into the same layouts, bit for bit, and the layouts it leaves to oneDNN.
+// oneDNN's own reorder into the same layouts, bit for bit, and the layouts it leaves to oneDNN;
+// the weight-gradient unblocking against the layout's index formula.
 #include "helpers.h"
 
 #if HG_HAVE_ONEDNN
@@ -82,6 +83,36 @@ TEST_CASE("bf16 weight packing leaves other layouts, large kernels, padded block
     const auto src = distinct_bits(static_cast<int64_t>(d->get_size() / 2));
     CHECK_FALSE(pack_bf16_weights(src.data(), *d, out.data()));
     CHECK(out[0] == 0x5a);  // nothing written
+  }
+}
+
+TEST_CASE("weight-gradient unblocking: ABcd16b16a blocks into OIHW, float32 and bfloat16, several tap counts") {
+  struct Case {
+    int64_t o, in, k;
+  };
+  for (const Case& c : {Case{16, 16, 9}, Case{32, 48, 9}, Case{48, 16, 1}, Case{16, 32, 25}, Case{64, 64, 4}}) {
+    CAPTURE(c.o);
+    CAPTURE(c.in);
+    CAPTURE(c.k);
+    const int64_t n = c.o * c.in * c.k;
+    std::vector<float> blocks(static_cast<size_t>(n)), out(static_cast<size_t>(n), -1.0f);
+    std::vector<hg::BFloat16> blocks16(static_cast<size_t>(n)), out16(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      blocks[static_cast<size_t>(i)] = static_cast<float>(i);
+      blocks16[static_cast<size_t>(i)] = hg::BFloat16::from_bits(static_cast<uint16_t>(i * 40503u));
+    }
+    hg::cpu::onednn_conv::unblock_filter_gradient(blocks.data(), out.data(), c.o, c.in, c.k);
+    hg::cpu::onednn_conv::unblock_filter_gradient(blocks16.data(), out16.data(), c.o, c.in, c.k);
+    int64_t wrong = 0;
+    for (int64_t o = 0; o < c.o; ++o)
+      for (int64_t i = 0; i < c.in; ++i)
+        for (int64_t t = 0; t < c.k; ++t) {
+          const int64_t from = ((o / 16 * (c.in / 16) + i / 16) * c.k + t) * 256 + i % 16 * 16 + o % 16;
+          const int64_t to = (o * c.in + i) * c.k + t;
+          wrong += out[static_cast<size_t>(to)] != blocks[static_cast<size_t>(from)];
+          wrong += out16[static_cast<size_t>(to)].bits != blocks16[static_cast<size_t>(from)].bits;
+        }
+    CHECK(wrong == 0);
   }
 }
 

@@ -305,24 +305,25 @@ namespace {
 // The weight-gradient pass's float32 partial sums, one block per chunk in OIHW order (then the
 // bias's), added in float32 and rounded once to the gradient's dtype at the end, as the float32
 // accumulation of the reference path does. With a single chunk there is nothing to add: float32
-// gradients are written in place, and bfloat16 ones (from oneDNN's 16x16 blocks, `unblocked`)
-// rounded straight into the tensor as they are unblocked, sparing a float32 copy of the weights'
-// size. The blocks are not zeroed first: each chunk's pass writes its whole block. They come from
-// the caching allocator (a fresh allocation per call faulted in its pages every step).
+// gradients are written in place, and bfloat16 ones come from a rounded plan (onednn_plan.h's
+// BackwardFilterRounded: oneDNN rounds its float32 sums once) straight into the tensor, sparing
+// a float32 copy of the weights' size; only a bias's sums stay here. The blocks are not zeroed
+// first: each chunk's pass writes its whole block. They come from the caching allocator (a fresh
+// allocation per call faulted in its pages every step).
 struct FilterPartials {
   int64_t wn, bn;
   std::optional<Workspace<float>> sums;
   float *direct_weight = nullptr, *direct_bias = nullptr;
-  BFloat16* rounded_weight = nullptr;  // one chunk of bfloat16 gradients: unblocked into it
+  BFloat16* rounded_weight = nullptr;  // a rounded plan's bfloat16 gradient goes here
   FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks,
-                 bool unblocked)
+                 bool rounded_plan)
       : wn(grad_weight.numel()), bn(bias ? o : 0) {
     if (chunks.count == 1 && grad_weight.dtype() == kFloat32 && (!bias || grad_bias.dtype() == kFloat32)) {
       direct_weight = static_cast<float*>(grad_weight.raw_data());
       if (bias) direct_bias = static_cast<float*>(grad_bias.raw_data());
       return;
     }
-    if (chunks.count == 1 && grad_weight.dtype() == kBFloat16 && unblocked) {
+    if (rounded_plan) {
       rounded_weight = static_cast<BFloat16*>(grad_weight.raw_data());
       sums.emplace(bn);  // the bias's sums only
       return;
@@ -377,7 +378,8 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
     plan.out_reorder.execute(s, gy_nchw, gy);
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
-  memory dw_plain(plan.weights_user, engine, partials.weights_of(i));
+  memory dw_plain(plan.weights_user, engine,
+                  plan.rounded ? static_cast<void*>(partials.rounded_weight) : partials.weights_of(i));
   memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
   plan.in_reorder.execute(s, x_user, x);
   std::unordered_map<int, memory> args{
@@ -388,11 +390,12 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   s.wait();
   if (plan.filter_blocks16) {
     const memory::dims d = plan.weights_user.dims();  // O, I, kh, kw
-    const float* blocks = static_cast<const float*>(dw.get_data_handle());
-    if (partials.rounded_weight != nullptr)
-      unblock_filter_gradient(blocks, partials.rounded_weight, d[0], d[1], d[2] * d[3]);
+    if (plan.rounded)
+      unblock_filter_gradient(static_cast<const BFloat16*>(dw.get_data_handle()), partials.rounded_weight, d[0], d[1],
+                              d[2] * d[3]);
     else
-      unblock_filter_gradient(blocks, partials.weights_of(i), d[0], d[1], d[2] * d[3]);
+      unblock_filter_gradient(static_cast<const float*>(dw.get_data_handle()), partials.weights_of(i), d[0], d[1],
+                              d[2] * d[3]);
   }
 }
 
@@ -424,13 +427,17 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   const bool filter_on_gemm = grad_weight.defined() && pr.groups == 1 &&
                               conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm;
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
-  if (grad_weight.defined() && !filter_on_gemm &&
-      !(filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks)).usable())
-    return false;
+  if (grad_weight.defined() && !filter_on_gemm) {
+    // A call of one chunk of bfloat16 gradients has nothing to add across chunks: oneDNN rounds.
+    if (chunks.count == 1 && pr.dt == kBf16 && grad_weight.dtype() == kBFloat16)
+      filter_plans = plans_for(Pass::BackwardFilterRounded, filter_pr, chunks);
+    if (!filter_plans.usable()) filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
+    if (!filter_plans.usable()) return false;
+  }
   std::optional<FilterPartials> partials;
   if (grad_weight.defined())
     partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
-                     !filter_on_gemm && filter_plans.full->filter_blocks16);
+                     !filter_on_gemm && filter_plans.full->rounded);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";

@@ -73,7 +73,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
   const memory::desc src_prim(pr.src(), pr.dt, pr.activations_tag()), dst_prim(pr.dst(), pr.dt, pr.activations_tag());
   try {
     // The weight-gradient pass runs direct, and so does the forward it takes as its hint.
-    const auto fwd = forward_pd(pr, attr, direct_only || pass == Pass::BackwardFilter);
+    const auto fwd = forward_pd(pr, attr, direct_only || filter_pass(pass));
     const char* impl = nullptr;
     if (pass == Pass::Forward) {
       plan->primitive = dnnl::convolution_forward(fwd);
@@ -97,8 +97,10 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
       impl = pd.impl_info_str();
     } else {
       // Float32 weight (and bias) gradients: each chunk's partial sums are added in float32 and
-      // rounded to bfloat16 once, as the float32 accumulation of the reference path does.
-      const memory::desc weights(pr.weights(), kF32, Tag::any);
+      // rounded to bfloat16 once, as the float32 accumulation of the reference path does; or, for
+      // the rounded pass, bfloat16 weight gradients rounded once by oneDNN (bias still float32).
+      const auto weights_dt = pass == Pass::BackwardFilterRounded ? kBf16 : kF32;
+      const memory::desc weights(pr.weights(), weights_dt, Tag::any);
       const auto algo = conv_algo(pr, ConvPass::WeightGradient, direct_only);
       using Desc = dnnl::convolution_backward_weights::desc;
       const Desc desc =
@@ -110,18 +112,19 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
       plan->scratch = pd.scratchpad_desc();
       plan->in_user = src_user, plan->in_prim = src_prim, plan->out_user = dst_user, plan->out_prim = dst_prim;
       plan->weights_prim = pd.diff_weights_desc();
-      plan->weights_user = memory::desc(pr.weights(), kF32, pr.weights_tag());
+      plan->weights_user = memory::desc(pr.weights(), weights_dt, pr.weights_tag());
+      plan->rounded = pass == Pass::BackwardFilterRounded;
       if (pr.bias) plan->bias = pd.diff_bias_desc();
       plan->filter_blocks16 = pr.groups == 1 && pr.o % 16 == 0 && pr.c % 16 == 0 &&
-                              plan->weights_prim == memory::desc(pr.weights(), kF32, Tag::ABcd16b16a);
+                              plan->weights_prim == memory::desc(pr.weights(), weights_dt, Tag::ABcd16b16a);
       impl = pd.impl_info_str();
     }
     if (std::strstr(impl, "ref") != nullptr) return plan;  // a reference kernel: slower than halfgrad's own
     plan->in_reorder = make_reorder(plan->in_user, plan->in_prim);
-    plan->out_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->out_user, plan->out_prim)
-                                                     : make_reorder(plan->out_prim, plan->out_user);
-    plan->weights_reorder = pass == Pass::BackwardFilter ? make_reorder(plan->weights_prim, plan->weights_user)
-                                                         : make_reorder(plan->weights_user, plan->weights_prim);
+    plan->out_reorder =
+        filter_pass(pass) ? make_reorder(plan->out_user, plan->out_prim) : make_reorder(plan->out_prim, plan->out_user);
+    plan->weights_reorder = filter_pass(pass) ? make_reorder(plan->weights_prim, plan->weights_user)
+                                              : make_reorder(plan->weights_user, plan->weights_prim);
     plan->usable = true;
   } catch (const dnnl::error&) {
     // No oneDNN kernel for this problem on this algorithm: direct if it was Winograd, else

@@ -5,10 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/simd/convert.h"
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace hg::cpu::onednn_conv {
 
@@ -69,35 +70,88 @@ bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void
 
 namespace {
 
-// Each 16 x 16 x k block is read in order into a [16 o][16 i][k] copy in L1, whose rows are then
-// whole runs of the output (16 x k values each), copied or rounded out in order. oneDNN's generic
-// reorder took this layout run by run of k values and was the slowest of a ResNet-18 step's
-// reorders; reading the block by output row instead (a stride of 1 KiB) kept 144 lines in four L1
-// sets and took 7% of the bf16 step; AVX-512 gathers by output row were slower still on the Zen 4.
+#if defined(__AVX512F__)
+// Transposes 16 rows of 16 32-bit values in registers: r[j][i] = r[i][j] afterwards. 32-bit pairs,
+// then 64-bit pairs within each 128-bit lane, then the lanes across registers.
+inline void transpose16x16(__m512i r[16]) {
+  __m512i s[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    s[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    s[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  // u[4 g + c], lane L: column 4 L + c of rows 4 g .. 4 g + 3.
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g] = _mm512_unpacklo_epi64(s[4 * g], s[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(s[4 * g], s[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(s[4 * g + 1], s[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(s[4 * g + 1], s[4 * g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i low01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44),
+                  low23 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    const __m512i high01 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44),
+                  high23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    r[c] = _mm512_shuffle_i32x4(low01, high01, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(low01, high01, 0xdd);
+    r[8 + c] = _mm512_shuffle_i32x4(low23, high23, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(low23, high23, 0xdd);
+  }
+}
+
+inline __m512i load_row(const float* p) { return _mm512_loadu_si512(p); }
+inline __m512i load_row(const BFloat16* p) {
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline void store_row(float* p, __m512i v) { _mm512_storeu_si512(p, v); }
+inline void store_row(BFloat16* p, __m512i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+}
+#endif
+
+// A block is a [k * 16][16 o] matrix whose row kk * 16 + ii holds input ii's tap kk; output
+// channel oo's run in OIHW is its column, in the order (ii, kk). So each 16 values of a run are a
+// 16 x 16 transposition of 16 of the block's rows, taken in that order: in registers on AVX-512
+// (bfloat16 widened to 32 bits for it), read and written in order. oneDNN's generic reorder took
+// this layout run by run of k values and was the slowest of a ResNet-18 step's reorders; the
+// scalar transposition through an L1 copy below took 4% of the bfloat16 step; AVX-512 gathers by
+// output row were slower than either on the Zen 4.
 template <class T>
-void unblock(const float* __restrict blocks, T* __restrict out, int64_t o, int64_t in, int64_t k) {
+void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t in, int64_t k) {
   const int64_t ib_count = in / 16, run = 16 * k;  // one output channel's run in a block
-  thread_local std::vector<float> local;
-  local.resize(static_cast<size_t>(16 * run));
-  float* __restrict lo = local.data();
-  for (int64_t ob = 0; ob < o / 16; ++ob) {
+#if defined(__AVX512F__)
+  for (int64_t ob = 0; ob < o / 16; ++ob)
     for (int64_t ib = 0; ib < ib_count; ++ib) {
-      const float* block = blocks + (ob * ib_count + ib) * k * 256;
-      for (int64_t kk = 0; kk < k; ++kk)
-        for (int64_t ii = 0; ii < 16; ++ii) {
-          const float* from = block + (kk * 16 + ii) * 16;
-          float* to = lo + ii * k + kk;
-          for (int64_t oo = 0; oo < 16; ++oo) to[oo * run] = from[oo];
+      const T* block = blocks + (ob * ib_count + ib) * k * 256;
+      T* first = out + (ob * 16 * in + ib * 16) * k;  // output channel ob * 16's run
+      for (int64_t t = 0; t < k; ++t) {
+        __m512i r[16];
+        for (int64_t jj = 0; jj < 16; ++jj) {
+          const int64_t j = 16 * t + jj;  // = ii * k + kk
+          r[jj] = load_row(block + (j % k * 16 + j / k) * 16);
         }
-      for (int64_t oo = 0; oo < 16; ++oo) {
-        T* dst = out + ((ob * 16 + oo) * in + ib * 16) * k;
-        if constexpr (std::is_same_v<T, float>)
-          std::memcpy(dst, lo + oo * run, static_cast<size_t>(run) * sizeof(float));
-        else
-          store_run(lo + oo * run, dst, run);
+        transpose16x16(r);
+        for (int64_t oo = 0; oo < 16; ++oo) store_row(first + oo * in * k + 16 * t, r[oo]);
       }
     }
+#else
+  thread_local std::vector<T> local;
+  local.resize(static_cast<size_t>(16 * run));
+  T* __restrict lo = local.data();
+  for (int64_t ob = 0; ob < o / 16; ++ob) {
+    for (int64_t ib = 0; ib < ib_count; ++ib) {
+      const T* block = blocks + (ob * ib_count + ib) * k * 256;
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t ii = 0; ii < 16; ++ii) {
+          const T* from = block + (kk * 16 + ii) * 16;
+          T* to = lo + ii * k + kk;
+          for (int64_t oo = 0; oo < 16; ++oo) to[oo * run] = from[oo];
+        }
+      for (int64_t oo = 0; oo < 16; ++oo)
+        std::memcpy(static_cast<void*>(out + ((ob * 16 + oo) * in + ib * 16) * k), lo + oo * run,
+                    static_cast<size_t>(run) * sizeof(T));
+    }
   }
+#endif
 }
 
 }  // namespace
@@ -105,7 +159,7 @@ void unblock(const float* __restrict blocks, T* __restrict out, int64_t o, int64
 void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k) {
   unblock(blocks, out, o, in, k);
 }
-void unblock_filter_gradient(const float* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k) {
+void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k) {
   unblock(blocks, out, o, in, k);
 }
 

@@ -27,10 +27,10 @@ PackedLayout packed_layout(const dnnl::memory::desc& desc);
 // false, having written nothing, where packed_layout(desc) is None.
 bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void* dst);
 
-// The other way, for the weight-gradient pass: a float32 gradient in oneDNN's ABcd16b16a blocks
-// ([O/16][I/16][k][16 i][16 o], k = kh * kw; o and in multiples of 16) into OIHW `out`, as float32
-// or rounded to bfloat16 (to nearest even, as store_run).
+// The other way, for the weight-gradient pass: a gradient in oneDNN's ABcd16b16a blocks
+// ([O/16][I/16][k][16 i][16 o], k = kh * kw; o and in multiples of 16) into OIHW `out`: float32
+// partial sums, or a bfloat16 gradient oneDNN has rounded.
 void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k);
-void unblock_filter_gradient(const float* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k);
+void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k);
 
 }  // namespace hg::cpu::onednn_conv
