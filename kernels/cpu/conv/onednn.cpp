@@ -27,8 +27,8 @@
 #include "kernels/cpu/workspace.h"
 
 #if HG_HAVE_ONEDNN
+#include "kernels/cpu/conv/layouts.h"
 #include "kernels/cpu/conv/onednn_plan.h"
-#include "kernels/cpu/conv/weight_pack.h"
 #include "kernels/cpu/onednn_common.h"
 #endif
 
@@ -88,7 +88,7 @@ const void* as_float32(const Tensor& t, std::vector<float>& buf) {
 }
 
 // The weights in each plan's layout: reordered once per call (per distinct layout) on the calling
-// thread, then read by every chunk; bfloat16 weights packed by conv/weight_pack.h where it takes
+// thread, then read by every chunk; bfloat16 weights packed by conv/layouts.h where it takes
 // the layout (oneDNN's reorder otherwise). The buffers come from the caching allocator: a fresh
 // zero-filled vector per call cost a page fault per 4 KiB of every layer's weights each step.
 struct PreparedWeights {
@@ -114,6 +114,13 @@ void prepare_weights(const ChunkPlans& plans, const Tensor& weight, PreparedWeig
   reorder_into(*plans.full, w.full);
   if (plans.last != plans.full) reorder_into(*plans.last, w.last);
   thread_stream().wait();
+}
+
+// An activation reorder between halfgrad's NCHW and a primitive's layout: conv/layouts.h's
+// transposition where it takes the pair of layouts, else oneDNN's reorder.
+void move_activations(const dnnl::reorder& reorder, dnnl::stream& s, memory& from, memory& to) {
+  if (!transpose_activations(from.get_desc(), to.get_desc(), from.get_data_handle(), to.get_data_handle()))
+    reorder.execute(s, from, to);
 }
 
 void run_or_fail(const char* what, const std::function<void()>& body) {
@@ -238,12 +245,12 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     memory dst_user(plan.out_user, engine, written);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
     memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-    plan.in_reorder.execute(s, src_user, src);
+    move_activations(plan.in_reorder, s, src_user, src);
     std::unordered_map<int, memory> args{
         {in_arg, src}, {DNNL_ARG_WEIGHTS, wm}, {out_arg, dst}, {DNNL_ARG_SCRATCHPAD, sm}};
     if (bias_values != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias_values)));
     plan.primitive.execute(s, args);
-    plan.out_reorder.execute(s, dst, dst_user);
+    move_activations(plan.out_reorder, s, dst, dst_user);
     s.wait();
     // A widened chunk is ReLU'd in float32, before its rounding (the same bits: rounding to
     // nearest keeps the sign, and NaN stays NaN), where relu_in_place runs vectorised.
@@ -375,13 +382,13 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   } else {
     gy = memory(plan.out_prim, engine, ThreadBuffers::sized(b.gy, plan.out_prim.get_size()));
     memory gy_nchw(plan.out_user, engine, const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in)));
-    plan.out_reorder.execute(s, gy_nchw, gy);
+    move_activations(plan.out_reorder, s, gy_nchw, gy);
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
   memory dw_plain(plan.weights_user, engine,
                   plan.rounded ? static_cast<void*>(partials.rounded_weight) : partials.weights_of(i));
   memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-  plan.in_reorder.execute(s, x_user, x);
+  move_activations(plan.in_reorder, s, x_user, x);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
   if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, partials.bias_of(i)));

@@ -100,7 +100,7 @@ struct Plan {
   memory::desc weights_user, weights_prim;
   dnnl::reorder weights_reorder;
   // The filter pass's weight gradient comes in ABcd16b16a blocks ([O/16][I/16][kh][kw][16 i][16 o],
-  // no padding), which conv/weight_pack.h unblocks instead of running weights_reorder.
+  // no padding), which conv/layouts.h unblocks instead of running weights_reorder.
   bool filter_blocks16 = false;
   // A BackwardFilterRounded plan: the weight gradient (weights_prim, weights_user) in bfloat16.
   bool rounded = false;

@@ -1,15 +1,17 @@
-// The bfloat16 weight packing of the CPU convolution (kernels/cpu/conv/weight_pack.h) against
-// oneDNN's own reorder into the same layouts, bit for bit, and the layouts it leaves to oneDNN;
-// the weight-gradient unblocking against the layout's index formula.
+// halfgrad's own layout moves for the CPU convolution (kernels/cpu/conv/layouts.h): the
+// bfloat16 weight packing and the activation transpositions against oneDNN's own reorder into
+// the same layouts, bit for bit, and the layouts each leaves to oneDNN; the weight-gradient
+// unblocking against the layout's index formula.
 #include "helpers.h"
 
 #if HG_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
-#include "kernels/cpu/conv/weight_pack.h"
+#include "kernels/cpu/conv/layouts.h"
 
 using dnnl::memory;
 using hg::cpu::onednn_conv::pack_bf16_weights;
@@ -113,6 +115,44 @@ TEST_CASE("weight-gradient unblocking: ABcd16b16a blocks into OIHW, float32 and 
           wrong += out16[static_cast<size_t>(to)].bits != blocks16[static_cast<size_t>(from)].bits;
         }
     CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("activation transposition NCHW <-> NHWC equals oneDNN's reorder bit for bit; other layouts are left to it") {
+  using hg::cpu::onednn_conv::transpose_activations;
+  const auto bf16 = memory::data_type::bf16;
+  for (const memory::dims& dims : {memory::dims{2, 32, 4, 8}, memory::dims{1, 16, 16, 1}, memory::dims{3, 64, 2, 8}}) {
+    CAPTURE(dims[1]);
+    const auto src = distinct_bits(dims[0] * dims[1] * dims[2] * dims[3]);
+    for (const auto& [from_tag, to_tag] : {std::pair{Tag::nchw, Tag::nhwc}, std::pair{Tag::nhwc, Tag::nchw}}) {
+      const memory::desc from(dims, bf16, from_tag), to(dims, bf16, to_tag);
+      std::vector<char> got(to.get_size(), 0x5a), want(to.get_size());
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      dnnl::stream stream(engine);
+      memory a(from, engine, const_cast<uint16_t*>(src.data())), b(to, engine, want.data());
+      dnnl::reorder(a, b).execute(stream, a, b);
+      stream.wait();
+#if defined(__AVX512F__)
+      REQUIRE(transpose_activations(from, to, src.data(), got.data()));
+      CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+#else
+      CHECK_FALSE(transpose_activations(from, to, src.data(), got.data()));  // AVX-512 only
+#endif
+    }
+  }
+  const memory::dims dims{2, 32, 4, 8}, odd_channels{2, 24, 4, 8}, odd_pixels{2, 32, 3, 4};
+  const std::pair<memory::desc, memory::desc> declined[] = {
+      {memory::desc(odd_channels, bf16, Tag::nchw), memory::desc(odd_channels, bf16, Tag::nhwc)},
+      {memory::desc(odd_pixels, bf16, Tag::nchw), memory::desc(odd_pixels, bf16, Tag::nhwc)},
+      {memory::desc(dims, memory::data_type::f32, Tag::nchw), memory::desc(dims, memory::data_type::f32, Tag::nhwc)},
+      {memory::desc(dims, bf16, Tag::nchw), memory::desc(dims, bf16, Tag::nchw)},
+      {memory::desc(dims, bf16, Tag::nchw), memory::desc(dims, bf16, Tag::nChw16c)},
+  };
+  const auto src = distinct_bits(2 * 32 * 4 * 8);
+  for (const auto& [from, to] : declined) {
+    std::vector<char> out(to.get_size(), 0x5a);
+    CHECK_FALSE(transpose_activations(from, to, src.data(), out.data()));
+    CHECK(out[0] == 0x5a);
   }
 }
 

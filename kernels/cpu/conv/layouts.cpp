@@ -1,7 +1,7 @@
-// Built with oneDNN only (HG_HAVE_ONEDNN); see conv/weight_pack.h.
+// Built with oneDNN only (HG_HAVE_ONEDNN); see conv/layouts.h.
 #if HG_HAVE_ONEDNN
 
-#include "kernels/cpu/conv/weight_pack.h"
+#include "kernels/cpu/conv/layouts.h"
 
 #include <algorithm>
 #include <cstring>
@@ -103,6 +103,12 @@ inline __m512i load_row(const BFloat16* p) {
   return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 inline void store_row(float* p, __m512i v) { _mm512_storeu_si512(p, v); }
+inline __m512i load_row(const uint16_t* p) {
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline void store_row(uint16_t* p, __m512i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+}
 inline void store_row(BFloat16* p, __m512i v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
 }
@@ -154,7 +160,41 @@ void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t i
 #endif
 }
 
+#if defined(__AVX512F__)
+// dst [cols][rows] = src [rows][cols] transposed, 16-bit values, rows and cols multiples of 16.
+void transpose_16bit(const uint16_t* __restrict src, uint16_t* __restrict dst, int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      __m512i r[16];
+      for (int64_t i = 0; i < 16; ++i) r[i] = load_row(src + (r0 + i) * cols + c0);
+      transpose16x16(r);
+      for (int64_t i = 0; i < 16; ++i) store_row(dst + (c0 + i) * rows + r0, r[i]);
+    }
+}
+#endif
+
 }  // namespace
+
+bool transpose_activations(const dnnl::memory::desc& from, const dnnl::memory::desc& to, const void* src, void* dst) {
+#if defined(__AVX512F__)
+  const dnnl_memory_desc_t& d = from.data;
+  if (d.ndims != 4 || (d.data_type != dnnl_bf16 && d.data_type != dnnl_f16)) return false;
+  const dnnl::memory::dims dims = from.dims();
+  const int64_t n = dims[0], c = dims[1], p = dims[2] * dims[3];
+  if (c % 16 != 0 || p % 16 != 0 || to.dims() != dims) return false;
+  using Tag = dnnl::memory::format_tag;
+  const auto dt = from.data_type();
+  const dnnl::memory::desc nchw(dims, dt, Tag::nchw), nhwc(dims, dt, Tag::nhwc);
+  const bool to_nhwc = from == nchw && to == nhwc, to_nchw = from == nhwc && to == nchw;
+  if (!to_nhwc && !to_nchw) return false;
+  const auto* in = static_cast<const uint16_t*>(src);
+  auto* out = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) transpose_16bit(in + i * c * p, out + i * c * p, to_nhwc ? c : p, to_nhwc ? p : c);
+  return true;
+#else
+  return false;
+#endif
+}
 
 void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k) {
   unblock(blocks, out, o, in, k);

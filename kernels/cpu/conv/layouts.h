@@ -1,9 +1,15 @@
-// bfloat16 weights (OIHW) into the blocked layouts oneDNN's bfloat16 convolution kernels read,
-// in place of oneDNN 2.6's generic reorder. Those layouts pair two values of one dimension in
-// each 32-bit word (the dot-product instructions take bfloat16 pairs), and the generic reorder
-// moves them one at a time: 2.9 ms for a 512x512x3x3 weight on the Zen 4, 13 ms of a ResNet-18
-// bf16 step. Here the source is read in order and each tap's words are written as one run.
-// Built with oneDNN only.
+// halfgrad's own moves between its tensors (NCHW activations, OIHW weights) and the layouts of
+// oneDNN's convolution primitives, where oneDNN 2.6's generic reorders are slow; each returns
+// false, having written nothing, for a layout it does not take, and the caller runs oneDNN's
+// reorder instead. Built with oneDNN only.
+//
+// - bfloat16 weights into the forward's blocked layouts: they pair two values of one dimension
+//   in each 32-bit word (the dot-product instructions take bfloat16 pairs), and the generic
+//   reorder moves them one at a time: 2.9 ms for a 512x512x3x3 weight on the Zen 4, 13 ms of a
+//   ResNet-18 bf16 step. Here the source is read in order and each tap's words are written as
+//   one run.
+// - weight gradients out of oneDNN's 16x16 blocks, and 16-bit activations between NCHW and NHWC,
+//   by 16 x 16 transpositions in registers on AVX-512.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -32,5 +38,11 @@ bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void
 // partial sums, or a bfloat16 gradient oneDNN has rounded.
 void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k);
 void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k);
+
+// 16-bit activations [n, c, h, w] from `from`'s layout to `to`'s, where one is NCHW and the other
+// NHWC (the bfloat16 primitives' layout), c and h * w multiples of 16, on AVX-512: each sample a
+// 16 x 16 register transposition at a time (oneDNN 2.6's reorder moved about 2 values a
+// nanosecond here). false, nothing written, otherwise.
+bool transpose_activations(const dnnl::memory::desc& from, const dnnl::memory::desc& to, const void* src, void* dst);
 
 }  // namespace hg::cpu::onednn_conv
