@@ -56,6 +56,7 @@ TEST_CASE("bf16 weight packing: every layout it takes equals oneDNN's reorder bi
       {{128, 64, 1, 1}, Tag::AcdB64a2b, PackedLayout::Forward},
       {{64, 40, 3, 3}, Tag::AcdB64a2b, PackedLayout::Forward},  // 20 input pairs: a slab of 16, then 4
       {{32, 48, 1, 5}, Tag::AcdB32a2b, PackedLayout::Forward},
+      {{32, 16, 5, 5}, Tag::AcdB32a2b, PackedLayout::Forward},  // 25 taps: one word at a time
   };
   for (const Case& c : cases) {
     CAPTURE(c.dims[0]);

@@ -9,66 +9,16 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+// GCC 12 flags the undefined pass-through operands inside its own AVX-512 intrinsics as "may be
+// used uninitialized" once they are inlined (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace hg::cpu::onednn_conv {
 
 namespace {
+
 constexpr int64_t kMaxTaps = 64;  // kernels up to 8x8; larger ones take oneDNN's reorder
-}  // namespace
-
-PackedLayout packed_layout(const dnnl::memory::desc& desc) {
-  const dnnl_memory_desc_t& d = desc.data;
-  if (d.ndims != 4 || d.data_type != dnnl_bf16 || d.format_kind != dnnl_blocked || d.offset0 != 0 || d.extra.flags != 0)
-    return PackedLayout::None;
-  for (int i = 0; i < 4; ++i)
-    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0) return PackedLayout::None;
-  if (d.dims[2] * d.dims[3] > kMaxTaps) return PackedLayout::None;
-  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
-  const int64_t o = d.dims[0], in = d.dims[1];
-  if (b.inner_nblks == 2 && b.inner_idxs[0] == 0 && b.inner_idxs[1] == 1 && b.inner_blks[1] == 2 &&
-      b.inner_blks[0] % 16 == 0 && o % b.inner_blks[0] == 0 && in % 2 == 0)
-    return PackedLayout::Forward;
-  return PackedLayout::None;
-}
-
-bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void* dst) {
-  const PackedLayout layout = packed_layout(desc);
-  if (layout == PackedLayout::None) return false;
-  const dnnl_memory_desc_t& d = desc.data;
-  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
-  const int64_t o = d.dims[0], in = d.dims[1], kh = d.dims[2], kw = d.dims[3], k = kh * kw;
-  const int64_t* st = b.strides;  // in values, of the outer (blocked) indices
-  uint16_t* out = static_cast<uint16_t*>(dst);
-  // Output channels' rows lie in * k values apart (9 KiB for 512 channels of 3x3), so reading a
-  // few values from each of X rows at a time kept X lines in a handful of L1 sets. Instead each
-  // X-row slab of 16 input pairs is first copied into a contiguous tile (row by row, in order),
-  // and the words are made from the tile: per tap, a run of 16 x X consecutive words.
-  // (AVX-512 gathers of 16 words straight from the source were slower than oneDNN's reorder on the
-  // Zen 4.) Word (o % X) of the run at [o / X][i / 2][h][w] pairs inputs i, i + 1 of output o.
-  constexpr int64_t kPairs = 16;
-  const int64_t x = b.inner_blks[0];
-  thread_local std::vector<uint16_t> tile;
-  for (int64_t ob = 0; ob < o / x; ++ob)
-    for (int64_t ip0 = 0; ip0 < in / 2; ip0 += kPairs) {
-      const int64_t pairs = std::min(kPairs, in / 2 - ip0), seg = 2 * pairs * k;
-      tile.resize(static_cast<size_t>(x * seg));
-      for (int64_t ol = 0; ol < x; ++ol)
-        std::memcpy(tile.data() + ol * seg, src + ((ob * x + ol) * in + 2 * ip0) * k,
-                    static_cast<size_t>(seg) * sizeof(uint16_t));
-      for (int64_t t = 0; t < k; ++t) {
-        uint16_t* run = out + ob * st[0] + ip0 * st[1] + t / kw * st[2] + t % kw * st[3];
-        for (int64_t ip = 0; ip < pairs; ++ip) {
-          uint32_t* words = reinterpret_cast<uint32_t*>(run + ip * st[1]);
-          const uint16_t* lo = tile.data() + 2 * ip * k + t;  // input 2 ip's tap t; 2 ip + 1's is k further
-          for (int64_t ol = 0; ol < x; ++ol) words[ol] = lo[ol * seg] | static_cast<uint32_t>(lo[ol * seg + k]) << 16;
-        }
-      }
-    }
-  return true;
-}
-
-namespace {
 
 #if defined(__AVX512F__)
 // Transposes 16 rows of 16 32-bit values in registers: r[j][i] = r[i][j] afterwards. 32-bit pairs,
@@ -112,7 +62,95 @@ inline void store_row(uint16_t* p, __m512i v) {
 inline void store_row(BFloat16* p, __m512i v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
 }
+
+// 16 words of tap-pairs: word t (t < k <= 16) is lo[t] | hi[t] << 16; words from k on are 0.
+inline __m512i pair_words(const uint16_t* lo, const uint16_t* hi, __mmask16 taps) {
+  const __m512i a = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(taps, lo));
+  const __m512i b = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(taps, hi));
+  return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+}
 #endif
+
+}  // namespace
+
+PackedLayout packed_layout(const dnnl::memory::desc& desc) {
+  const dnnl_memory_desc_t& d = desc.data;
+  if (d.ndims != 4 || d.data_type != dnnl_bf16 || d.format_kind != dnnl_blocked || d.offset0 != 0 || d.extra.flags != 0)
+    return PackedLayout::None;
+  for (int i = 0; i < 4; ++i)
+    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0) return PackedLayout::None;
+  const int64_t taps = d.dims[2] * d.dims[3];
+  if (taps > kMaxTaps) return PackedLayout::None;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  const int64_t o = d.dims[0], in = d.dims[1];
+  if (b.inner_nblks == 2 && b.inner_idxs[0] == 0 && b.inner_idxs[1] == 1 && b.inner_blks[1] == 2 &&
+      b.inner_blks[0] % 16 == 0 && o % b.inner_blks[0] == 0 && in % 2 == 0)
+    return PackedLayout::Forward;
+  return PackedLayout::None;
+}
+
+namespace {
+
+// Forward: word (o % X) of the run at [o / X][i / 2][h][w] pairs inputs i, i + 1 of output o.
+// Output channels' rows lie in * k values apart (9 KiB for 512 channels of 3x3), so reading a few
+// values from each of X rows at a time kept X lines in a handful of L1 sets. Instead each X-row
+// slab of 16 input pairs is first copied into a contiguous tile (row by row, in order), and the
+// words are made from the tile. On AVX-512, per 16 output channels and input pair, each channel's
+// k words (its two inputs' taps, paired) are one register, and a 16 x 16 transposition turns them
+// into one register of 16 channels per tap; elsewhere one word at a time.
+void pack_forward(const uint16_t* src, uint16_t* out, int64_t o, int64_t in, int64_t kw, int64_t k, int64_t x,
+                  const int64_t* st) {
+  constexpr int64_t kPairs = 16;
+  thread_local std::vector<uint16_t> tile;
+  for (int64_t ob = 0; ob < o / x; ++ob)
+    for (int64_t ip0 = 0; ip0 < in / 2; ip0 += kPairs) {
+      const int64_t pairs = std::min(kPairs, in / 2 - ip0), seg = 2 * pairs * k;
+      tile.resize(static_cast<size_t>(x * seg));
+      for (int64_t ol = 0; ol < x; ++ol)
+        std::memcpy(tile.data() + ol * seg, src + ((ob * x + ol) * in + 2 * ip0) * k,
+                    static_cast<size_t>(seg) * sizeof(uint16_t));
+      const auto run = [&](int64_t t, int64_t ip) {  // tap t's words of input pair ip0 + ip
+        return reinterpret_cast<uint32_t*>(out + ob * st[0] + (ip0 + ip) * st[1] + t / kw * st[2] + t % kw * st[3]);
+      };
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+      if (k <= 16) {
+        const __mmask16 taps = static_cast<__mmask16>((1u << k) - 1);
+        for (int64_t ip = 0; ip < pairs; ++ip)
+          for (int64_t o0 = 0; o0 < x; o0 += 16) {
+            __m512i r[16];
+            for (int64_t ol = 0; ol < 16; ++ol) {
+              const uint16_t* lo = tile.data() + (o0 + ol) * seg + 2 * ip * k;
+              r[ol] = pair_words(lo, lo + k, taps);
+            }
+            transpose16x16(r);
+            for (int64_t t = 0; t < k; ++t) _mm512_storeu_si512(run(t, ip) + o0, r[t]);
+          }
+        continue;
+      }
+#endif
+      for (int64_t t = 0; t < k; ++t)
+        for (int64_t ip = 0; ip < pairs; ++ip) {
+          uint32_t* words = run(t, ip);
+          const uint16_t* lo = tile.data() + 2 * ip * k + t;  // input 2 ip's tap t; 2 ip + 1's is k further
+          for (int64_t ol = 0; ol < x; ++ol) words[ol] = lo[ol * seg] | static_cast<uint32_t>(lo[ol * seg + k]) << 16;
+        }
+    }
+}
+
+}  // namespace
+
+bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void* dst) {
+  const PackedLayout layout = packed_layout(desc);
+  if (layout == PackedLayout::None) return false;
+  const dnnl_memory_desc_t& d = desc.data;
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  const int64_t o = d.dims[0], in = d.dims[1], kw = d.dims[3], k = d.dims[2] * kw;
+  uint16_t* out = static_cast<uint16_t*>(dst);
+  pack_forward(src, out, o, in, kw, k, b.inner_blks[0], b.strides);  // strides: in values, of the outer indices
+  return true;
+}
+
+namespace {
 
 // A block is a [k * 16][16 o] matrix whose row kk * 16 + ii holds input ii's tap kk; output
 // channel oo's run in OIHW is its column, in the order (ii, kk). So each 16 values of a run are a
@@ -123,7 +161,7 @@ inline void store_row(BFloat16* p, __m512i v) {
 // output row were slower than either on the Zen 4.
 template <class T>
 void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t in, int64_t k) {
-  const int64_t ib_count = in / 16, run = 16 * k;  // one output channel's run in a block
+  const int64_t ib_count = in / 16;
 #if defined(__AVX512F__)
   for (int64_t ob = 0; ob < o / 16; ++ob)
     for (int64_t ib = 0; ib < ib_count; ++ib) {
@@ -140,6 +178,7 @@ void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t i
       }
     }
 #else
+  const int64_t run = 16 * k;  // one output channel's run in a block
   thread_local std::vector<T> local;
   local.resize(static_cast<size_t>(16 * run));
   T* __restrict lo = local.data();
