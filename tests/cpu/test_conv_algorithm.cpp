@@ -2,6 +2,7 @@
 // CPUs, HG_CPU_CONV's parsing, Winograd's accuracy on this machine where it runs, and the batched
 // GEMM weight gradient (kernels/cpu/conv/filter_gemm.h) against float64.
 #include <cmath>
+#include <utility>
 
 #include "helpers.h"
 #include "kernels/cpu/conv/algorithm.h"
@@ -205,23 +206,31 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "conv2d's bfloat16 weight gradient from one chunk (a single sample) and from several, against float64 "
-    "on the same values: float32 sums rounded once") {
-  // One sample is one chunk whatever the thread count: its gradient is unblocked from oneDNN's
-  // 16x16 blocks and rounded straight into the tensor; four samples on two threads are two
-  // chunks whose float32 sums are added first. Both round once, so each value is within half a
-  // bfloat16 step (at most 2^-8 of its size) of float64, plus the float32 sums' own error.
+    "conv2d's bfloat16 weight and bias gradients from one chunk (a single sample) and from several, against "
+    "float64 on the same values: float32 sums rounded once") {
+  // One sample is one chunk whatever the thread count: oneDNN gives its gradient in bfloat16,
+  // unblocked from 16x16 blocks straight into the tensor (or, with channel counts off the blocks,
+  // reordered); four samples on two threads are two chunks whose float32 sums are added first.
+  // Both round once, so each value is within half a bfloat16 step (at most 2^-8 of its size) of
+  // float64, plus the float32 sums' own error.
   manual_seed(45);
-  for (const int64_t n : {int64_t{1}, int64_t{4}}) {
-    CAPTURE(n);
-    const Tensor x = randn({n, 32, 8, 8}).to(kBFloat16), w0 = randn({48, 32, 3, 3}).to(kBFloat16);
-    const Tensor g = randn({n, 48, 8, 8}).to(kBFloat16);
+  struct Case {
+    int64_t n, c, o;
+  };
+  for (const Case& k : {Case{1, 32, 48}, Case{4, 32, 48}, Case{1, 8, 24}, Case{4, 8, 24}}) {
+    CAPTURE(k.n);
+    CAPTURE(k.c);
+    const Tensor x = randn({k.n, k.c, 8, 8}).to(kBFloat16), w0 = randn({k.o, k.c, 3, 3}).to(kBFloat16);
+    const Tensor b0 = randn({k.o}).to(kBFloat16), g = randn({k.n, k.o, 8, 8}).to(kBFloat16);
     Tensor w = w0.clone().requires_grad_(), wr = w0.to(kFloat64).requires_grad_();
-    conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(g);
-    conv2d(x.to(kFloat64), wr, Tensor(), {1, 1}, {1, 1}).backward(g.to(kFloat64));
+    Tensor b = b0.clone().requires_grad_(), br = b0.to(kFloat64).requires_grad_();
+    conv2d(x, w, b, {1, 1}, {1, 1}).backward(g);
+    conv2d(x.to(kFloat64), wr, br, {1, 1}, {1, 1}).backward(g.to(kFloat64));
     REQUIRE(w.grad().dtype() == kBFloat16);
-    const Tensor err = abs(w.grad().to(kFloat64) - wr.grad());
-    const double scale = max(abs(wr.grad())).item<double>();
-    CHECK(max(err - abs(wr.grad()) * (1.0 / 256)).item<double>() <= 1e-5 * scale);
+    for (const auto& [got, want] : {std::pair{w.grad(), wr.grad()}, std::pair{b.grad(), br.grad()}}) {
+      const Tensor err = abs(got.to(kFloat64) - want);
+      const double scale = max(abs(want)).item<double>();
+      CHECK(max(err - abs(want) * (1.0 / 256)).item<double>() <= 1e-5 * scale);
+    }
   }
 }
