@@ -24,21 +24,6 @@
 namespace hg::cpu {
 namespace {
 
-// The sum of v[0, n) in kLanes interleaved partial sums: a single running sum is a chain of
-// dependent adds the compiler may not reorder (4-cycle latency each); the lanes vectorise.
-template <class Acc>
-Acc row_sum(const Acc* v, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  Acc part[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
-  Acc s = 0;
-  for (; j < n; ++j) s += v[j];
-  for (int64_t l = 0; l < kLanes; ++l) s += part[l];
-  return s;
-}
-
 template <class T, class Acc>
 void widen(const T* src, Acc* dst, int64_t n) {
   load_run(src, dst, n);

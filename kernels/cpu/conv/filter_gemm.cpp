@@ -15,23 +15,6 @@ namespace {
 // sample) at three samples per GEMM, a reduction 3072 deep, where the GEMM runs at its full rate.
 constexpr int64_t kColumnBytes = int64_t{8} << 20;
 
-// sum[r] (+)= the sum of row r of m [rows, n]: 16 interleaved partial sums per row, so the adds
-// vectorise (a single running sum is a chain of dependent adds).
-void add_row_sums(const float* m, int64_t rows, int64_t n, float* sum, bool accumulate) {
-  constexpr int64_t kLanes = 16;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* v = m + r * n;
-    float part[kLanes] = {};
-    int64_t j = 0;
-    for (; j + kLanes <= n; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
-    float s = 0;
-    for (; j < n; ++j) s += v[j];
-    for (float p : part) s += p;
-    sum[r] = accumulate ? sum[r] + s : s;
-  }
-}
-
 }  // namespace
 
 ConvGeometry conv_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh,
@@ -55,7 +38,8 @@ void filter_gradient_gemm(const ConvGeometry& g, const float* x, const float* gy
         std::memcpy(rows.data() + r * ld + s * g.p, sample_gy + r * g.p, static_cast<size_t>(g.p) * sizeof(float));
     }
     gemm(false, true, g.o, g.ckk, ld, rows.data(), ld, cols.data(), ld, dw, g.ckk, s0 > 0);
-    if (db != nullptr) add_row_sums(rows.data(), g.o, ld, db, s0 > 0);
+    if (db != nullptr)
+      for (int64_t r = 0; r < g.o; ++r) db[r] = (s0 > 0 ? db[r] : 0.0f) + row_sum(rows.data() + r * ld, ld);
   }
 }
 

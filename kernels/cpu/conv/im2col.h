@@ -1,7 +1,7 @@
 // im2col and col2im for CPU conv2d: a sample's input planes as the column matrix of the
-// convolution's GEMM ([in channels x kh x kw, oh x ow]) and back. conv.cpp's own path runs a
-// sample at a time on them; conv/filter_gemm.cpp packs several samples side by side for the
-// weight gradient's single GEMM.
+// convolution's GEMM ([in channels x kh x kw, oh x ow]) and back, and the row sums of a bias's
+// gradient. conv.cpp's own path runs a sample at a time on them; conv/filter_gemm.cpp packs
+// several samples side by side for the weight gradient's single GEMM.
 #pragma once
 
 #include <algorithm>
@@ -133,6 +133,21 @@ void col2im(const Acc* col, Acc* dx, const ConvGeometry& g) {
       }
     }
   }
+}
+
+// The sum of v[0, n) in kLanes interleaved partial sums: a single running sum is a chain of
+// dependent adds the compiler may not reorder (4-cycle latency each); the lanes vectorise.
+template <class Acc>
+Acc row_sum(const Acc* v, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  Acc part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) part[l] += v[j + l];
+  Acc s = 0;
+  for (; j < n; ++j) s += v[j];
+  for (int64_t l = 0; l < kLanes; ++l) s += part[l];
+  return s;
 }
 
 }  // namespace hg::cpu
