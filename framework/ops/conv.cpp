@@ -4,6 +4,7 @@
 
 #include "framework/grad_mode.h"
 #include "framework/op.h"
+#include "framework/ops/conv_args.h"
 #include "framework/ops/creation.h"
 #include "framework/ops/indexing.h"
 #include "framework/ops/internal.h"
@@ -39,13 +40,6 @@ const OpDef kConv2dBackward{"conv2d_backward", false};
 // convolution_backward): both are bilinear, so their own gradients are convolutions again.
 const OpDef kConv2dInputGrad{"conv2d_input_grad", true};
 const OpDef kConv2dWeightGrad{"conv2d_weight_grad", true};
-
-// Expands a 1- or 2-element argument to {h, w}.
-void pair_arg(const char* op, const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
-  HG_CHECK(v.size() == 1 || v.size() == 2, op, "{} must have 1 or 2 values, got {}", what, v.size());
-  out[0] = v[0];
-  out[1] = v.size() == 2 ? v[1] : v[0];
-}
 
 Tensor conv2d_plain(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   return conv2d(x, w, Tensor(), {p.stride[0], p.stride[1]}, {p.padding[0], p.padding[1]},
@@ -123,20 +117,11 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
   const Tensor& input = call.input(0);
   const Tensor& weight = call.input(1);
   const Tensor& bias = call.input(2);
-  HG_CHECK(input.defined() && weight.defined(), op, "got an undefined input or weight");
-  HG_CHECK(input.dim() == 3 || input.dim() == 4, op,
-           "expected a 3-d (unbatched) or 4-d input [N, C, H, W], got shape {}", input.shape());
-  HG_CHECK(weight.dim() == 4, op, "expected a 4-d weight [out, in/groups, kh, kw], got shape {}", weight.shape());
-  HG_CHECK(input.device() == weight.device() && (!bias.defined() || bias.device() == input.device()), op,
-           "input, weight and bias must be on one device, got {} and {}", input.device(), weight.device());
-  HG_CHECK(is_floating(input.dtype()), op, "expected a floating-point input, got {}", input.dtype());
-  HG_CHECK(input.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == input.dtype()), op,
-           "input ({}), weight ({}) and bias ({}) must have the same dtype; convert with to() or use autocast",
-           input.dtype(), weight.dtype(), bias.defined() ? dtype_name(bias.dtype()) : "none");
+  conv_args::check_tensors(op, input, weight, bias, "[N, C, H, W]", "[out, in/groups, kh, kw]");
   Conv2dParams p;
-  pair_arg(op, stride, "stride", p.stride);
-  pair_arg(op, padding, "padding", p.padding);
-  pair_arg(op, dilation, "dilation", p.dilation);
+  conv_args::pair(op, stride, "stride", p.stride);
+  conv_args::pair(op, padding, "padding", p.padding);
+  conv_args::pair(op, dilation, "dilation", p.dilation);
   p.groups = groups;
   for (int i = 0; i < 2; ++i) {
     HG_CHECK(p.stride[i] > 0 && p.dilation[i] > 0 && p.padding[i] >= 0, op,

@@ -7,6 +7,7 @@
 
 #include "framework/op.h"
 #include "framework/ops/binary_kernels.h"
+#include "framework/ops/conv_args.h"
 #include "framework/ops/conv_kernels.h"
 #include "framework/ops/copy_kernels.h"
 #include "framework/ops/creation.h"
@@ -18,12 +19,6 @@ namespace hg {
 
 namespace {
 const OpDef kConvTranspose2d{"conv_transpose2d"};
-
-void pair_arg_t(const char* op, const std::vector<int64_t>& v, const char* what, int64_t out[2]) {
-  HG_CHECK(v.size() == 1 || v.size() == 2, op, "{} must have 1 or 2 values, got {}", what, v.size());
-  out[0] = v[0];
-  out[1] = v.size() == 2 ? v[1] : v[0];
-}
 }  // namespace
 
 Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in,
@@ -34,22 +29,13 @@ Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const T
   const Tensor& input = call.input(0);
   const Tensor& weight = call.input(1);
   const Tensor& bias = call.input(2);
-  HG_CHECK(input.defined() && weight.defined(), op, "got an undefined input or weight");
-  HG_CHECK(input.dim() == 3 || input.dim() == 4, op,
-           "expected a 3-d (unbatched) or 4-d input [N, C_in, H, W], got shape {}", input.shape());
-  HG_CHECK(weight.dim() == 4, op, "expected a 4-d weight [C_in, C_out/groups, kh, kw], got shape {}", weight.shape());
-  HG_CHECK(input.device() == weight.device() && (!bias.defined() || bias.device() == input.device()), op,
-           "input, weight and bias must be on one device, got {} and {}", input.device(), weight.device());
-  HG_CHECK(is_floating(input.dtype()), op, "expected a floating-point input, got {}", input.dtype());
-  HG_CHECK(input.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == input.dtype()), op,
-           "input ({}), weight ({}) and bias ({}) must have the same dtype; convert with to() or use autocast",
-           input.dtype(), weight.dtype(), bias.defined() ? dtype_name(bias.dtype()) : "none");
+  conv_args::check_tensors(op, input, weight, bias, "[N, C_in, H, W]", "[C_in, C_out/groups, kh, kw]");
   Conv2dParams p;
   int64_t out_pad[2];
-  pair_arg_t(op, stride, "stride", p.stride);
-  pair_arg_t(op, padding, "padding", p.padding);
-  pair_arg_t(op, output_padding, "output_padding", out_pad);
-  pair_arg_t(op, dilation, "dilation", p.dilation);
+  conv_args::pair(op, stride, "stride", p.stride);
+  conv_args::pair(op, padding, "padding", p.padding);
+  conv_args::pair(op, output_padding, "output_padding", out_pad);
+  conv_args::pair(op, dilation, "dilation", p.dilation);
   p.groups = groups;
   HG_CHECK(groups > 0, op, "groups must be positive, got {}", groups);
   for (int i = 0; i < 2; ++i) {
