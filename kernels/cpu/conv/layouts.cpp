@@ -3,6 +3,8 @@
 
 #include "kernels/cpu/conv/layouts.h"
 
+#include "kernels/cpu/thread_pool.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -101,8 +103,9 @@ namespace {
 void pack_forward(const uint16_t* src, uint16_t* out, int64_t o, int64_t in, int64_t kw, int64_t k, int64_t x,
                   const int64_t* st) {
   constexpr int64_t kPairs = 16;
-  thread_local std::vector<uint16_t> tile;
-  for (int64_t ob = 0; ob < o / x; ++ob)
+  // Output-channel blocks over the pool: the pass runs before a call's chunks start.
+  run_parallel(o / x, [&](int64_t ob) {
+    thread_local std::vector<uint16_t> tile;
     for (int64_t ip0 = 0; ip0 < in / 2; ip0 += kPairs) {
       const int64_t pairs = std::min(kPairs, in / 2 - ip0), seg = 2 * pairs * k;
       tile.resize(static_cast<size_t>(x * seg));
@@ -135,6 +138,7 @@ void pack_forward(const uint16_t* src, uint16_t* out, int64_t o, int64_t in, int
           for (int64_t ol = 0; ol < x; ++ol) words[ol] = lo[ol * seg] | static_cast<uint32_t>(lo[ol * seg + k]) << 16;
         }
     }
+  });
 }
 
 }  // namespace
