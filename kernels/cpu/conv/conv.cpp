@@ -6,7 +6,6 @@
 // once when written back.
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <vector>

@@ -3,11 +3,11 @@
 
 #include "kernels/cpu/conv/layouts.h"
 
-#include "kernels/cpu/thread_pool.h"
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "kernels/cpu/thread_pool.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -50,18 +50,13 @@ inline void transpose16x16(__m512i r[16]) {
   }
 }
 
+// 16 values as the 16 32-bit lanes of a register (16-bit ones zero-extended), and back.
 inline __m512i load_row(const float* p) { return _mm512_loadu_si512(p); }
-inline __m512i load_row(const BFloat16* p) {
-  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline void store_row(float* p, __m512i v) { _mm512_storeu_si512(p, v); }
 inline __m512i load_row(const uint16_t* p) {
   return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+inline void store_row(float* p, __m512i v) { _mm512_storeu_si512(p, v); }
 inline void store_row(uint16_t* p, __m512i v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
-}
-inline void store_row(BFloat16* p, __m512i v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
 }
 
@@ -243,7 +238,7 @@ void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t
   unblock(blocks, out, o, in, k);
 }
 void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k) {
-  unblock(blocks, out, o, in, k);
+  unblock(reinterpret_cast<const uint16_t*>(blocks), reinterpret_cast<uint16_t*>(out), o, in, k);  // moves bits only
 }
 
 }  // namespace hg::cpu::onednn_conv

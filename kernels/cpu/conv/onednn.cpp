@@ -59,16 +59,6 @@ ThreadBuffers& thread_buffers() {
 // writes is rounded back once, to nearest even, while still in cache.
 bool widened(Dtype dtype) { return dtype == kFloat16; }
 
-// The float32 values a plan reads through `desc` (NCHW, float32): `user` itself, or for float16
-// tensors its widened copy in `buf`.
-const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, std::vector<char>& buf) {
-  if (!widened(dtype)) return user;
-  const auto count = static_cast<int64_t>(desc.get_size() / sizeof(float));
-  float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, desc.get_size()));
-  load_run(reinterpret_cast<const Half*>(user), wide, count);
-  return reinterpret_cast<const char*>(wide);
-}
-
 // `count` values at `user` in `dtype` (float32 or float16) as float32: `user` itself, or a widened
 // copy in `buf`.
 const float* as_float32(Dtype dtype, const char* user, int64_t count, std::vector<char>& buf) {
@@ -76,6 +66,12 @@ const float* as_float32(Dtype dtype, const char* user, int64_t count, std::vecto
   float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, static_cast<size_t>(count) * sizeof(float)));
   load_run(reinterpret_cast<const Half*>(user), wide, count);
   return wide;
+}
+
+// The float32 values a plan reads through `desc` (NCHW, float32), as above.
+const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, std::vector<char>& buf) {
+  return reinterpret_cast<const char*>(
+      as_float32(dtype, user, static_cast<int64_t>(desc.get_size() / sizeof(float)), buf));
 }
 
 // A small tensor (weights, bias) as float32: its own data, or for float16 a widened copy in `buf`.
@@ -438,8 +434,8 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   Problem filter_pr = pr;
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
-  const bool filter_on_gemm = grad_weight.defined() && pr.groups == 1 &&
-                              conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm;
+  const bool filter_on_gemm =
+      grad_weight.defined() && conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm;
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
   if (grad_weight.defined() && !filter_on_gemm) {
     // A call of one chunk of bfloat16 gradients has nothing to add across chunks: oneDNN rounds.
