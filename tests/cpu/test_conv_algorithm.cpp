@@ -56,6 +56,8 @@ TEST_CASE(
   reduce.out_channels = 512, reduce.stride_h = reduce.stride_w = 2;
   bf16_small.float32_primitives = false;
   grouped_small.groups = 2;
+  ConvShape bf16_reduce = reduce, bf16_stem = stem;
+  bf16_reduce.float32_primitives = bf16_stem.float32_primitives = false;
   const Row rows[] = {
       {resnet_conv(64, 32), ConvPass::Forward, ConvAlgorithm::Winograd},
       {resnet_conv(64, 32), ConvPass::InputGradient, ConvAlgorithm::Winograd},
@@ -75,7 +77,10 @@ TEST_CASE(
       {k1, ConvPass::WeightGradient, ConvAlgorithm::Gemm},    // 64 deep: a 1x1 projection
       {resnet_conv(256, 8), ConvPass::WeightGradient, ConvAlgorithm::Direct},
       {resnet_conv(128, 16), ConvPass::WeightGradient, ConvAlgorithm::Direct},
-      {bf16_small, ConvPass::WeightGradient, ConvAlgorithm::Direct},  // bfloat16 has its own kernels
+      {bf16_small, ConvPass::WeightGradient, ConvAlgorithm::Gemm},  // 16 outputs, on the bfloat16 GEMM
+      {bf16_reduce, ConvPass::WeightGradient, ConvAlgorithm::Gemm},
+      {bf16_stem, ConvPass::WeightGradient, ConvAlgorithm::Direct},  // shallow: float32's rule only
+      {bf16, ConvPass::WeightGradient, ConvAlgorithm::Direct},
       {grouped_small, ConvPass::WeightGradient, ConvAlgorithm::Direct},
       {resnet_conv(512, 4), ConvPass::Forward, ConvAlgorithm::Direct},
   };
@@ -110,6 +115,13 @@ TEST_CASE(
         ConvAlgorithm::Direct);
   CHECK(cpu::conv_algorithm(resnet_conv(512, 4), ConvPass::WeightGradient, caps, ConvAlgorithm::Direct) ==
         ConvAlgorithm::Direct);
+  // bfloat16 on the GEMM needs the CPU's bfloat16 units and oneDNN.
+  CpuCaps no_bf16 = caps;
+  no_bf16.avx512_bf16 = false;
+  CHECK(cpu::conv_algorithm(bf16_small, ConvPass::WeightGradient, no_bf16) == ConvAlgorithm::Direct);
+  CHECK(cpu::conv_algorithm(bf16_small, ConvPass::WeightGradient, no_dnn, ConvAlgorithm::Gemm) ==
+        ConvAlgorithm::Direct);
+  CHECK(cpu::conv_algorithm(bf16, ConvPass::WeightGradient, caps, ConvAlgorithm::Gemm) == ConvAlgorithm::Gemm);
 }
 
 TEST_CASE("HG_CPU_CONV names the algorithms; anything else is an error naming the valid ones") {
@@ -178,6 +190,43 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "the bfloat16 batched GEMM weight gradient is float64's rounded once, across strides, padding, dilation, "
+    "bias and 1x1 kernels") {
+  // One GEMM over every sample, float32 sums rounded to bfloat16 once: each value within half a
+  // bfloat16 step (2^-8 of its size) of float64 on the same bfloat16 inputs, plus the float32
+  // sums' own error; the bias's sums stay float32.
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
+  };
+  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1}, {3, 32, 8, 8, 48, 3, 3, 2, 1, 1},
+                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2}, {4, 16, 8, 8, 32, 1, 1, 2, 0, 1},
+                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1}, {8, 64, 4, 4, 64, 3, 3, 1, 1, 1}};
+  manual_seed(46);
+  for (const Case& k : cases) {
+    CAPTURE(k.c);
+    CAPTURE(k.kh);
+    CAPTURE(k.stride);
+    const Tensor x = randn({k.n, k.c, k.h, k.w}).to(kBFloat16), w = randn({k.o, k.c, k.kh, k.kw}).to(kBFloat16);
+    Tensor wr = w.to(kFloat64).requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
+    const Tensor yr =
+        conv2d(x.to(kFloat64), wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
+    const Tensor gy = randn(yr.shape()).to(kBFloat16);
+    (yr * gy.to(kFloat64)).sum().backward();
+    Conv2dParams p;
+    p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
+    p.dilation[0] = p.dilation[1] = k.dilation;
+    const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
+    Tensor dw = full({k.o, k.c, k.kh, k.kw}, 7.0).to(kBFloat16), db = full({k.o}, 7.0);  // overwritten
+    cpu::filter_gradient_gemm(g, x.data_ptr<BFloat16>(), gy.data_ptr<BFloat16>(), dw.data_ptr<BFloat16>(),
+                              db.data_ptr<float>());
+    const Tensor want = wr.grad(), err = abs(dw.to(kFloat64) - want);
+    const double scale = max(abs(want)).item<double>();
+    CHECK(max(err - abs(want) * (1.0 / 256)).item<double>() <= 1e-5 * scale);
+    CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
+  }
+}
+
+TEST_CASE(
     "conv2d's float32 weight gradient where the choice is the GEMM (4x4 images, a 3-channel stem) matches "
     "float64, with and without the input gradient, with a bias") {
   manual_seed(44);
@@ -215,13 +264,17 @@ TEST_CASE(
   // float64, plus the float32 sums' own error.
   manual_seed(45);
   struct Case {
-    int64_t n, c, o;
+    int64_t n, c, o, side;
   };
-  for (const Case& k : {Case{1, 32, 48}, Case{4, 32, 48}, Case{1, 8, 24}, Case{4, 8, 24}}) {
+  // 4x4 images take the bfloat16 GEMM (conv/algorithm.h) when the call is one chunk, and oneDNN's
+  // kernel with partial sums when it is several.
+  for (const Case& k : {Case{1, 32, 48, 8}, Case{4, 32, 48, 8}, Case{1, 8, 24, 8}, Case{4, 8, 24, 8},
+                        Case{1, 32, 48, 4}, Case{4, 32, 48, 4}}) {
     CAPTURE(k.n);
     CAPTURE(k.c);
-    const Tensor x = randn({k.n, k.c, 8, 8}).to(kBFloat16), w0 = randn({k.o, k.c, 3, 3}).to(kBFloat16);
-    const Tensor b0 = randn({k.o}).to(kBFloat16), g = randn({k.n, k.o, 8, 8}).to(kBFloat16);
+    CAPTURE(k.side);
+    const Tensor x = randn({k.n, k.c, k.side, k.side}).to(kBFloat16), w0 = randn({k.o, k.c, 3, 3}).to(kBFloat16);
+    const Tensor b0 = randn({k.o}).to(kBFloat16), g = randn({k.n, k.o, k.side, k.side}).to(kBFloat16);
     Tensor w = w0.clone().requires_grad_(), wr = w0.to(kFloat64).requires_grad_();
     Tensor b = b0.clone().requires_grad_(), br = b0.to(kFloat64).requires_grad_();
     conv2d(x, w, b, {1, 1}, {1, 1}).backward(g);

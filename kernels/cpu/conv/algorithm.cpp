@@ -13,7 +13,9 @@ bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps&
       return pass != ConvPass::WeightGradient && caps.avx512 && caps.onednn && s.float32_primitives && s.kh == 3 &&
              s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 &&
              s.groups == 1 && s.in_channels % 16 == 0 && s.out_channels % 16 == 0;
-    case ConvAlgorithm::Gemm: return pass == ConvPass::WeightGradient && s.float32_primitives && s.groups == 1;
+    case ConvAlgorithm::Gemm:
+      return pass == ConvPass::WeightGradient && s.groups == 1 &&
+             (s.float32_primitives || (caps.onednn && caps.native_bf16()));
   }
   return false;
 }
@@ -22,12 +24,13 @@ ConvAlgorithm conv_algorithm(const ConvShape& s, ConvPass pass, const CpuCaps& c
                              std::optional<ConvAlgorithm> forced) {
   if (forced && can_take(*forced, s, pass, caps)) return *forced;
   const int64_t outputs = s.oh * s.ow;
-  if (pass == ConvPass::WeightGradient)
-    return can_take(ConvAlgorithm::Gemm, s, pass, caps) &&
-                   (outputs <= kConvThresholds.gemm_weight_gradient_max_outputs ||
-                    s.in_channels * s.kh * s.kw <= kConvThresholds.gemm_weight_gradient_max_depth)
+  if (pass == ConvPass::WeightGradient) {
+    const bool small = outputs <= kConvThresholds.gemm_weight_gradient_max_outputs;
+    const bool shallow = s.in_channels * s.kh * s.kw <= kConvThresholds.gemm_weight_gradient_max_depth;
+    return can_take(ConvAlgorithm::Gemm, s, pass, caps) && (small || (shallow && s.float32_primitives))
                ? ConvAlgorithm::Gemm
                : ConvAlgorithm::Direct;
+  }
   return can_take(ConvAlgorithm::Winograd, s, pass, caps) && outputs >= kConvThresholds.winograd_min_outputs
              ? ConvAlgorithm::Winograd
              : ConvAlgorithm::Direct;

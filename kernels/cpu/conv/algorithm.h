@@ -48,15 +48,22 @@ struct ConvThresholds {
   // layer 3->64 32x32 0.82 -> 0.43, 1x1 64->128 stride 2 0.53 -> 0.44; but 64ch 32x32 7.5 -> 9.7,
   // 128ch 16x16 6.2 -> 7.6, 256ch 8x8 7.3 -> 7.3, 128->256 stride 2 3.7 -> 3.6. The GEMM runs at
   // about 105 GFLOP/s on this core, which oneDNN's kernel matches from 8x8 images up.
+  // bfloat16 (the whole batch in one GEMM on oneDNN's bfloat16 matmul, conv/filter_gemm.h) takes
+  // the outputs rule only, same machine, 2026-11-29, medians of 20 runs, two alternating pairs:
+  // 256->512 stride 2 (4x4 out) 2.85-3.54 -> 1.72-1.75, 512ch 4x4 4.10-4.18 -> 4.01-4.12, 1x1
+  // 256->512 stride 2 0.22-0.23 -> 0.21-0.22; but the 3-channel stem 0.23-0.28 -> 0.44-0.47,
+  // 128->256 stride 2 (8x8 out) 1.87-1.89 -> 1.83-1.84, and 128ch 16x16 2.78 -> 3.80.
   int64_t gemm_weight_gradient_max_outputs = 16;
-  int64_t gemm_weight_gradient_max_depth = 64;
+  int64_t gemm_weight_gradient_max_depth = 64;  // float32 only
 };
 inline constexpr ConvThresholds kConvThresholds{};
 
 // Whether an algorithm can compute this pass at all. Direct: always. Winograd: 3x3, stride 1, no
 // dilation, one group, whole blocks of 16 channels on float32 primitives, AVX-512 and oneDNN, not
 // the weight gradient (oneDNN 2.6's Winograd weight-gradient kernel crashed on ResNet-18's
-// shapes). Gemm: the weight gradient of one group on float32 primitives.
+// shapes). Gemm: the weight gradient of one group, on float32 primitives or, for bfloat16, where
+// the CPU has bfloat16 units and oneDNN (a bfloat16 call of several chunks, which needs partial
+// sums, keeps the direct kernel: conv/onednn.cpp).
 bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps& caps);
 
 // The algorithm for this pass on a CPU with these capabilities, or `forced` where it can take it.

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm/blas.h"
+#include "kernels/cpu/gemm/onednn.h"
+#include "kernels/cpu/simd/convert.h"
 #include "kernels/cpu/workspace.h"
 
 namespace hg::cpu {
@@ -41,6 +43,32 @@ void filter_gradient_gemm(const ConvGeometry& g, const float* x, const float* gy
     if (db != nullptr)
       for (int64_t r = 0; r < g.o; ++r) db[r] = (s0 > 0 ? db[r] : 0.0f) + row_sum(rows.data() + r * ld, ld);
   }
+}
+
+void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db) {
+  const int64_t ld = g.n * g.p;
+  Workspace<BFloat16> cols(g.ckk * ld), rows(g.o * ld);
+  for (int64_t s = 0; s < g.n; ++s) {
+    im2col(x + s * g.c * g.h * g.w, cols.data() + s * g.p, g, ld);
+    const BFloat16* sample_gy = gy + s * g.o * g.p;
+    for (int64_t r = 0; r < g.o; ++r)
+      std::memcpy(rows.data() + r * ld + s * g.p, sample_gy + r * g.p, static_cast<size_t>(g.p) * sizeof(BFloat16));
+  }
+  // dw [o, ckk] = rows [o, ld] @ cols^T, cols read by columns.
+  const MatrixView rows_view{g.o, ld, ld, 1}, cols_view{ld, g.ckk, 1, ld};
+  Workspace<float> wide(std::max(ld, g.o * g.ckk));
+  if (!onednn_matmul(kBFloat16, dw, g.ckk, false, rows.data(), rows_view, cols.data(), cols_view)) {
+    Workspace<float> wide_rows(g.o * ld), wide_cols(g.ckk * ld);
+    load_run(rows.data(), wide_rows.data(), g.o * ld);
+    load_run(cols.data(), wide_cols.data(), g.ckk * ld);
+    gemm(false, true, g.o, g.ckk, ld, wide_rows.data(), ld, wide_cols.data(), ld, wide.data(), g.ckk, false);
+    store_run(wide.data(), dw, g.o * g.ckk);
+  }
+  if (db != nullptr)
+    for (int64_t r = 0; r < g.o; ++r) {
+      load_run(rows.data() + r * ld, wide.data(), ld);
+      db[r] = row_sum(wide.data(), ld);
+    }
 }
 
 }  // namespace hg::cpu

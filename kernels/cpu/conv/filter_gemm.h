@@ -19,6 +19,12 @@ namespace hg::cpu {
 // pool task).
 void filter_gradient_gemm(const ConvGeometry& g, const float* x, const float* gy, float* dw, float* db);
 
+// The same for bfloat16 x and gy, all g.n samples in one GEMM on the CPU's bfloat16 units (oneDNN's
+// matmul): dw, bfloat16, is the float32 sums rounded once (bfloat16 results cannot be added across
+// GEMMs, so the batch is never split); db, when not null, gets float32 sums. Where oneDNN has no
+// bfloat16 kernel for the product, the same values on the float32 GEMM.
+void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db);
+
 // The geometry of n samples of a convolution (groups == 1).
 ConvGeometry conv_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh,
                            int64_t ow, const Conv2dParams& p);

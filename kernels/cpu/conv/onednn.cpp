@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -38,15 +39,34 @@ namespace {
 
 using namespace onednn_conv;
 
-// Per-thread buffers that only grow, so a training loop's steady state allocates nothing here.
+// A per-thread buffer that only grows, so a training loop's steady state allocates nothing here.
+// 64-byte aligned, as tensors are: oneDNN's kernels load and store whole cache lines.
+class GrowBuffer {
+ public:
+  GrowBuffer() = default;
+  GrowBuffer(const GrowBuffer&) = delete;
+  GrowBuffer& operator=(const GrowBuffer&) = delete;
+  ~GrowBuffer() { std::free(data_); }
+  char* sized(size_t bytes) {
+    if (bytes <= size_) return data_;
+    std::free(data_);
+    data_ = static_cast<char*>(std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
+    size_ = data_ != nullptr ? bytes : 0;
+    if (data_ == nullptr) throw std::bad_alloc();
+    return data_;
+  }
+
+ private:
+  static constexpr size_t kAlign = 64;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct ThreadBuffers {
   // in, out: activation passes; x, gy: filter; block: a pooled forward's result, gy_nchw: a pooled
   // backward's output gradient; wide_in, wide_x, wide_out: float16 chunks in float32 (widened).
-  std::vector<char> in, out, x, gy, scratch, weights, bias, block, gy_nchw, wide_in, wide_x, wide_out;
-  static char* sized(std::vector<char>& v, size_t bytes) {
-    if (v.size() < bytes) v.resize(bytes);
-    return v.data();
-  }
+  GrowBuffer in, out, x, gy, scratch, weights, bias, block, gy_nchw, wide_in, wide_x, wide_out;
+  static char* sized(GrowBuffer& v, size_t bytes) { return v.sized(bytes); }
 };
 ThreadBuffers& thread_buffers() {
   thread_local ThreadBuffers b;
@@ -61,7 +81,7 @@ bool widened(Dtype dtype) { return dtype == kFloat16; }
 
 // `count` values at `user` in `dtype` (float32 or float16) as float32: `user` itself, or a widened
 // copy in `buf`.
-const float* as_float32(Dtype dtype, const char* user, int64_t count, std::vector<char>& buf) {
+const float* as_float32(Dtype dtype, const char* user, int64_t count, GrowBuffer& buf) {
   if (!widened(dtype)) return reinterpret_cast<const float*>(user);
   float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, static_cast<size_t>(count) * sizeof(float)));
   load_run(reinterpret_cast<const Half*>(user), wide, count);
@@ -69,7 +89,7 @@ const float* as_float32(Dtype dtype, const char* user, int64_t count, std::vecto
 }
 
 // The float32 values a plan reads through `desc` (NCHW, float32), as above.
-const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, std::vector<char>& buf) {
+const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, GrowBuffer& buf) {
   return reinterpret_cast<const char*>(
       as_float32(dtype, user, static_cast<int64_t>(desc.get_size() / sizeof(float)), buf));
 }
@@ -316,7 +336,7 @@ struct FilterPartials {
   int64_t wn, bn;
   std::optional<Workspace<float>> sums;
   float *direct_weight = nullptr, *direct_bias = nullptr;
-  BFloat16* rounded_weight = nullptr;  // a rounded plan's bfloat16 gradient goes here
+  BFloat16* rounded_weight = nullptr;  // a rounded plan's (or the bfloat16 GEMM's) gradient goes here
   FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks,
                  bool rounded_plan)
       : wn(grad_weight.numel()), bn(bias ? o : 0) {
@@ -411,16 +431,22 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
 
 // Chunk i's weight-gradient pass on the batched GEMM (conv/filter_gemm.h, where conv/algorithm.h
 // puts it) into its partial sums, on the calling pool thread; gy: the chunk's output gradient,
-// NCHW float32.
-void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const Tensor& input, const float* gy,
+// NCHW, float32 (float16 widened), or bfloat16, whose gradient is rounded straight into the tensor.
+void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy,
                        FilterPartials& partials) {
   const int64_t n = chunks.size(i, pr.n);
   Conv2dParams p;
   for (int d = 0; d < 2; ++d) p.stride[d] = pr.stride[d], p.padding[d] = pr.padding[d], p.dilation[d] = pr.dilation[d];
   const ConvGeometry g = conv_geometry(n, pr.c, pr.h, pr.w, pr.o, pr.kh, pr.kw, pr.oh, pr.ow, p);
+  float* db = partials.bn ? partials.bias_of(i) : nullptr;
+  if (input.dtype() == kBFloat16) {  // one chunk (backward_chunks): the whole batch in one GEMM
+    filter_gradient_gemm(g, reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i)),
+                         reinterpret_cast<const BFloat16*>(gy), partials.rounded_weight, db);
+    return;
+  }
   const float* x =
       as_float32(input.dtype(), chunk_start(input, chunks, i), n * pr.c * pr.h * pr.w, thread_buffers().wide_x);
-  filter_gradient_gemm(g, x, gy, partials.weights_of(i), partials.bn ? partials.bias_of(i) : nullptr);
+  filter_gradient_gemm(g, x, reinterpret_cast<const float*>(gy), partials.weights_of(i), db);
 }
 
 // The backward passes of every entry point below: the input gradient where grad_input is defined
@@ -434,8 +460,10 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   Problem filter_pr = pr;
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
-  const bool filter_on_gemm =
-      grad_weight.defined() && conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm;
+  // bfloat16 on the GEMM in one chunk only: its bfloat16 results are not partial sums to add.
+  const bool filter_on_gemm = grad_weight.defined() &&
+                              conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
+                              (pr.dt != kBf16 || chunks.count == 1);
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
   if (grad_weight.defined() && !filter_on_gemm) {
     // A call of one chunk of bfloat16 gradients has nothing to add across chunks: oneDNN rounds.
@@ -447,7 +475,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   std::optional<FilterPartials> partials;
   if (grad_weight.defined())
     partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
-                     !filter_on_gemm && filter_plans.full->rounded);
+                     filter_on_gemm ? pr.dt == kBf16 : filter_plans.full->rounded);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";
@@ -457,7 +485,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
       if (partials) {
         filter = [&](int64_t i, const memory& gy, const char* gy_float32) {
           if (filter_on_gemm)
-            filter_chunk_gemm(pr, chunks, i, input, reinterpret_cast<const float*>(gy_float32), *partials);
+            filter_chunk_gemm(pr, chunks, i, input, gy_float32, *partials);
           else
             filter_chunk(filter_plans.of(chunks, i), chunks, i, input, nullptr, *partials, &gy);
         };
@@ -471,7 +499,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
       if (filter_on_gemm) {
         const float* gy = as_float32(input.dtype(), grad_out(i), chunks.size(i, pr.n) * pr.o * pr.oh * pr.ow,
                                      thread_buffers().wide_in);
-        filter_chunk_gemm(pr, chunks, i, input, gy, *partials);
+        filter_chunk_gemm(pr, chunks, i, input, reinterpret_cast<const char*>(gy), *partials);
       } else {
         filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out(i), *partials, nullptr);
       }
