@@ -23,7 +23,7 @@ HG_DEFINE_STUB(batch_norm_stub, BatchNormFn);
 HG_DEFINE_STUB(batch_norm_backward_stub, BatchNormBackwardFn);
 HG_DEFINE_OPTIONAL_STUB(batch_norm_add_relu_stub, BatchNormAddReluFn);
 
-bool batch_norm_channels_last_in_kernel(DeviceType dev) { return dev == kCUDA; }
+bool batch_norm_channels_last_in_kernel(DeviceType dev) { return dev == kCUDA || dev == kCPU; }
 
 namespace {
 const OpDef kLayerNorm{"layer_norm", true};

@@ -30,7 +30,7 @@ using BatchNormFn = void (*)(const Tensor& out, const Tensor& save_mean, const T
 using BatchNormBackwardFn = void (*)(const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                                      const Tensor& grad_out, const Tensor& x, const Tensor& weight,
                                      const Tensor& save_mean, const Tensor& save_invstd, bool training);
-// Whether the batch_norm kernels of `dev` take channels-last tensors as they are (CUDA's);
+// Whether the batch_norm kernels of `dev` take channels-last tensors as they are (CUDA's, the CPU's);
 // elsewhere batch_norm runs on an NCHW copy and lays its outputs out channels-last after.
 bool batch_norm_channels_last_in_kernel(DeviceType dev);
 

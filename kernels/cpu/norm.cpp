@@ -359,6 +359,211 @@ void batch_norm_backward_typed(const Tensor& gx, const Tensor& gw, const Tensor&
   write_vector(gb, db);
 }
 
+// batch_norm over a channels-last x, viewed as [rows = N*H*W, C]: each pass walks the rows, 16
+// channels per lane vector. The sums are taken per fixed block of kBnRows rows in float32 (a
+// block's total then goes into a double, as the planes' blocks do), and the blocks are added in
+// order, so the statistics do not depend on how the pool cut the rows.
+constexpr int64_t kBnRows = 64;
+
+// acc[ch] += the sum over rows [r0, r1) of x[r][ch], or with `center` of (x[r][ch] - center[ch])^2.
+// The rows are a block in cache: each group of 16 channels is summed down the rows in a register.
+template <class T, class Acc>
+void bn_block_sums(const T* x, int64_t r0, int64_t r1, int64_t c, Acc* acc, const Acc* center) {
+  int64_t j = 0;
+  if constexpr (std::is_same_v<Acc, float>) {
+    for (; j + 16 <= c; j += 16) {
+      Lanes16 a{};
+      if (center != nullptr) {
+        const Lanes16 m = load_lanes16(center + j);
+        for (int64_t r = r0; r < r1; ++r) {
+          const Lanes16 d = load_lanes16(x + r * c + j) - m;
+          a += d * d;
+        }
+      } else {
+        for (int64_t r = r0; r < r1; ++r) a += load_lanes16(x + r * c + j);
+      }
+      store_lanes16(acc + j, load_lanes16(acc + j) + a);
+    }
+  }
+  for (; j < c; ++j)
+    for (int64_t r = r0; r < r1; ++r) {
+      const Acc v = static_cast<Acc>(x[r * c + j]);
+      acc[j] += center != nullptr ? (v - center[j]) * (v - center[j]) : v;
+    }
+}
+
+// Per channel, the double total of block_sums(first row, end row, float32 sums [c]) over the
+// fixed blocks of rows, added in block order.
+template <class T, class Acc, class F>
+std::vector<double> bn_column_sums(int64_t rows, int64_t c, const F& block_sums) {
+  const int64_t blocks = (rows + kBnRows - 1) / kBnRows;
+  std::vector<double> parts(static_cast<size_t>(blocks * c));
+  parallel_for(blocks, grain_for(kBnRows * c), [&](int64_t begin, int64_t end) {
+    std::vector<Acc> acc(static_cast<size_t>(c));
+    for (int64_t blk = begin; blk < end; ++blk) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      block_sums(blk * kBnRows, std::min(rows, (blk + 1) * kBnRows), acc.data());
+      std::copy(acc.begin(), acc.end(), parts.begin() + blk * c);
+    }
+  });
+  std::vector<double> total(static_cast<size_t>(c));
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t ch = 0; ch < c; ++ch) total[static_cast<size_t>(ch)] += parts[static_cast<size_t>(blk * c + ch)];
+  return total;
+}
+
+template <class T>
+void batch_norm_nhwc_typed(const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                           const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, double momentum, double eps) {
+  using Acc = acc_t<T>;
+  const int64_t c = x.size(1), rows = c ? x.numel() / c : 0;
+  const std::vector<Acc> w = read_vector<Acc>(weight, c, Acc(1)), b = read_vector<Acc>(bias, c, Acc(0));
+  std::vector<double> rm = read_vector<double>(running_mean, c, 0.0), rv = read_vector<double>(running_var, c, 1.0);
+  std::vector<Acc> mean(static_cast<size_t>(c)), invstd(static_cast<size_t>(c)), scale(static_cast<size_t>(c)),
+      shift(static_cast<size_t>(c));
+  const T* xp = static_cast<const T*>(x.raw_data());
+  T* yp = static_cast<T*>(out.raw_data());
+  std::vector<double> m(static_cast<size_t>(c)), var(static_cast<size_t>(c));
+  if (training) {
+    const std::vector<double> sum = bn_column_sums<T, Acc>(
+        rows, c, [&](int64_t r0, int64_t r1, Acc* acc) { bn_block_sums<T, Acc>(xp, r0, r1, c, acc, nullptr); });
+    std::vector<Acc> mf(static_cast<size_t>(c));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      m[static_cast<size_t>(ch)] = sum[static_cast<size_t>(ch)] / static_cast<double>(rows);
+      mf[static_cast<size_t>(ch)] = static_cast<Acc>(m[static_cast<size_t>(ch)]);
+    }
+    const std::vector<double> ss = bn_column_sums<T, Acc>(
+        rows, c, [&](int64_t r0, int64_t r1, Acc* acc) { bn_block_sums<T, Acc>(xp, r0, r1, c, acc, mf.data()); });
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const auto cu = static_cast<size_t>(ch);
+      var[cu] = ss[cu] / static_cast<double>(rows);
+      if (running_mean.defined()) {
+        rm[cu] = (1 - momentum) * rm[cu] + momentum * m[cu];
+        rv[cu] = (1 - momentum) * rv[cu] + momentum * ss[cu] / static_cast<double>(rows - 1);
+      }
+    }
+  } else {
+    m = rm, var = rv;
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const auto cu = static_cast<size_t>(ch);
+    const double inv = 1.0 / std::sqrt(var[cu] + eps);
+    mean[cu] = static_cast<Acc>(m[cu]), invstd[cu] = static_cast<Acc>(inv);
+    scale[cu] = static_cast<Acc>(inv * static_cast<double>(w[cu]));
+    shift[cu] = static_cast<Acc>(static_cast<double>(b[cu]) - m[cu] * inv * static_cast<double>(w[cu]));
+  }
+  parallel_for(rows, grain_for(c), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* row = xp + r * c;
+      T* orow = yp + r * c;
+      int64_t j = 0;
+      if constexpr (std::is_same_v<Acc, float>) {
+        for (; j + 16 <= c; j += 16)
+          store_lanes16(orow + j,
+                        load_lanes16(row + j) * load_lanes16(scale.data() + j) + load_lanes16(shift.data() + j));
+      }
+      for (; j < c; ++j)
+        orow[j] =
+            static_cast<T>(static_cast<Acc>(row[j]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)]);
+    }
+  });
+  write_vector(save_mean, mean);
+  write_vector(save_invstd, invstd);
+  if (training && running_mean.defined()) {
+    write_vector(running_mean, rm);
+    write_vector(running_var, rv);
+  }
+}
+
+template <class T>
+void batch_norm_backward_nhwc_typed(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy,
+                                    const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                                    const Tensor& save_invstd, bool training) {
+  using Acc = acc_t<T>;
+  const int64_t c = x.size(1), rows = c ? x.numel() / c : 0;
+  const std::vector<Acc> w = read_vector<Acc>(weight, c, Acc(1));
+  const std::vector<Acc> mean = read_vector<Acc>(save_mean, c, Acc(0)), inv = read_vector<Acc>(save_invstd, c, Acc(1));
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* gp = static_cast<const T*>(gy.raw_data());
+  // sum(dy) and sum(dy (x - mean)) per channel, in one pass over both.
+  const int64_t blocks = (rows + kBnRows - 1) / kBnRows;
+  std::vector<double> parts(static_cast<size_t>(2 * blocks * c));
+  parallel_for(blocks, grain_for(2 * kBnRows * c), [&](int64_t begin, int64_t end) {
+    std::vector<Acc> ag(static_cast<size_t>(c)), ax(static_cast<size_t>(c));
+    for (int64_t blk = begin; blk < end; ++blk) {
+      std::fill(ag.begin(), ag.end(), Acc(0));
+      std::fill(ax.begin(), ax.end(), Acc(0));
+      const int64_t r0 = blk * kBnRows, r1 = std::min(rows, (blk + 1) * kBnRows);
+      int64_t j = 0;  // each group of 16 channels summed down the block's rows in registers
+      if constexpr (std::is_same_v<Acc, float>) {
+        for (; j + 16 <= c; j += 16) {
+          const Lanes16 m = load_lanes16(mean.data() + j);
+          Lanes16 sum_g{}, sum_gx{};
+          for (int64_t r = r0; r < r1; ++r) {
+            const Lanes16 g = load_lanes16(gp + r * c + j);
+            sum_g += g;
+            sum_gx += g * (load_lanes16(xp + r * c + j) - m);
+          }
+          store_lanes16(ag.data() + j, sum_g);
+          store_lanes16(ax.data() + j, sum_gx);
+        }
+      }
+      for (; j < c; ++j)
+        for (int64_t r = r0; r < r1; ++r) {
+          const Acc g = static_cast<Acc>(gp[r * c + j]);
+          ag[static_cast<size_t>(j)] += g;
+          ax[static_cast<size_t>(j)] += g * (static_cast<Acc>(xp[r * c + j]) - mean[static_cast<size_t>(j)]);
+        }
+      std::copy(ag.begin(), ag.end(), parts.begin() + 2 * blk * c);
+      std::copy(ax.begin(), ax.end(), parts.begin() + (2 * blk + 1) * c);
+    }
+  });
+  std::vector<double> sg(static_cast<size_t>(c)), sgx(static_cast<size_t>(c));
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      sg[static_cast<size_t>(ch)] += parts[static_cast<size_t>(2 * blk * c + ch)];
+      sgx[static_cast<size_t>(ch)] += parts[static_cast<size_t>((2 * blk + 1) * c + ch)];
+    }
+  for (int64_t ch = 0; ch < c; ++ch) sgx[static_cast<size_t>(ch)] *= static_cast<double>(inv[static_cast<size_t>(ch)]);
+  write_vector(gw, sgx);
+  write_vector(gb, sg);
+  if (!gx.defined()) return;
+  // dx = a dy + b (x - mean) + k per channel (as bn_plane_grad).
+  std::vector<Acc> a(static_cast<size_t>(c)), bcoef(static_cast<size_t>(c)), k(static_cast<size_t>(c));
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const auto cu = static_cast<size_t>(ch);
+    const Acc scale = w[cu] * inv[cu];
+    const Acc mg = training ? static_cast<Acc>(sg[cu] / static_cast<double>(rows)) : Acc(0);
+    const Acc mgx = training ? static_cast<Acc>(sgx[cu] / static_cast<double>(rows)) : Acc(0);
+    a[cu] = scale, bcoef[cu] = -scale * inv[cu] * mgx, k[cu] = -scale * mg;
+  }
+  T* dxp = static_cast<T*>(gx.raw_data());
+  parallel_for(rows, grain_for(2 * c), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = xp + r * c;
+      const T* gr = gp + r * c;
+      T* dr = dxp + r * c;
+      int64_t j = 0;
+      if constexpr (std::is_same_v<Acc, float>) {
+        for (; j + 16 <= c; j += 16)
+          store_lanes16(dr + j,
+                        load_lanes16(gr + j) * load_lanes16(a.data() + j) +
+                            (load_lanes16(xr + j) - load_lanes16(mean.data() + j)) * load_lanes16(bcoef.data() + j) +
+                            load_lanes16(k.data() + j));
+      }
+      for (; j < c; ++j) {
+        const auto ju = static_cast<size_t>(j);
+        dr[j] =
+            static_cast<T>(static_cast<Acc>(gr[j]) * a[ju] + (static_cast<Acc>(xr[j]) - mean[ju]) * bcoef[ju] + k[ju]);
+      }
+    }
+  });
+}
+
+// A 4-d x that is not contiguous reached the kernels channels-last (batch_norm_channels_last_in_kernel).
+bool nhwc(const Tensor& x) { return x.dim() == 4 && !x.is_contiguous(); }
+
 void layer_norm_cpu(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
                     const Tensor& b, double eps) {
   dispatch_floating(x.dtype(), "layer_norm",
@@ -372,13 +577,20 @@ void layer_norm_backward_cpu(const Tensor& gx, const Tensor& gw, const Tensor& g
 void batch_norm_cpu(const Tensor& out, const Tensor& sm, const Tensor& si, const Tensor& x, const Tensor& w,
                     const Tensor& b, const Tensor& rm, const Tensor& rv, bool training, double momentum, double eps) {
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
-    batch_norm_typed<T>(out, sm, si, x, w, b, rm, rv, training, momentum, eps);
+    if (nhwc(x))
+      batch_norm_nhwc_typed<T>(out, sm, si, x, w, b, rm, rv, training, momentum, eps);
+    else
+      batch_norm_typed<T>(out, sm, si, x, w, b, rm, rv, training, momentum, eps);
   });
 }
 void batch_norm_backward_cpu(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& gy, const Tensor& x,
                              const Tensor& w, const Tensor& sm, const Tensor& si, bool training) {
-  dispatch_floating(x.dtype(), "batch_norm",
-                    [&]<class T>(TypeTag<T>) { batch_norm_backward_typed<T>(gx, gw, gb, gy, x, w, sm, si, training); });
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>(TypeTag<T>) {
+    if (nhwc(x))
+      batch_norm_backward_nhwc_typed<T>(gx, gw, gb, gy, x, w, sm, si, training);
+    else
+      batch_norm_backward_typed<T>(gx, gw, gb, gy, x, w, sm, si, training);
+  });
 }
 
 }  // namespace
