@@ -71,10 +71,11 @@ std::map<std::string, Optimizer::Hyperparameter> Adam::hyperparameters(size_t gr
           {"amsgrad", &o.amsgrad}};
 }
 
-// The fused kernel is the one implementation of the update. A strided parameter (a view into a
-// larger tensor) is updated through a contiguous copy: copy in, fused update, copy back.
+// The fused kernel is the one implementation of the update. A strided parameter that is not dense
+// (a view into a larger tensor) is updated through a contiguous copy: copy in, fused update, copy
+// back. A channels-last one is updated in place (dense_param), its state kept in its layout.
 void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
-  if (param.is_contiguous()) return update_fused(i, param, grad);
+  if (dense_param(param)) return update_fused(i, param, grad);
   const Tensor dense = contiguous(param);
   update_fused(i, dense, grad);
   Tensor(param).copy_(dense);
@@ -110,17 +111,18 @@ void Adam::prepare_state(size_t i, const Tensor& param) {
   auto& st = state_[i];
   const AdamOptions& o = options_[group_of(i)];
   if (!st.count("exp_avg")) {
-    st["exp_avg"] = zeros_like(param);
-    st["exp_avg_sq"] = zeros_like(param);
-    if (o.amsgrad) st["max_exp_avg_sq"] = zeros_like(param);
+    st["exp_avg"] = zeros_like_param(param);
+    st["exp_avg_sq"] = zeros_like_param(param);
+    if (o.amsgrad) st["max_exp_avg_sq"] = zeros_like_param(param);
   }
-  if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(param);
+  if (o.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like_param(param);
   // Moments loaded from another dtype, device or layout are converted once, to what the kernel reads.
   for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
     auto it = st.find(key);
     if (it == st.end()) continue;
-    if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
-      it->second = contiguous(to(it->second, param.device(), param.dtype()));
+    if (it->second.strides() != param.strides() || it->second.dtype() != param.dtype() ||
+        it->second.device() != param.device())
+      it->second = like_param(it->second, param);
   }
 }
 
@@ -134,9 +136,9 @@ Tensor Adam::step_tensor(size_t i, const Tensor& param) {
 // One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
 // device (on the CPU the kernel advances the same kind of one-element tensor).
 void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
-           param.device(), param.shape(), param.strides());
-  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  HG_CHECK(dense_param(param), name(), "parameter {} must be dense on {} (shape {}, strides {})", i, param.device(),
+           param.shape(), param.strides());
+  const Tensor g = like_param(grad, param);
   const size_t group = group_of(i);
   const AdamOptions& o = options_[group];
   prepare_state(i, param);

@@ -200,6 +200,20 @@ void Optimizer::step_unscaling(float inv_scale) {
   update_each();
 }
 
+bool Optimizer::dense_param(const Tensor& param) {
+  return param.is_contiguous() || param.is_contiguous(param.suggest_memory_format());
+}
+
+Tensor Optimizer::like_param(const Tensor& t, const Tensor& param) {
+  const Tensor same = to(t, param.device(), param.dtype());
+  return same.strides() == param.strides() ? same : contiguous(same, param.suggest_memory_format());
+}
+
+Tensor Optimizer::zeros_like_param(const Tensor& param) {
+  const Tensor z = zeros(param.shape(), TensorOptions(param.dtype()).device(param.device()));
+  return z.strides() == param.strides() ? z : contiguous(z, param.suggest_memory_format());
+}
+
 Tensor Optimizer::warm_cast_output(const Tensor& param) {
   const std::shared_ptr<WarmCast> warm = warm_cast_of(param);
   if (!warm || param.dtype() != kFloat32 || !param.is_contiguous()) return Tensor();

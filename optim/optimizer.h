@@ -98,6 +98,15 @@ class Optimizer {
   // keeps a warm autocast cast (optim/warm_cast.h), which the kernel fills with the
   // new weights rounded to that dtype; undefined otherwise.
   static Tensor warm_cast_output(const Tensor& param);
+  // Whether the fused kernels update `param` in place, reading it, its gradient and its state
+  // as flat arrays: contiguous, or channels-last (dense in NHWC order, as PyTorch's
+  // model.to(memory_format=torch.channels_last) lays out 4-d weights). Other strided parameters
+  // (views into larger tensors) go through a contiguous copy.
+  static bool dense_param(const Tensor& param);
+  // t (a gradient or a state tensor) on param's device, in its dtype and memory layout.
+  static Tensor like_param(const Tensor& t, const Tensor& param);
+  // A zero state tensor laid out as param.
+  static Tensor zeros_like_param(const Tensor& param);
   // After the update and its version bump: `value` (from warm_cast_output) becomes param's warm cast.
   static void publish_warm_cast(const Tensor& param, const Tensor& value);
   // A scalar hyper-parameter option (a number or a flag), saved in state_dict as a float64.

@@ -58,10 +58,11 @@ void SGD::load_state_dict(const StateDict& state) {
   buffer_ready_.clear();
 }
 
-// The fused kernel is the one implementation of the update. A strided parameter (a view into a
-// larger tensor) is updated through a contiguous copy: copy in, fused update, copy back.
+// The fused kernel is the one implementation of the update. A strided parameter that is not dense
+// (a view into a larger tensor) is updated through a contiguous copy: copy in, fused update, copy
+// back. A channels-last one is updated in place (dense_param), its state kept in its layout.
 void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
-  if (param.is_contiguous()) return update_fused(i, param, grad);
+  if (dense_param(param)) return update_fused(i, param, grad);
   const Tensor dense = contiguous(param);
   update_fused(i, dense, grad);
   Tensor(param).copy_(dense);
@@ -74,14 +75,15 @@ Tensor SGD::momentum_buffer(size_t i, const Tensor& param, Tensor& ready) {
   if (buffer_ready_.size() != state_.size()) buffer_ready_.resize(state_.size());
   auto it = state_[i].find("momentum_buffer");
   if (it == state_[i].end()) {
-    it = state_[i].emplace("momentum_buffer", zeros_like(param)).first;
+    it = state_[i].emplace("momentum_buffer", zeros_like_param(param)).first;
     buffer_ready_[i] = zeros({1}, TensorOptions(kInt32).device(param.device()));
   } else if (!buffer_ready_[i].defined() || buffer_ready_[i].device() != param.device()) {
     buffer_ready_[i] = full({1}, 1.0, TensorOptions(kInt32).device(param.device()));  // a loaded buffer
   }
   // A buffer loaded from another dtype, device or layout is converted once, to what the kernel reads.
-  if (!it->second.is_contiguous() || it->second.dtype() != param.dtype() || it->second.device() != param.device())
-    it->second = contiguous(to(it->second, param.device(), param.dtype()));
+  if (it->second.strides() != param.strides() || it->second.dtype() != param.dtype() ||
+      it->second.device() != param.device())
+    it->second = like_param(it->second, param);
   ready = buffer_ready_[i];
   return it->second;
 }
@@ -89,9 +91,9 @@ Tensor SGD::momentum_buffer(size_t i, const Tensor& param, Tensor& ready) {
 // One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
 // Optimizer::step has already read it on the host (the kernel honours it all the same).
 void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(param.is_contiguous(), name(), "parameter {} must be contiguous on {} (shape {}, strides {})", i,
-           param.device(), param.shape(), param.strides());
-  const Tensor g = contiguous(to(grad, param.device(), param.dtype()));
+  HG_CHECK(dense_param(param), name(), "parameter {} must be dense on {} (shape {}, strides {})", i, param.device(),
+           param.shape(), param.strides());
+  const Tensor g = like_param(grad, param);
   const size_t group = group_of(i);
   const SGDOptions& o = options_[group];
   Tensor ready;

@@ -331,7 +331,7 @@ def run_cell(args, name, precision, device, host_batches):
         clip = 1.0
     else:
         model = build_model(resnet_arch(args, name, device), args.seed).to(device)
-        if name == "resnet" and on_cuda and not args.no_channels_last:
+        if name == "resnet" and (not args.no_channels_last if on_cuda else args.cpu_channels_last):
             model = model.to(memory_format=torch.channels_last)
             batches = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in batches]
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
@@ -430,6 +430,7 @@ def main(argv=None):
     p.add_argument("--resnet-cpu", choices=["resnet18", "resnet50"], default="resnet18")
     p.add_argument("--resnet-cuda", choices=["resnet18", "resnet50"], default="resnet50")
     p.add_argument("--no-channels-last", action="store_true", help="the resnet cell on cuda in NCHW")
+    p.add_argument("--cpu-channels-last", action="store_true", help="the resnet cell on cpu in channels-last")
     p.add_argument("--gpt2-cpu", default="d4:256:4", help="gpt2 on cpu as SIZE:CONTEXT:BATCH")
     p.add_argument("--gpt2-cuda", default="d12:1024:16", help="gpt2 on cuda as SIZE:CONTEXT:BATCH")
     p.add_argument("--gpt2-lr", type=float, default=3e-4)

@@ -24,7 +24,10 @@ HG_DEFINE_OPTIONAL_STUB(relu_max_pool_2x2_backward_stub, ReluMaxPool2x2BackwardF
 HG_DEFINE_OPTIONAL_STUB(conv2d_relu_backward_stub, Conv2dReluBackwardFn);
 
 bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU || dev == kCUDA; }
-bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype) { return dev == kCUDA && dtype != kFloat64; }
+bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype) {
+  return dev == kCPU || (dev == kCUDA && dtype != kFloat64);
+}
+bool conv2d_weight_channels_last_in_kernel(DeviceType dev) { return dev == kCUDA; }
 
 namespace {
 const OpDef kConv2d{"conv2d", true};
@@ -161,7 +164,11 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
   const MemoryFormat kernel_format = channels_last && conv2d_channels_last_in_kernel(dev, x.dtype())
                                          ? MemoryFormat::ChannelsLast
                                          : MemoryFormat::Contiguous;
-  const Tensor xc = internal::laid_out(x, kernel_format), wc = internal::laid_out(weight, kernel_format);
+  const MemoryFormat weight_format =
+      kernel_format == MemoryFormat::ChannelsLast && conv2d_weight_channels_last_in_kernel(dev)
+          ? MemoryFormat::ChannelsLast
+          : MemoryFormat::Contiguous;
+  const Tensor xc = internal::laid_out(x, kernel_format), wc = internal::laid_out(weight, weight_format);
   const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
   Tensor pooled, which;  // pool: the pooled output and each window's choice, 0..3
   if (pool) {
@@ -196,7 +203,7 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
           swi = SavedTensor(weight, op), sy = relu ? SavedTensor::output(out, op) : SavedTensor(), relu, pool, which,
           conv_shape = Shape{n, o, oh, ow}, p, has_bias = bias.defined(), need_x = input.requires_grad(),
           need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(), unbatched,
-          in_shape = input.shape(), kernel_format, x_cl = channels_last && x_cl,
+          in_shape = input.shape(), kernel_format, weight_format, x_cl = channels_last && x_cl,
           w_cl = channels_last && w_cl](const TensorList& grads) -> TensorList {
       if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
       if (GradMode::is_enabled()) {
@@ -234,7 +241,7 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       Tensor gx, gw, gb;
       if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()), kernel_format);
       if (need_w || need_b) {
-        gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()), kernel_format);
+        gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()), weight_format);
         if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
       }
       bool done = false;

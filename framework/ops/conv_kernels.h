@@ -24,14 +24,20 @@ struct Conv2dParams {
 // second pass over the output.
 bool conv2d_relu_in_kernel(DeviceType dev);
 
-// Whether the conv2d kernels of `dev` take channels-last tensors of `dtype` as they are (CUDA's
-// cuDNN path, not its float64 direct kernels); where not, conv2d runs a channels-last call on
-// NCHW copies and lays the results out after.
+// Whether the conv2d kernels of `dev` take channels-last activations of `dtype` as they are
+// (CUDA's cuDNN path, not its float64 direct kernels; the CPU's, whose oneDNN primitives run
+// NHWC and whose own loops make NCHW copies where they run); where not, conv2d runs a
+// channels-last call on NCHW copies and lays the results out after.
 bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype);
+// Whether they take the weight (and give its gradient) channels-last too when they take the
+// activations so (CUDA's); the CPU's take OIHW weights, which oneDNN's paths pack into their own
+// blocks either way.
+bool conv2d_weight_channels_last_in_kernel(DeviceType dev);
 
 // out [N,O,OH,OW] = conv(input [N,C,H,W], weight [O,C/groups,kh,kw]) + bias [O] (bias may be
 // undefined). All tensors of one floating dtype, contiguous, or (conv2d_channels_last_in_kernel)
-// input, weight, out and the gradients all channels-last; out is allocated by the op.
+// input, out and the activation gradients channels-last, and the weight and its gradient too where
+// conv2d_weight_channels_last_in_kernel; out is allocated by the op.
 using Conv2dForwardFn = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                                  const Conv2dParams& p);
 

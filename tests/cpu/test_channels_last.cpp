@@ -168,15 +168,51 @@ TEST_CASE("channels_last: conv2d's output is channels-last when its input or wei
       const Tensor xi = x_cl ? as_cl(x) : x, wi = w_cl ? as_cl(w) : w;
       const Tensor yi = conv2d(xi, wi, b, {2}, {1});
       CHECK(channels_last(yi));
-      CHECK(bitwise_equal(yi, y));
+      // The CPU runs channels-last calls NHWC on oneDNN's primitives, where the NCHW call of so
+      // shallow a layer runs conv.cpp's own loops: the same values up to the sums' order.
+      check_close(yi, y, tolerance(d));
       const auto got = autograd::grad({yi}, {xi, wi, b}, {g.contiguous(kCL)});
       CHECK(channels_last(got[0]) == x_cl);
       CHECK(channels_last(got[1]) == w_cl);
       for (size_t i = 0; i < 3; ++i) {
         CAPTURE(i);
-        CHECK(bitwise_equal(got[i], ref[i]));
+        check_close(got[i], ref[i], tolerance(d));
       }
     }
+  }
+}
+
+TEST_CASE(
+    "channels_last: conv2d on the CPU's NHWC paths (in place for bfloat16, reordered for float32's blocks, widened "
+    "float16, a 3-channel stem, chunks of unequal size) matches the NCHW call") {
+  manual_seed(9);
+  struct Case {
+    int64_t n, c, o, side, stride;
+    Dtype dtype;
+  };
+  for (const Case& k :
+       {Case{5, 32, 48, 8, 1, kFloat32}, Case{5, 32, 48, 8, 1, kBFloat16}, Case{3, 16, 32, 9, 2, kFloat16},
+        Case{4, 3, 16, 8, 1, kBFloat16}, Case{4, 3, 16, 8, 1, kFloat32}, Case{2, 64, 64, 4, 1, kBFloat16}}) {
+    CAPTURE(k.c);
+    CAPTURE(k.n);
+    CAPTURE(dtype_name(k.dtype));
+    const Tensor x = randn({k.n, k.c, k.side, k.side}).to(k.dtype).requires_grad_(),
+                 w = (randn({k.o, k.c, 3, 3}) * 0.2).to(k.dtype).requires_grad_();
+    const Tensor y = conv2d(x, w, Tensor(), {k.stride}, {1});
+    const Tensor g = randn(y.shape()).to(k.dtype);
+    const auto ref = autograd::grad({y}, {x, w}, {g});
+    const Tensor xc = as_cl(x);
+    const Tensor yc = conv2d(xc, w, Tensor(), {k.stride}, {1});
+    REQUIRE(channels_last(yc));
+    // Two float32 computations in different orders (the NCHW stem's weight gradient is a GEMM,
+    // the NHWC one oneDNN's kernel with per-chunk partial sums): 1e-4 apart, not float32's 1e-5.
+    const Tolerance tol = k.dtype == kFloat32 ? Tolerance{1e-4, 1e-4} : tolerance(k.dtype);
+    check_close(yc, y, tol);
+    const auto got = autograd::grad({yc}, {xc, w}, {g.contiguous(kCL)});
+    CHECK(channels_last(got[0]));
+    CHECK(got[1].is_contiguous());
+    check_close(got[0], ref[0], tol);
+    check_close(got[1], ref[1], tol);
   }
 }
 
@@ -222,6 +258,51 @@ TEST_CASE("channels_last: Module::to(MemoryFormat) lays out 4-d parameters as Py
   CHECK_THROWS_WITH_AS(net.to(MemoryFormat::Preserve), doctest::Contains("[to]"), Error);
 }
 
+TEST_CASE(
+    "channels_last: SGD and Adam update channels-last parameters in place, bit for bit as contiguous ones, their "
+    "state in the same layout") {
+  manual_seed(10);
+  for (const bool grad_cl : {true, false}) {  // the gradient in the parameter's layout, or contiguous
+    CAPTURE(grad_cl);
+    const Tensor w0 = randn({8, 16, 3, 3});
+    Tensor dense = w0.clone().requires_grad_(), cl = as_cl(w0).requires_grad_();
+    optim::SGD sgd_dense({dense}, {.lr = 0.1, .momentum = 0.9}), sgd_cl({cl}, {.lr = 0.1, .momentum = 0.9});
+    const void* storage = cl.raw_data();
+    for (int step = 0; step < 3; ++step) {
+      const Tensor g = randn(w0.shape());
+      dense.set_grad(g);
+      cl.set_grad(grad_cl ? g.contiguous(kCL) : g);
+      sgd_dense.step();
+      sgd_cl.step();
+    }
+    CHECK(cl.raw_data() == storage);
+    CHECK(channels_last(cl));
+    CHECK(bitwise_equal(cl, dense));
+    const Tensor buf = sgd_cl.state_dict().at("state.0.momentum_buffer");
+    CHECK(channels_last(buf));  // kept in the parameter's layout, so no step copies
+    CHECK(bitwise_equal(buf.contiguous(), sgd_dense.state_dict().at("state.0.momentum_buffer")));
+
+    Tensor a_dense = w0.clone().requires_grad_(), a_cl = as_cl(w0).requires_grad_();
+    optim::Adam adam_dense({a_dense}, {.lr = 0.01}), adam_cl({a_cl}, {.lr = 0.01});
+    const void* a_storage = a_cl.raw_data();
+    for (int step = 0; step < 3; ++step) {
+      const Tensor g = randn(w0.shape());
+      a_dense.set_grad(g);
+      a_cl.set_grad(grad_cl ? g.contiguous(kCL) : g);
+      adam_dense.step();
+      adam_cl.step();
+    }
+    CHECK(a_cl.raw_data() == a_storage);
+    CHECK(bitwise_equal(a_cl, a_dense));
+    const auto st = adam_cl.state_dict(), st_dense = adam_dense.state_dict();
+    for (const char* key : {"state.0.exp_avg", "state.0.exp_avg_sq"}) {
+      CAPTURE(key);
+      CHECK(channels_last(st.at(key)));
+      CHECK(bitwise_equal(st.at(key).contiguous(), st_dense.at(key)));
+    }
+  }
+}
+
 TEST_CASE("channels_last: a ResNet basic block's forward and backward match NCHW's") {
   manual_seed(8);
   const auto block = [] {
@@ -247,6 +328,7 @@ TEST_CASE("channels_last: a ResNet basic block's forward and backward match NCHW
     CAPTURE(p1[i].first);
     REQUIRE(p2[i].second.grad().defined());
     CHECK(p2[i].second.grad().strides() == p2[i].second.strides());
-    check_close(p2[i].second.grad(), p1[i].second.grad(), {1e-5, 1e-5});
+    // Batch norm's backward over 72 values a channel amplifies the sums' different order.
+    check_close(p2[i].second.grad(), p1[i].second.grad(), {1e-4, 1e-4});
   }
 }

@@ -85,6 +85,8 @@ ParseOutcome parse_options(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"resnet18", "resnet50"}));
   app.add_flag("!--no-channels-last", o.resnet_channels_last,
                "run the resnet cell on cuda in NCHW, not channels-last (NHWC, both sides' default there), for A/B");
+  app.add_flag("--resnet-cpu-channels-last", o.resnet_cpu_channels_last,
+               "run the resnet cell on cpu channels-last (model and batches, both sides), not NCHW");
   app.add_option("--resnet-batch-cpu", o.resnet_batch_cpu, "batch size of resnet on cpu")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

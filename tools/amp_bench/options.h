@@ -31,6 +31,7 @@ struct Options {
   std::string resnet_cpu = "resnet18";    // the resnet cell's network on cpu (resnet18 or resnet50)
   std::string resnet_cuda = "resnet50";   // and on cuda
   bool resnet_channels_last = true;       // the resnet cell on cuda in channels-last (NHWC), both sides
+  bool resnet_cpu_channels_last = false;  // the resnet cell on cpu in channels-last, both sides
   std::string gpt2_cpu = "d4:256:4";      // gpt2 SIZE:CONTEXT:BATCH on cpu
   std::string gpt2_cuda = "d12:1024:16";  // and on cuda
   double gpt2_lr = 3e-4;                  // its AdamW learning rate (constant)

@@ -22,7 +22,8 @@ std::string resnet_arch(const Options& options, const std::string& model, const 
 }
 
 bool channels_last(const Options& options, const std::string& model, const std::string& device) {
-  return model == "resnet" && device == "cuda" && options.resnet_channels_last;
+  if (model != "resnet") return false;
+  return device == "cuda" ? options.resnet_channels_last : options.resnet_cpu_channels_last;
 }
 
 std::optional<hg::Dtype> autocast_dtype(const std::string& precision) {

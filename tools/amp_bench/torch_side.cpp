@@ -113,6 +113,7 @@ std::vector<std::string> torch_arguments(const Options& o, int threads, const st
                                    fmt::format("{}", o.gpt2_lr)};
   if (o.torch_compile) args.push_back("--compile");
   if (!o.resnet_channels_last) args.push_back("--no-channels-last");
+  if (o.resnet_cpu_channels_last) args.push_back("--cpu-channels-last");
   if (o.real_data) {
     args.push_back("--real-data");
     args.push_back("--data");

@@ -88,7 +88,7 @@ const float* as_float32(Dtype dtype, const char* user, int64_t count, GrowBuffer
   return wide;
 }
 
-// The float32 values a plan reads through `desc` (NCHW, float32), as above.
+// The float32 values a plan reads through `desc` (halfgrad's layout, float32), as above.
 const char* as_float32(Dtype dtype, const char* user, const memory::desc& desc, GrowBuffer& buf) {
   return reinterpret_cast<const char*>(
       as_float32(dtype, user, static_cast<int64_t>(desc.get_size() / sizeof(float)), buf));
@@ -131,7 +131,7 @@ void prepare_weights(const ChunkPlans& plans, const Tensor& weight, PreparedWeig
   thread_stream().wait();
 }
 
-// An activation reorder between halfgrad's NCHW and a primitive's layout: conv/layouts.h's
+// An activation reorder between halfgrad's layout (NCHW or NHWC) and a primitive's: conv/layouts.h's
 // transposition where it takes the pair of layouts, else oneDNN's reorder.
 void move_activations(const dnnl::reorder& reorder, dnnl::stream& s, memory& from, memory& to) {
   if (!transpose_activations(from.get_desc(), to.get_desc(), from.get_data_handle(), to.get_data_handle()))
@@ -179,7 +179,10 @@ bool applies(const Tensor& t) {
 // docs/history/PERF-CPU.md, 2026-11-26 22:20). The weight-gradient pass stays on the primitives,
 // which were faster for these shapes.
 constexpr int64_t kForwardOwnPathDepth = 36;
-bool forward_on_own_path(const Problem& pr) { return pr.c / pr.groups * pr.kh * pr.kw <= kForwardOwnPathDepth; }
+// (Channels-last activations stay on the primitive, which writes NHWC itself.)
+bool forward_on_own_path(const Problem& pr) {
+  return !pr.nhwc && pr.c / pr.groups * pr.kh * pr.kw <= kForwardOwnPathDepth;
+}
 
 // Where chunk i's samples of t start.
 char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
@@ -211,10 +214,10 @@ void pool_block(Dtype dtype, const char* block, const PoolInto& into, int64_t fi
 }
 
 // What runs after each chunk of an activation pass, on the same thread: chunk i, the chunk's
-// input as the primitive read it (in its layout), and the same values in NCHW, float32 (float16
+// input as the primitive read it (in its layout), and the same values in halfgrad's layout, float32 (float16
 // chunks widened).
 using AfterChunk = std::function<void(int64_t, const memory&, const char*)>;
-// Where an activation pass reads chunk i's input (NCHW), made on the calling thread; by default
+// Where an activation pass reads chunk i's input (halfgrad's layout), made on the calling thread; by default
 // the chunk's samples of the `in` tensor.
 using ChunkSource = std::function<const char*(int64_t)>;
 
@@ -255,17 +258,20 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
     const char* in_float32 = as_float32(dtype, user_in, plan.in_user, b.wide_in);
     memory src_user(plan.in_user, engine, const_cast<char*>(in_float32));
-    memory src(plan.in_prim, engine, ThreadBuffers::sized(b.in, plan.in_prim.get_size()));
-    memory dst(plan.out_prim, engine, ThreadBuffers::sized(b.out, plan.out_prim.get_size()));
+    // Activations already in the primitive's layout (NHWC bfloat16) are read and written in place.
+    const bool in_place_in = plan.in_user == plan.in_prim, in_place_out = plan.out_user == plan.out_prim;
+    memory src(plan.in_prim, engine,
+               in_place_in ? const_cast<char*>(in_float32) : ThreadBuffers::sized(b.in, plan.in_prim.get_size()));
+    memory dst(plan.out_prim, engine, in_place_out ? written : ThreadBuffers::sized(b.out, plan.out_prim.get_size()));
     memory dst_user(plan.out_user, engine, written);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
     memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-    move_activations(plan.in_reorder, s, src_user, src);
+    if (!in_place_in) move_activations(plan.in_reorder, s, src_user, src);
     std::unordered_map<int, memory> args{
         {in_arg, src}, {DNNL_ARG_WEIGHTS, wm}, {out_arg, dst}, {DNNL_ARG_SCRATCHPAD, sm}};
     if (bias_values != nullptr) args.emplace(DNNL_ARG_BIAS, memory(plan.bias, engine, const_cast<void*>(bias_values)));
     plan.primitive.execute(s, args);
-    move_activations(plan.out_reorder, s, dst, dst_user);
+    if (!in_place_out) move_activations(plan.out_reorder, s, dst, dst_user);
     s.wait();
     // A widened chunk is ReLU'd in float32, before its rounding (the same bits: rounding to
     // nearest keeps the sign, and NaN stays NaN), where relu_in_place runs vectorised.
@@ -388,7 +394,7 @@ struct FilterPartials {
 };
 
 // Chunk i's weight-gradient pass into its partial sums, on the calling pool thread: the input
-// reordered to the primitive's layout, and the chunk's output gradient too (NCHW at gy_user) unless
+// reordered to the primitive's layout, and the chunk's output gradient too (at gy_user) unless
 // `gy_ready` holds it so already.
 void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy_user,
                   FilterPartials& partials, const memory* gy_ready) {
@@ -396,22 +402,29 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   ThreadBuffers& b = thread_buffers();
   dnnl::stream& s = thread_stream();
   const Dtype dtype = input.dtype();
-  memory x_user(plan.in_user, engine,
-                const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x)));
-  memory x(plan.in_prim, engine, ThreadBuffers::sized(b.x, plan.in_prim.get_size()));
+  // Activations already in the primitive's layout are read in place.
+  char* x_values = const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x));
+  const bool x_in_place = plan.in_user == plan.in_prim;
+  memory x_user(plan.in_user, engine, x_values);
+  memory x(plan.in_prim, engine, x_in_place ? x_values : ThreadBuffers::sized(b.x, plan.in_prim.get_size()));
   memory gy;
   if (gy_ready != nullptr) {
     gy = *gy_ready;
   } else {
-    gy = memory(plan.out_prim, engine, ThreadBuffers::sized(b.gy, plan.out_prim.get_size()));
-    memory gy_nchw(plan.out_user, engine, const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in)));
-    move_activations(plan.out_reorder, s, gy_nchw, gy);
+    char* gy_values = const_cast<char*>(as_float32(dtype, gy_user, plan.out_user, b.wide_in));
+    if (plan.out_user == plan.out_prim) {
+      gy = memory(plan.out_prim, engine, gy_values);
+    } else {
+      gy = memory(plan.out_prim, engine, ThreadBuffers::sized(b.gy, plan.out_prim.get_size()));
+      memory gy_user_layout(plan.out_user, engine, gy_values);
+      move_activations(plan.out_reorder, s, gy_user_layout, gy);
+    }
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
   memory dw_plain(plan.weights_user, engine,
                   plan.rounded ? static_cast<void*>(partials.rounded_weight) : partials.weights_of(i));
   memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
-  move_activations(plan.in_reorder, s, x_user, x);
+  if (!x_in_place) move_activations(plan.in_reorder, s, x_user, x);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
   if (partials.bn) args.emplace(DNNL_ARG_DIFF_BIAS, memory(plan.bias, engine, partials.bias_of(i)));
@@ -451,7 +464,7 @@ void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const
 
 // The backward passes of every entry point below: the input gradient where grad_input is defined
 // (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
-// `grad_out` gives each chunk's output gradient, NCHW. With both, each chunk's output gradient is
+// `grad_out` gives each chunk's output gradient, in halfgrad's layout. With both, each chunk's output gradient is
 // put in the primitives' layout once, by the input-gradient pass, and handed from there to the chunk's
 // weight-gradient pass. pr: the convolution's problem (without a bias); false, having written
 // nothing, where a pass has no usable plan.
@@ -461,7 +474,8 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
   // bfloat16 on the GEMM in one chunk only: its bfloat16 results are not partial sums to add.
-  const bool filter_on_gemm = grad_weight.defined() &&
+  // The GEMM packs NCHW columns: channels-last calls keep the direct kernel.
+  const bool filter_on_gemm = grad_weight.defined() && !pr.nhwc &&
                               conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
                               (pr.dt != kBf16 || chunks.count == 1);
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;

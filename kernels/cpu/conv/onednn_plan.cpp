@@ -19,6 +19,7 @@ Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_
   pr.n = input.size(0), pr.c = input.size(1), pr.h = input.size(2), pr.w = input.size(3);
   pr.o = weight.size(0), pr.kh = weight.size(2), pr.kw = weight.size(3), pr.oh = oh, pr.ow = ow;
   pr.groups = p.groups, pr.bias = bias;
+  pr.nhwc = input.dim() == 4 && !input.is_contiguous() && input.is_contiguous(MemoryFormat::ChannelsLast);
   for (int i = 0; i < 2; ++i) pr.stride[i] = p.stride[i], pr.padding[i] = p.padding[i], pr.dilation[i] = p.dilation[i];
   return pr;
 }
@@ -69,7 +70,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
   const dnnl::engine& engine = cpu_engine();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch per thread, see run_chunk
-  const memory::desc src_user(pr.src(), pr.dt, Tag::nchw), dst_user(pr.dst(), pr.dt, Tag::nchw);
+  const memory::desc src_user(pr.src(), pr.dt, pr.user_tag()), dst_user(pr.dst(), pr.dt, pr.user_tag());
   const memory::desc src_prim(pr.src(), pr.dt, pr.activations_tag()), dst_prim(pr.dst(), pr.dt, pr.activations_tag());
   try {
     // The weight-gradient pass runs direct, and so does the forward it takes as its hint.
@@ -137,7 +138,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
 }  // namespace
 
 std::shared_ptr<const Plan> plan_for(Pass pass, const Problem& pr) {
-  static PrimitiveCache<std::array<int64_t, 19>, Plan> plans;
+  static PrimitiveCache<std::array<int64_t, 20>, Plan> plans;
   return plans.get(pr.key(pass), [&] { return make_plan(pass, pr); });
 }
 

@@ -33,8 +33,9 @@ struct Problem {
   int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
   int64_t stride[2], padding[2], dilation[2];
   bool bias;
+  bool nhwc;  // halfgrad's activations are channels-last (else NCHW); weights are OIHW either way
 
-  std::array<int64_t, 19> key(Pass pass) const {
+  std::array<int64_t, 20> key(Pass pass) const {
     return {static_cast<int64_t>(pass),
             static_cast<int64_t>(dt),
             n,
@@ -53,7 +54,8 @@ struct Problem {
             padding[1],
             dilation[0],
             dilation[1],
-            bias ? 1 : 0};
+            bias ? 1 : 0,
+            nhwc ? 1 : 0};
   }
   memory::dims src() const { return {n, c, h, w}; }
   memory::dims dst() const { return {n, o, oh, ow}; }
@@ -61,6 +63,8 @@ struct Problem {
     return groups == 1 ? memory::dims{o, c, kh, kw} : memory::dims{groups, o / groups, c / groups, kh, kw};
   }
   Tag weights_tag() const { return groups == 1 ? Tag::oihw : Tag::goihw; }
+  // halfgrad's activations' layout.
+  Tag user_tag() const { return nhwc ? Tag::nhwc : Tag::nchw; }
   // The activations' layout in the primitives: float32 with whole blocks of 16 input and output
   // channels in oneDNN's nChw16c, the native layout of its AVX-512 direct kernels (faster than
   // NHWC in all three passes of ResNet-18's float32 step: docs/BENCHMARKS.md); bfloat16, and
@@ -82,17 +86,19 @@ struct Problem {
 };
 
 // The problem of a convolution of `input` by `weight` into an oh x ow output (bf16 for bfloat16
-// tensors, f32 for float32 and float16 ones, which run on the float32 primitives).
+// tensors, f32 for float32 and float16 ones, which run on the float32 primitives); nhwc when
+// `input` is a channels-last 4-d tensor.
 Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, bool bias, const Conv2dParams& p);
 
-// A primitive for one pass of one problem, with the reorders between halfgrad's NCHW / OIHW
+// A primitive for one pass of one problem, with the reorders between halfgrad's NCHW or NHWC / OIHW
 // tensors and the layouts the primitive runs in: activations in Problem::activations_tag's,
-// weights in whatever blocked layout it picked.
+// weights in whatever blocked layout it picked. Where halfgrad's activations are already in the
+// primitive's layout (NHWC bfloat16), the passes read and write them in place.
 struct Plan {
   bool usable = false;
   dnnl::primitive primitive;
   memory::desc scratch;
-  // Activations: halfgrad's NCHW and the primitive's layout, for the input side and output side.
+  // Activations: halfgrad's layout and the primitive's, for the input side and output side.
   memory::desc in_user, in_prim, out_user, out_prim;
   dnnl::reorder in_reorder, out_reorder;
   // Weights: halfgrad's OIHW (bf16 for the forward and backward-data passes, f32 partials for the
