@@ -55,7 +55,9 @@ struct GraphTask {
 // no other TensorImpl views its storage (no alias, no view, no saved copy, nothing the user
 // passed in or will be handed), and it is a plain contiguous tensor filling its whole storage.
 bool engine_owns(const Tensor& g) {
-  return g.use_count() == 1 && g.storage().use_count() == 1 && g.autograd_meta() == nullptr && g.is_contiguous() &&
+  // Dense: contiguous, or channels-last (a channels-last model's weight gradients).
+  const bool dense = g.is_contiguous() || g.is_contiguous(g.suggest_memory_format());
+  return g.use_count() == 1 && g.storage().use_count() == 1 && g.autograd_meta() == nullptr && dense &&
          g.offset() == 0 && g.storage()->nbytes == static_cast<size_t>(g.numel()) * element_size(g.dtype());
 }
 

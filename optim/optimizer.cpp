@@ -216,8 +216,10 @@ Tensor Optimizer::zeros_like_param(const Tensor& param) {
 
 Tensor Optimizer::warm_cast_output(const Tensor& param) {
   const std::shared_ptr<WarmCast> warm = warm_cast_of(param);
-  if (!warm || param.dtype() != kFloat32 || !param.is_contiguous()) return Tensor();
-  return empty(param.shape(), TensorOptions(warm->dtype).device(param.device()));
+  if (!warm || param.dtype() != kFloat32 || !dense_param(param)) return Tensor();
+  // In the parameter's layout: the kernel writes it as a flat array beside the parameter's.
+  return empty(param.shape(), TensorOptions(warm->dtype).device(param.device()),
+               param.is_contiguous() ? MemoryFormat::Contiguous : param.suggest_memory_format());
 }
 
 void Optimizer::publish_warm_cast(const Tensor& param, const Tensor& value) {

@@ -94,7 +94,7 @@ class Optimizer {
   // During step(): the skip_if tensor as a one-element float32 tensor on `device` when it must be
   // read on the device; undefined when there is none (or it was already checked on the host).
   Tensor skip_flag(Device device) const;
-  // For the fused kernels: an empty float16/bfloat16 tensor when `param` (float32, contiguous)
+  // For the fused kernels: an empty float16/bfloat16 tensor when `param` (float32, dense_param)
   // keeps a warm autocast cast (optim/warm_cast.h), which the kernel fills with the
   // new weights rounded to that dtype; undefined otherwise.
   static Tensor warm_cast_output(const Tensor& param);

@@ -27,7 +27,7 @@ bool conv2d_relu_in_kernel(DeviceType dev) { return dev == kCPU || dev == kCUDA;
 bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype) {
   return dev == kCPU || (dev == kCUDA && dtype != kFloat64);
 }
-bool conv2d_weight_channels_last_in_kernel(DeviceType dev) { return dev == kCUDA; }
+bool conv2d_weight_as_given_in_kernel(DeviceType dev) { return dev == kCPU; }
 
 namespace {
 const OpDef kConv2d{"conv2d", true};
@@ -164,10 +164,11 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
   const MemoryFormat kernel_format = channels_last && conv2d_channels_last_in_kernel(dev, x.dtype())
                                          ? MemoryFormat::ChannelsLast
                                          : MemoryFormat::Contiguous;
-  const MemoryFormat weight_format =
-      kernel_format == MemoryFormat::ChannelsLast && conv2d_weight_channels_last_in_kernel(dev)
-          ? MemoryFormat::ChannelsLast
-          : MemoryFormat::Contiguous;
+  // The weight: in the activations' layout (CUDA's kernels), or where the kernels take it as it is
+  // (the CPU's), channels-last only when it is so and the call runs channels-last.
+  const bool weight_cl =
+      kernel_format == MemoryFormat::ChannelsLast && (!conv2d_weight_as_given_in_kernel(dev) || w_cl);
+  const MemoryFormat weight_format = weight_cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   const Tensor xc = internal::laid_out(x, kernel_format), wc = internal::laid_out(weight, weight_format);
   const Tensor bc = bias.defined() ? internal::contiguous(bias) : Tensor();
   Tensor pooled, which;  // pool: the pooled output and each window's choice, 0..3

@@ -29,15 +29,15 @@ bool conv2d_relu_in_kernel(DeviceType dev);
 // NHWC and whose own loops make NCHW copies where they run); where not, conv2d runs a
 // channels-last call on NCHW copies and lays the results out after.
 bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype);
-// Whether they take the weight (and give its gradient) channels-last too when they take the
-// activations so (CUDA's); the CPU's take OIHW weights, which oneDNN's paths pack into their own
-// blocks either way.
-bool conv2d_weight_channels_last_in_kernel(DeviceType dev);
+// Whether, in a channels-last call, they take the weight (and give its gradient) in the layout it
+// has, OIHW or OHWI (the CPU's, whose oneDNN paths pack either into their own blocks); otherwise
+// (CUDA's) the weight is laid out as the activations are.
+bool conv2d_weight_as_given_in_kernel(DeviceType dev);
 
 // out [N,O,OH,OW] = conv(input [N,C,H,W], weight [O,C/groups,kh,kw]) + bias [O] (bias may be
 // undefined). All tensors of one floating dtype, contiguous, or (conv2d_channels_last_in_kernel)
-// input, out and the activation gradients channels-last, and the weight and its gradient too where
-// conv2d_weight_channels_last_in_kernel; out is allocated by the op.
+// input, out and the activation gradients channels-last, and the weight and its gradient too (or,
+// where conv2d_weight_as_given_in_kernel, in the weight's own layout); out is allocated by the op.
 using Conv2dForwardFn = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                                  const Conv2dParams& p);
 

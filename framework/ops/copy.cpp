@@ -55,11 +55,14 @@ Tensor to(const Tensor& t, Device device, Dtype dtype) {
 }
 
 Tensor to_with_result(const Tensor& t, const Tensor& value) {
-  HG_CHECK(value.defined() && value.shape() == t.shape() && value.device() == t.device() && value.is_contiguous(), "to",
-           "a precomputed conversion of a {} tensor on {} must be contiguous with its shape and device, got {}",
+  // Dense: contiguous, or channels-last (a channels-last weight's warm cast, laid out as the weight).
+  HG_CHECK(value.defined() && value.shape() == t.shape() && value.device() == t.device() &&
+               internal::owns_whole_storage(value),
+           "to", "a precomputed conversion of a {} tensor on {} must be dense with its shape and device, got {}",
            t.shape(), t.device(), value.defined() ? fmt::format("{} on {}", value.shape(), value.device()) : "none");
   OpCall call(kTo, {t});
-  Tensor out = internal::alias_contiguous(value, value.shape());  // its own handle: finish() gives it the node
+  // Its own handle (finish() gives it the node), with the value's strides.
+  Tensor out = internal::alias(value, value.shape(), value.strides(), 0);
   BackwardFn bw;
   if (call.needs_grad()) {
     bw = [device = t.device(), dtype = t.dtype()](const TensorList& g) -> TensorList {

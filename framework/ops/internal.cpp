@@ -102,7 +102,7 @@ MemoryFormat output_format(const Shape& out_shape, std::initializer_list<const T
 }
 
 bool owns_whole_storage(const Tensor& t) {
-  return t.offset() == 0 && t.is_contiguous() &&
+  return t.offset() == 0 && (t.is_contiguous() || t.is_contiguous(t.suggest_memory_format())) &&
          static_cast<size_t>(t.numel()) * element_size(t.dtype()) == t.storage()->nbytes;
 }
 

@@ -158,3 +158,28 @@ TEST_CASE("amp: a weight whose update overflows the cache gets its warm copy by 
     }
   }
 }
+
+TEST_CASE("amp: a channels-last weight's cast is kept warm in its layout, bit for bit a fresh cast") {
+  manual_seed(12);
+  Tensor w = (randn({16, 8, 3, 3}) * 0.2).contiguous(MemoryFormat::ChannelsLast).requires_grad_();
+  const Tensor x = randn({2, 8, 6, 6}).contiguous(MemoryFormat::ChannelsLast);
+  optim::SGD opt({w}, {.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard g(kCPU, kBFloat16);
+      loss = conv2d(x, w, Tensor(), {1}, {1}).to(kFloat32).pow(2.0).mean();
+    }
+    loss.backward();
+    opt.step();
+  }
+  const auto warm = optim::warm_cast_of(w);
+  REQUIRE(warm != nullptr);
+  REQUIRE(warm->value.defined());
+  CHECK(warm->value.strides() == w.strides());
+  CHECK(warm->version == w.version());
+  CHECK(bitwise_equal(warm->value, w.detach().to(kBFloat16)));
+  amp::AutocastGuard g(kCPU, kBFloat16);
+  CHECK(amp::cast_for_autocast(w, kBFloat16).storage() == warm->value.storage());
+}

@@ -184,7 +184,7 @@ TEST_CASE("channels_last: conv2d's output is channels-last when its input or wei
 
 TEST_CASE(
     "channels_last: conv2d on the CPU's NHWC paths (in place for bfloat16, reordered for float32's blocks, widened "
-    "float16, a 3-channel stem, chunks of unequal size) matches the NCHW call") {
+    "float16, a 3-channel stem, chunks of unequal size), OIHW and OHWI weights, matches the NCHW call") {
   manual_seed(9);
   struct Case {
     int64_t n, c, o, side, stride;
@@ -201,18 +201,21 @@ TEST_CASE(
     const Tensor y = conv2d(x, w, Tensor(), {k.stride}, {1});
     const Tensor g = randn(y.shape()).to(k.dtype);
     const auto ref = autograd::grad({y}, {x, w}, {g});
-    const Tensor xc = as_cl(x);
-    const Tensor yc = conv2d(xc, w, Tensor(), {k.stride}, {1});
-    REQUIRE(channels_last(yc));
-    // Two float32 computations in different orders (the NCHW stem's weight gradient is a GEMM,
-    // the NHWC one oneDNN's kernel with per-chunk partial sums): 1e-4 apart, not float32's 1e-5.
-    const Tolerance tol = k.dtype == kFloat32 ? Tolerance{1e-4, 1e-4} : tolerance(k.dtype);
-    check_close(yc, y, tol);
-    const auto got = autograd::grad({yc}, {xc, w}, {g.contiguous(kCL)});
-    CHECK(channels_last(got[0]));
-    CHECK(got[1].is_contiguous());
-    check_close(got[0], ref[0], tol);
-    check_close(got[1], ref[1], tol);
+    for (const bool w_cl : {false, true}) {  // the weight OIHW, or OHWI as a channels-last model's
+      CAPTURE(w_cl);
+      const Tensor xc = as_cl(x), wc = w_cl ? as_cl(w) : w;
+      const Tensor yc = conv2d(xc, wc, Tensor(), {k.stride}, {1});
+      REQUIRE(channels_last(yc));
+      // Two float32 computations in different orders (the NCHW stem's weight gradient is a GEMM,
+      // the NHWC one oneDNN's kernel with per-chunk partial sums): 1e-4 apart, not float32's 1e-5.
+      const Tolerance tol = k.dtype == kFloat32 ? Tolerance{1e-4, 1e-4} : tolerance(k.dtype);
+      check_close(yc, y, tol);
+      const auto got = autograd::grad({yc}, {xc, wc}, {g.contiguous(kCL)});
+      CHECK(channels_last(got[0]));
+      CHECK(channels_last(got[1]) == w_cl);
+      check_close(got[0], ref[0], tol);
+      check_close(got[1], ref[1], tol);
+    }
   }
 }
 

@@ -29,11 +29,12 @@ std::vector<uint16_t> distinct_bits(int64_t n) {
   return v;
 }
 
-std::vector<char> by_reorder(const std::vector<uint16_t>& src, const memory::dims& dims, const memory::desc& to) {
+std::vector<char> by_reorder(const std::vector<uint16_t>& src, const memory::dims& dims, const memory::desc& to,
+                             Tag src_tag = Tag::abcd) {
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   std::vector<char> out(to.get_size());
-  memory from(memory::desc(dims, memory::data_type::bf16, Tag::abcd), engine, const_cast<uint16_t*>(src.data()));
+  memory from(memory::desc(dims, memory::data_type::bf16, src_tag), engine, const_cast<uint16_t*>(src.data()));
   memory dst(to, engine, out.data());
   dnnl::reorder(from, dst).execute(stream, from, dst);
   stream.wait();
@@ -42,7 +43,7 @@ std::vector<char> by_reorder(const std::vector<uint16_t>& src, const memory::dim
 
 }  // namespace
 
-TEST_CASE("bf16 weight packing: every layout it takes equals oneDNN's reorder bit for bit") {
+TEST_CASE("bf16 weight packing: every layout it takes, from OIHW and OHWI, equals oneDNN's reorder bit for bit") {
   struct Case {
     memory::dims dims;
     Tag tag;
@@ -65,10 +66,13 @@ TEST_CASE("bf16 weight packing: every layout it takes equals oneDNN's reorder bi
     const memory::desc desc(c.dims, memory::data_type::bf16, c.tag);
     REQUIRE(packed_layout(desc) == c.layout);
     const auto src = distinct_bits(c.dims[0] * c.dims[1] * c.dims[2] * c.dims[3]);
-    std::vector<char> packed(desc.get_size(), 0x5a);
-    REQUIRE(pack_bf16_weights(src.data(), desc, packed.data()));
-    const std::vector<char> want = by_reorder(src, c.dims, desc);
-    CHECK(std::memcmp(packed.data(), want.data(), want.size()) == 0);
+    for (const bool ohwi : {false, true}) {  // the source OIHW, or a channels-last weight's OHWI
+      CAPTURE(ohwi);
+      std::vector<char> packed(desc.get_size(), 0x5a);
+      REQUIRE(pack_bf16_weights(src.data(), ohwi, desc, packed.data()));
+      const std::vector<char> want = by_reorder(src, c.dims, desc, ohwi ? Tag::acdb : Tag::abcd);
+      CHECK(std::memcmp(packed.data(), want.data(), want.size()) == 0);
+    }
   }
 }
 
@@ -84,12 +88,14 @@ TEST_CASE("bf16 weight packing leaves other layouts, large kernels, padded block
     CHECK(packed_layout(*d) == PackedLayout::None);
     std::vector<char> out(d->get_size(), 0x5a);
     const auto src = distinct_bits(static_cast<int64_t>(d->get_size() / 2));
-    CHECK_FALSE(pack_bf16_weights(src.data(), *d, out.data()));
+    CHECK_FALSE(pack_bf16_weights(src.data(), false, *d, out.data()));
+    CHECK_FALSE(pack_bf16_weights(src.data(), true, *d, out.data()));
     CHECK(out[0] == 0x5a);  // nothing written
   }
 }
 
-TEST_CASE("weight-gradient unblocking: ABcd16b16a blocks into OIHW, float32 and bfloat16, several tap counts") {
+TEST_CASE(
+    "weight-gradient unblocking: ABcd16b16a blocks into OIHW and OHWI, float32 and bfloat16, several tap counts") {
   struct Case {
     int64_t o, in, k;
   };
@@ -104,18 +110,21 @@ TEST_CASE("weight-gradient unblocking: ABcd16b16a blocks into OIHW, float32 and 
       blocks[static_cast<size_t>(i)] = static_cast<float>(i);
       blocks16[static_cast<size_t>(i)] = hg::BFloat16::from_bits(static_cast<uint16_t>(i * 40503u));
     }
-    hg::cpu::onednn_conv::unblock_filter_gradient(blocks.data(), out.data(), c.o, c.in, c.k);
-    hg::cpu::onednn_conv::unblock_filter_gradient(blocks16.data(), out16.data(), c.o, c.in, c.k);
-    int64_t wrong = 0;
-    for (int64_t o = 0; o < c.o; ++o)
-      for (int64_t i = 0; i < c.in; ++i)
-        for (int64_t t = 0; t < c.k; ++t) {
-          const int64_t from = ((o / 16 * (c.in / 16) + i / 16) * c.k + t) * 256 + i % 16 * 16 + o % 16;
-          const int64_t to = (o * c.in + i) * c.k + t;
-          wrong += out[static_cast<size_t>(to)] != blocks[static_cast<size_t>(from)];
-          wrong += out16[static_cast<size_t>(to)].bits != blocks16[static_cast<size_t>(from)].bits;
-        }
-    CHECK(wrong == 0);
+    for (const bool ohwi : {false, true}) {
+      CAPTURE(ohwi);
+      hg::cpu::onednn_conv::unblock_filter_gradient(blocks.data(), out.data(), c.o, c.in, c.k, ohwi);
+      hg::cpu::onednn_conv::unblock_filter_gradient(blocks16.data(), out16.data(), c.o, c.in, c.k, ohwi);
+      int64_t wrong = 0;
+      for (int64_t o = 0; o < c.o; ++o)
+        for (int64_t i = 0; i < c.in; ++i)
+          for (int64_t t = 0; t < c.k; ++t) {
+            const int64_t from = ((o / 16 * (c.in / 16) + i / 16) * c.k + t) * 256 + i % 16 * 16 + o % 16;
+            const int64_t to = ohwi ? (o * c.k + t) * c.in + i : (o * c.in + i) * c.k + t;
+            wrong += out[static_cast<size_t>(to)] != blocks[static_cast<size_t>(from)];
+            wrong += out16[static_cast<size_t>(to)].bits != blocks16[static_cast<size_t>(from)].bits;
+          }
+      CHECK(wrong == 0);
+    }
   }
 }
 

@@ -332,16 +332,17 @@ void conv_relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weigh
                         });
 }
 
-// Channels-last activations (conv2d_channels_last_in_kernel: the op passes them as they are) that
-// the oneDNN path declined: this file's loops read and write NCHW, so they run on NCHW copies.
+// Channels-last activations and weights (conv2d_channels_last_in_kernel: the op passes them as
+// they are) that the oneDNN path declined: this file's loops read and write NCHW and OIHW, so
+// they run on contiguous copies.
 bool channels_last(const Tensor& t) { return t.defined() && t.dim() == 4 && !t.is_contiguous(); }
 
 void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const Conv2dParams& p) {
   if (onednn_conv2d_forward(out, input, weight, bias, p)) return;
-  if (channels_last(input) || channels_last(out)) {
+  if (channels_last(input) || channels_last(out) || channels_last(weight)) {
     const Tensor nchw = empty(out.shape(), TensorOptions(out.dtype()));
-    forward_cpu(nchw, input.contiguous(), weight, bias, p);
+    forward_cpu(nchw, input.contiguous(), weight.contiguous(), bias, p);
     Tensor(out).copy_(nchw);
     return;
   }
@@ -363,9 +364,9 @@ bool relu_max_pool_forward_cpu(const Tensor& pooled, const Tensor& which, const 
 }
 void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p) {
   if (onednn_conv2d_backward_data(grad_input, grad_out, weight, p)) return;
-  if (channels_last(grad_input) || channels_last(grad_out)) {
+  if (channels_last(grad_input) || channels_last(grad_out) || channels_last(weight)) {
     const Tensor nchw = empty(grad_input.shape(), TensorOptions(grad_input.dtype()));
-    backward_data_cpu(nchw, grad_out.contiguous(), weight, p);
+    backward_data_cpu(nchw, grad_out.contiguous(), weight.contiguous(), p);
     Tensor(grad_input).copy_(nchw);
     return;
   }
@@ -375,6 +376,12 @@ void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const T
 void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                          const Tensor& input, const Conv2dParams& p) {
   if (onednn_conv2d_backward_filter(grad_weight, grad_bias, grad_out, input, p)) return;
+  if (channels_last(grad_weight)) {
+    const Tensor oihw = empty(grad_weight.shape(), TensorOptions(grad_weight.dtype()));
+    backward_filter_cpu(oihw, grad_bias, grad_out, input, p);
+    Tensor(grad_weight).copy_(oihw);
+    return;
+  }
   if (channels_last(grad_out) || channels_last(input))
     return backward_filter_cpu(grad_weight, grad_bias, grad_out.contiguous(), input.contiguous(), p);
   dispatch_floating(grad_out.dtype(), "conv2d",

@@ -136,16 +136,52 @@ void pack_forward(const uint16_t* src, uint16_t* out, int64_t o, int64_t in, int
   });
 }
 
+// Forward from OHWI weights (a channels-last model's): output o's run is [k taps][in], so the
+// 32-bit word pairing inputs 2 ip, 2 ip + 1 at tap t is word (o k + t) in / 2 + ip, already a pair.
+// For each block of X output channels and tap, the [X][in / 2] words are transposed into
+// [in / 2][X]: 16 x 16 in registers on AVX-512, one word at a time elsewhere.
+void pack_forward_ohwi(const uint16_t* src, uint16_t* out, int64_t o, int64_t in, int64_t kw, int64_t k, int64_t x,
+                       const int64_t* st) {
+  const auto* words = reinterpret_cast<const uint32_t*>(src);
+  const int64_t pairs = in / 2;
+  run_parallel(o / x, [&](int64_t ob) {
+    for (int64_t t = 0; t < k; ++t) {
+      const auto run = [&](int64_t ip) {  // the X words of input pair ip at tap t
+        return reinterpret_cast<uint32_t*>(out + ob * st[0] + ip * st[1] + t / kw * st[2] + t % kw * st[3]);
+      };
+      const auto word = [&](int64_t ol, int64_t ip) { return words + ((ob * x + ol) * k + t) * pairs + ip; };
+      int64_t ip0 = 0;
+#if defined(__AVX512F__)
+      for (; ip0 + 16 <= pairs; ip0 += 16)
+        for (int64_t o0 = 0; o0 < x; o0 += 16) {
+          __m512i r[16];
+          for (int64_t ol = 0; ol < 16; ++ol) r[ol] = _mm512_loadu_si512(word(o0 + ol, ip0));
+          transpose16x16(r);
+          for (int64_t ip = 0; ip < 16; ++ip) _mm512_storeu_si512(run(ip0 + ip) + o0, r[ip]);
+        }
+#endif
+      for (; ip0 < pairs; ++ip0) {
+        uint32_t* w = run(ip0);
+        for (int64_t ol = 0; ol < x; ++ol) w[ol] = *word(ol, ip0);
+      }
+    }
+  });
+}
+
 }  // namespace
 
-bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void* dst) {
+bool pack_bf16_weights(const uint16_t* src, bool ohwi, const dnnl::memory::desc& desc, void* dst) {
   const PackedLayout layout = packed_layout(desc);
   if (layout == PackedLayout::None) return false;
   const dnnl_memory_desc_t& d = desc.data;
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   const int64_t o = d.dims[0], in = d.dims[1], kw = d.dims[3], k = d.dims[2] * kw;
   uint16_t* out = static_cast<uint16_t*>(dst);
-  pack_forward(src, out, o, in, kw, k, b.inner_blks[0], b.strides);  // strides: in values, of the outer indices
+  // strides: in values, of the outer indices
+  if (ohwi)
+    pack_forward_ohwi(src, out, o, in, kw, k, b.inner_blks[0], b.strides);
+  else
+    pack_forward(src, out, o, in, kw, k, b.inner_blks[0], b.strides);
   return true;
 }
 
@@ -198,6 +234,30 @@ void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t i
 #endif
 }
 
+// The same blocks into OHWI `out` (a channels-last weight's gradient): output channel oo's values
+// for tap kk are the block's rows kk * 16 .. kk * 16 + 15 read down column oo, so each 16 x 16
+// piece of rows is transposed once and its rows written as runs of 16 inputs.
+template <class T>
+void unblock_ohwi(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t in, int64_t k) {
+  const int64_t ib_count = in / 16;
+  for (int64_t ob = 0; ob < o / 16; ++ob)
+    for (int64_t ib = 0; ib < ib_count; ++ib) {
+      const T* block = blocks + (ob * ib_count + ib) * k * 256;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        T* first = out + ((ob * 16) * k + kk) * in + ib * 16;  // output channel ob * 16's run of 16 inputs
+#if defined(__AVX512F__)
+        __m512i r[16];
+        for (int64_t ii = 0; ii < 16; ++ii) r[ii] = load_row(block + (kk * 16 + ii) * 16);
+        transpose16x16(r);
+        for (int64_t oo = 0; oo < 16; ++oo) store_row(first + oo * k * in, r[oo]);
+#else
+        for (int64_t ii = 0; ii < 16; ++ii)
+          for (int64_t oo = 0; oo < 16; ++oo) first[oo * k * in + ii] = block[(kk * 16 + ii) * 16 + oo];
+#endif
+      }
+    }
+}
+
 #if defined(__AVX512F__)
 // dst [cols][rows] = src [rows][cols] transposed, 16-bit values, rows and cols multiples of 16.
 void transpose_16bit(const uint16_t* __restrict src, uint16_t* __restrict dst, int64_t rows, int64_t cols) {
@@ -234,11 +294,19 @@ bool transpose_activations(const dnnl::memory::desc& from, const dnnl::memory::d
 #endif
 }
 
-void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k) {
-  unblock(blocks, out, o, in, k);
+void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k, bool ohwi) {
+  if (ohwi)
+    unblock_ohwi(blocks, out, o, in, k);
+  else
+    unblock(blocks, out, o, in, k);
 }
-void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k) {
-  unblock(reinterpret_cast<const uint16_t*>(blocks), reinterpret_cast<uint16_t*>(out), o, in, k);  // moves bits only
+void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k, bool ohwi) {
+  const auto* from = reinterpret_cast<const uint16_t*>(blocks);  // moves bits only
+  auto* to = reinterpret_cast<uint16_t*>(out);
+  if (ohwi)
+    unblock_ohwi(from, to, o, in, k);
+  else
+    unblock(from, to, o, in, k);
 }
 
 }  // namespace hg::cpu::onednn_conv

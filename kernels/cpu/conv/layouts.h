@@ -1,4 +1,4 @@
-// halfgrad's own moves between its tensors (NCHW activations, OIHW weights) and the layouts of
+// halfgrad's own moves between its tensors (NCHW or NHWC activations, OIHW or OHWI weights) and the layouts of
 // oneDNN's convolution primitives, where oneDNN 2.6's generic reorders are slow; each returns
 // false, having written nothing, for a layout it does not take, and the caller runs oneDNN's
 // reorder instead. Built with oneDNN only.
@@ -30,15 +30,18 @@ namespace hg::cpu::onednn_conv {
 enum class PackedLayout { None, Forward };
 PackedLayout packed_layout(const dnnl::memory::desc& desc);
 
-// Writes the OIHW bfloat16 weights `src` into `dst` (desc.get_size() bytes) laid out as `desc`;
-// false, having written nothing, where packed_layout(desc) is None.
-bool pack_bf16_weights(const uint16_t* src, const dnnl::memory::desc& desc, void* dst);
+// Writes the bfloat16 weights `src`, OIHW or (`ohwi`: a channels-last weight) OHWI, into `dst`
+// (desc.get_size() bytes) laid out as `desc`; false, having written nothing, where
+// packed_layout(desc) is None.
+bool pack_bf16_weights(const uint16_t* src, bool ohwi, const dnnl::memory::desc& desc, void* dst);
 
 // The other way, for the weight-gradient pass: a gradient in oneDNN's ABcd16b16a blocks
-// ([O/16][I/16][k][16 i][16 o], k = kh * kw; o and in multiples of 16) into OIHW `out`: float32
-// partial sums, or a bfloat16 gradient oneDNN has rounded.
-void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k);
-void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k);
+// ([O/16][I/16][k][16 i][16 o], k = kh * kw; o and in multiples of 16) into OIHW `out`, or OHWI
+// with `ohwi` (a channels-last weight's gradient): float32 partial sums, or a bfloat16 gradient
+// oneDNN has rounded.
+void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k, bool ohwi = false);
+void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k,
+                             bool ohwi = false);
 
 // 16-bit activations [n, c, h, w] from `from`'s layout to `to`'s, where one is NCHW and the other
 // NHWC (the bfloat16 primitives' layout), c and h * w multiples of 16, on AVX-512: each sample a

@@ -119,7 +119,7 @@ void prepare_weights(const ChunkPlans& plans, const Tensor& weight, PreparedWeig
   const auto reorder_into = [&](const Plan& plan, std::optional<Workspace<char>>& buf) {
     buf.emplace(static_cast<int64_t>(plan.weights_prim.get_size()));
     if (weight.dtype() == kBFloat16 &&
-        pack_bf16_weights(static_cast<const uint16_t*>(user), plan.weights_prim, buf->data()))
+        pack_bf16_weights(static_cast<const uint16_t*>(user), plan.weights_ohwi, plan.weights_prim, buf->data()))
       return;
     memory src(plan.weights_user, engine, const_cast<void*>(user));
     memory dst(plan.weights_prim, engine, buf->data());
@@ -435,10 +435,10 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
     const memory::dims d = plan.weights_user.dims();  // O, I, kh, kw
     if (plan.rounded)
       unblock_filter_gradient(static_cast<const BFloat16*>(dw.get_data_handle()), partials.rounded_weight, d[0], d[1],
-                              d[2] * d[3]);
+                              d[2] * d[3], plan.weights_ohwi);
     else
       unblock_filter_gradient(static_cast<const float*>(dw.get_data_handle()), partials.weights_of(i), d[0], d[1],
-                              d[2] * d[3]);
+                              d[2] * d[3], plan.weights_ohwi);
   }
 }
 
@@ -474,8 +474,8 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
   // bfloat16 on the GEMM in one chunk only: its bfloat16 results are not partial sums to add.
-  // The GEMM packs NCHW columns: channels-last calls keep the direct kernel.
-  const bool filter_on_gemm = grad_weight.defined() && !pr.nhwc &&
+  // The GEMM packs NCHW columns into OIHW rows: channels-last calls keep the direct kernel.
+  const bool filter_on_gemm = grad_weight.defined() && !pr.nhwc && !pr.ohwi &&
                               conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
                               (pr.dt != kBf16 || chunks.count == 1);
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;

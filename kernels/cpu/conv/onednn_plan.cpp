@@ -19,7 +19,10 @@ Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_
   pr.n = input.size(0), pr.c = input.size(1), pr.h = input.size(2), pr.w = input.size(3);
   pr.o = weight.size(0), pr.kh = weight.size(2), pr.kw = weight.size(3), pr.oh = oh, pr.ow = ow;
   pr.groups = p.groups, pr.bias = bias;
-  pr.nhwc = input.dim() == 4 && !input.is_contiguous() && input.is_contiguous(MemoryFormat::ChannelsLast);
+  const auto channels_last = [](const Tensor& t) {
+    return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast);
+  };
+  pr.nhwc = channels_last(input), pr.ohwi = channels_last(weight);
   for (int i = 0; i < 2; ++i) pr.stride[i] = p.stride[i], pr.padding[i] = p.padding[i], pr.dilation[i] = p.dilation[i];
   return pr;
 }
@@ -67,6 +70,7 @@ dnnl::reorder make_reorder(const memory::desc& from, const memory::desc& to) {
 // A plan on the chosen algorithm; `direct_only` when oneDNN declined Winograd for the problem.
 std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_only = false) {
   auto plan = std::make_shared<Plan>();
+  plan->weights_ohwi = pr.ohwi;
   const dnnl::engine& engine = cpu_engine();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // scratch per thread, see run_chunk
@@ -138,7 +142,7 @@ std::shared_ptr<const Plan> make_plan(Pass pass, const Problem& pr, bool direct_
 }  // namespace
 
 std::shared_ptr<const Plan> plan_for(Pass pass, const Problem& pr) {
-  static PrimitiveCache<std::array<int64_t, 20>, Plan> plans;
+  static PrimitiveCache<std::array<int64_t, 21>, Plan> plans;
   return plans.get(pr.key(pass), [&] { return make_plan(pass, pr); });
 }
 

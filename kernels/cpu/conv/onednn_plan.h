@@ -33,9 +33,10 @@ struct Problem {
   int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
   int64_t stride[2], padding[2], dilation[2];
   bool bias;
-  bool nhwc;  // halfgrad's activations are channels-last (else NCHW); weights are OIHW either way
+  bool nhwc;  // halfgrad's activations are channels-last (else NCHW)
+  bool ohwi;  // halfgrad's weights (and their gradient) are channels-last (else OIHW)
 
-  std::array<int64_t, 20> key(Pass pass) const {
+  std::array<int64_t, 21> key(Pass pass) const {
     return {static_cast<int64_t>(pass),
             static_cast<int64_t>(dt),
             n,
@@ -55,14 +56,18 @@ struct Problem {
             dilation[0],
             dilation[1],
             bias ? 1 : 0,
-            nhwc ? 1 : 0};
+            nhwc ? 1 : 0,
+            ohwi ? 1 : 0};
   }
   memory::dims src() const { return {n, c, h, w}; }
   memory::dims dst() const { return {n, o, oh, ow}; }
   memory::dims weights() const {
     return groups == 1 ? memory::dims{o, c, kh, kw} : memory::dims{groups, o / groups, c / groups, kh, kw};
   }
-  Tag weights_tag() const { return groups == 1 ? Tag::oihw : Tag::goihw; }
+  Tag weights_tag() const {
+    if (groups == 1) return ohwi ? Tag::ohwi : Tag::oihw;
+    return ohwi ? Tag::gohwi : Tag::goihw;
+  }
   // halfgrad's activations' layout.
   Tag user_tag() const { return nhwc ? Tag::nhwc : Tag::nchw; }
   // The activations' layout in the primitives: float32 with whole blocks of 16 input and output
@@ -87,7 +92,7 @@ struct Problem {
 
 // The problem of a convolution of `input` by `weight` into an oh x ow output (bf16 for bfloat16
 // tensors, f32 for float32 and float16 ones, which run on the float32 primitives); nhwc when
-// `input` is a channels-last 4-d tensor.
+// `input` is a channels-last 4-d tensor, ohwi when `weight` is.
 Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_t ow, bool bias, const Conv2dParams& p);
 
 // A primitive for one pass of one problem, with the reorders between halfgrad's NCHW or NHWC / OIHW
@@ -110,6 +115,8 @@ struct Plan {
   bool filter_blocks16 = false;
   // A BackwardFilterRounded plan: the weight gradient (weights_prim, weights_user) in bfloat16.
   bool rounded = false;
+  // weights_user is OHWI (Problem::ohwi), not OIHW.
+  bool weights_ohwi = false;
   memory::desc bias;
 };
 
