@@ -28,9 +28,12 @@ bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype) {
   return dev == kCPU || (dev == kCUDA && dtype != kFloat64);
 }
 bool conv2d_weight_as_given_in_kernel(DeviceType dev) { return dev == kCPU; }
+bool conv2d_widened_weight_grad_in_kernel(DeviceType dev) { return dev == kCPU; }
 
 namespace {
-const OpDef kConv2d{"conv2d", true};
+// Its weight gradient may go on widened (widened_gradient_wanted: a float32 weight cast by autocast)
+// where the device writes that form (conv2d_widened_weight_grad_in_kernel).
+const OpDef kConv2d{"conv2d", {.writes_widened_gradients = true}};
 // conv2d then relu as one op: the ReLU runs inside the forward kernel's pass over the output
 // where the backend's kernel supports it (conv2d_relu_in_kernel).
 const OpDef kConv2dRelu{"conv2d_relu", true};
@@ -242,7 +245,12 @@ Tensor conv2d_op(const OpDef& def, bool relu, bool pool, const Tensor& input_in,
       Tensor gx, gw, gb;
       if (need_x) gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()), kernel_format);
       if (need_w || need_b) {
-        gw = empty(w.shape(), TensorOptions(w.dtype()).device(w.device()), weight_format);
+        // float32 holding the 16-bit gradient's values, where the engine lets it go on so (the
+        // weight is an autocast cast of a float32 leaf): the kernel writes it in the pass that lays
+        // it out, and the cast back is skipped.
+        const bool widened = need_w && is_reduced_float(w.dtype()) && widened_gradient_wanted(1) &&
+                             conv2d_widened_weight_grad_in_kernel(dev);
+        gw = empty(w.shape(), TensorOptions(widened ? kFloat32 : w.dtype()).device(w.device()), weight_format);
         if (has_bias) gb = empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()));
       }
       bool done = false;

@@ -33,6 +33,10 @@ bool conv2d_channels_last_in_kernel(DeviceType dev, Dtype dtype);
 // has, OIHW or OHWI (the CPU's, whose oneDNN paths pack either into their own blocks); otherwise
 // (CUDA's) the weight is laid out as the activations are.
 bool conv2d_weight_as_given_in_kernel(DeviceType dev);
+// Whether the backward kernels of `dev` take a float32 grad_weight beside 16-bit activations and
+// weight (a widened gradient, widened_gradient_wanted in framework/op.h): they write the 16-bit
+// gradient's values into it, widened exactly (the CPU's).
+bool conv2d_widened_weight_grad_in_kernel(DeviceType dev);
 
 // out [N,O,OH,OW] = conv(input [N,C,H,W], weight [O,C/groups,kh,kw]) + bias [O] (bias may be
 // undefined). All tensors of one floating dtype, contiguous, or (conv2d_channels_last_in_kernel)

@@ -176,3 +176,34 @@ TEST_CASE("amp: widened weight gradients accumulate over micro-batches and train
   const Tensor once = expected_weight_grad(upstream, x, d);
   CHECK(l.w.grad().to_vector<float>() == (once + once).to_vector<float>());
 }
+
+TEST_CASE(
+    "amp: conv2d's bfloat16 weight gradient reaches .grad widened, bit for bit the cast's values, NCHW and "
+    "channels-last, in one chunk and several") {
+  // One sample is one chunk: the float32 .grad is written as oneDNN's rounded blocks are unblocked.
+  // Four samples on several threads are several chunks: the bfloat16 gradient is made, then widened.
+  // Either way the values are the unfused path's (conv2d on explicit bfloat16 casts, then .to).
+  manual_seed(35);
+  for (const int64_t n : {1, 4}) {
+    for (const bool cl : {false, true}) {
+      CAPTURE(n);
+      CAPTURE(cl);
+      const MemoryFormat fmt = cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+      const Tensor x = randn({n, 32, 6, 6}).contiguous(fmt), upstream = randn({n, 48, 6, 6});
+      Tensor w = (randn({48, 32, 3, 3}) * 0.1).contiguous(fmt).requires_grad_();
+      Tensor loss;
+      {
+        amp::AutocastGuard g(kCPU, kBFloat16);
+        loss = (conv2d(x, w, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum();
+      }
+      OpRecorder rec;
+      loss.backward();
+      REQUIRE(w.grad().dtype() == kFloat32);
+      CHECK(casts_back(rec, kBFloat16) == 0);  // the weight's cast back was skipped
+      // The unfused path: the 16-bit weight's gradient, cast back by the caller.
+      Tensor w16 = w.detach().to(kBFloat16).requires_grad_();
+      (conv2d(x.to(kBFloat16), w16, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum().backward();
+      CHECK(w.grad().contiguous().to_vector<float>() == w16.grad().to(kFloat32).contiguous().to_vector<float>());
+    }
+  }
+}

@@ -95,7 +95,8 @@ TEST_CASE("bf16 weight packing leaves other layouts, large kernels, padded block
 }
 
 TEST_CASE(
-    "weight-gradient unblocking: ABcd16b16a blocks into OIHW and OHWI, float32 and bfloat16, several tap counts") {
+    "weight-gradient unblocking: ABcd16b16a blocks into OIHW and OHWI, float32, bfloat16 and bfloat16 widened, several "
+    "tap counts") {
   struct Case {
     int64_t o, in, k;
   };
@@ -114,6 +115,8 @@ TEST_CASE(
       CAPTURE(ohwi);
       hg::cpu::onednn_conv::unblock_filter_gradient(blocks.data(), out.data(), c.o, c.in, c.k, ohwi);
       hg::cpu::onednn_conv::unblock_filter_gradient(blocks16.data(), out16.data(), c.o, c.in, c.k, ohwi);
+      std::vector<float> widened(static_cast<size_t>(n), -1.0f);  // bfloat16 blocks widened while unblocked
+      hg::cpu::onednn_conv::unblock_filter_gradient(blocks16.data(), widened.data(), c.o, c.in, c.k, ohwi);
       int64_t wrong = 0;
       for (int64_t o = 0; o < c.o; ++o)
         for (int64_t i = 0; i < c.in; ++i)
@@ -122,6 +125,9 @@ TEST_CASE(
             const int64_t to = ohwi ? (o * c.k + t) * c.in + i : (o * c.in + i) * c.k + t;
             wrong += out[static_cast<size_t>(to)] != blocks[static_cast<size_t>(from)];
             wrong += out16[static_cast<size_t>(to)].bits != blocks16[static_cast<size_t>(from)].bits;
+            uint32_t bits = 0;
+            std::memcpy(&bits, &widened[static_cast<size_t>(to)], sizeof bits);
+            wrong += bits != static_cast<uint32_t>(blocks16[static_cast<size_t>(from)].bits) << 16;
           }
       CHECK(wrong == 0);
     }

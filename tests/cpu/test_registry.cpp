@@ -17,14 +17,14 @@ TEST_CASE("op names are unique in the registry") {
   CHECK(names.size() > 30);
 }
 
-TEST_CASE("the widened-gradient fast path is named by op traits: 'to' receives it, 'linear' writes it") {
+TEST_CASE("the widened-gradient fast path is named by op traits: 'to' receives it, 'linear' and 'conv2d' write it") {
   std::set<std::string> casts, writers;
   for (const hg::OpDef* op : hg::op_registry()) {
     if (op->dtype_cast) casts.insert(op->name);
     if (op->writes_widened_gradients) writers.insert(op->name);
   }
   CHECK(casts == std::set<std::string>{"to"});
-  CHECK(writers == std::set<std::string>{"linear"});
+  CHECK(writers == std::set<std::string>{"linear", "conv2d"});
 }
 
 TEST_CASE("every kernel stub has a CPU kernel unless it is optional") {

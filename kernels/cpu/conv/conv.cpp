@@ -376,6 +376,14 @@ void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const T
 void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                          const Tensor& input, const Conv2dParams& p) {
   if (onednn_conv2d_backward_filter(grad_weight, grad_bias, grad_out, input, p)) return;
+  if (grad_weight.dtype() !=
+      grad_out.dtype()) {  // widened (conv2d_widened_weight_grad_in_kernel): 16 bits, then widened
+    const Tensor narrow = empty(grad_weight.shape(), TensorOptions(grad_out.dtype()),
+                                channels_last(grad_weight) ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+    backward_filter_cpu(narrow, grad_bias, grad_out, input, p);
+    Tensor(grad_weight).copy_(narrow);
+    return;
+  }
   if (channels_last(grad_weight)) {
     const Tensor oihw = empty(grad_weight.shape(), TensorOptions(grad_weight.dtype()));
     backward_filter_cpu(oihw, grad_bias, grad_out, input, p);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
@@ -58,6 +59,14 @@ inline __m512i load_row(const uint16_t* p) {
 inline void store_row(float* p, __m512i v) { _mm512_storeu_si512(p, v); }
 inline void store_row(uint16_t* p, __m512i v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+}
+
+// A row of 16 values as load_row left them (16-bit ones zero-extended to 32 bits), made ready to
+// store as Out: unchanged, or bfloat16 bits shifted into float32's (an exact widening).
+template <class T, class Out>
+inline __m512i widen_row(__m512i v) {
+  if constexpr (std::is_same_v<T, uint16_t> && std::is_same_v<Out, float>) return _mm512_slli_epi32(v, 16);
+  return v;
 }
 
 // 16 words of tap-pairs: word t (t < k <= 16) is lo[t] | hi[t] << 16; words from k on are 0.
@@ -194,14 +203,15 @@ namespace {
 // this layout run by run of k values and was the slowest of a ResNet-18 step's reorders; the
 // scalar transposition through an L1 copy below took 4% of the bfloat16 step; AVX-512 gathers by
 // output row were slower than either on the Zen 4.
-template <class T>
-void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t in, int64_t k) {
+// Out is T, or float for uint16_t blocks of bfloat16 bits (widened exactly: the bits shifted up).
+template <class T, class Out = T>
+void unblock(const T* __restrict blocks, Out* __restrict out, int64_t o, int64_t in, int64_t k) {
   const int64_t ib_count = in / 16;
 #if defined(__AVX512F__)
   for (int64_t ob = 0; ob < o / 16; ++ob)
     for (int64_t ib = 0; ib < ib_count; ++ib) {
       const T* block = blocks + (ob * ib_count + ib) * k * 256;
-      T* first = out + (ob * 16 * in + ib * 16) * k;  // output channel ob * 16's run
+      Out* first = out + (ob * 16 * in + ib * 16) * k;  // output channel ob * 16's run
       for (int64_t t = 0; t < k; ++t) {
         __m512i r[16];
         for (int64_t jj = 0; jj < 16; ++jj) {
@@ -209,10 +219,11 @@ void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t i
           r[jj] = load_row(block + (j % k * 16 + j / k) * 16);
         }
         transpose16x16(r);
-        for (int64_t oo = 0; oo < 16; ++oo) store_row(first + oo * in * k + 16 * t, r[oo]);
+        for (int64_t oo = 0; oo < 16; ++oo) store_row(first + oo * in * k + 16 * t, widen_row<T, Out>(r[oo]));
       }
     }
 #else
+  static_assert(std::is_same_v<T, Out>, "widening unblocking is AVX-512 only");
   const int64_t run = 16 * k;  // one output channel's run in a block
   thread_local std::vector<T> local;
   local.resize(static_cast<size_t>(16 * run));
@@ -237,20 +248,21 @@ void unblock(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t i
 // The same blocks into OHWI `out` (a channels-last weight's gradient): output channel oo's values
 // for tap kk are the block's rows kk * 16 .. kk * 16 + 15 read down column oo, so each 16 x 16
 // piece of rows is transposed once and its rows written as runs of 16 inputs.
-template <class T>
-void unblock_ohwi(const T* __restrict blocks, T* __restrict out, int64_t o, int64_t in, int64_t k) {
+template <class T, class Out = T>
+void unblock_ohwi(const T* __restrict blocks, Out* __restrict out, int64_t o, int64_t in, int64_t k) {
   const int64_t ib_count = in / 16;
   for (int64_t ob = 0; ob < o / 16; ++ob)
     for (int64_t ib = 0; ib < ib_count; ++ib) {
       const T* block = blocks + (ob * ib_count + ib) * k * 256;
       for (int64_t kk = 0; kk < k; ++kk) {
-        T* first = out + ((ob * 16) * k + kk) * in + ib * 16;  // output channel ob * 16's run of 16 inputs
+        Out* first = out + ((ob * 16) * k + kk) * in + ib * 16;  // output channel ob * 16's run of 16 inputs
 #if defined(__AVX512F__)
         __m512i r[16];
         for (int64_t ii = 0; ii < 16; ++ii) r[ii] = load_row(block + (kk * 16 + ii) * 16);
         transpose16x16(r);
-        for (int64_t oo = 0; oo < 16; ++oo) store_row(first + oo * k * in, r[oo]);
+        for (int64_t oo = 0; oo < 16; ++oo) store_row(first + oo * k * in, widen_row<T, Out>(r[oo]));
 #else
+        static_assert(std::is_same_v<T, Out>, "widening unblocking is AVX-512 only");
         for (int64_t ii = 0; ii < 16; ++ii)
           for (int64_t oo = 0; oo < 16; ++oo) first[oo * k * in + ii] = block[(kk * 16 + ii) * 16 + oo];
 #endif
@@ -299,6 +311,20 @@ void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t
     unblock_ohwi(blocks, out, o, in, k);
   else
     unblock(blocks, out, o, in, k);
+}
+void unblock_filter_gradient(const BFloat16* blocks, float* out, int64_t o, int64_t in, int64_t k, bool ohwi) {
+#if defined(__AVX512F__)
+  const auto* from = reinterpret_cast<const uint16_t*>(blocks);
+  if (ohwi)
+    unblock_ohwi<uint16_t, float>(from, out, o, in, k);
+  else
+    unblock<uint16_t, float>(from, out, o, in, k);
+#else
+  // Unblocked in bfloat16, then widened.
+  std::vector<BFloat16> narrow(static_cast<size_t>(o * in * k));
+  unblock_filter_gradient(blocks, narrow.data(), o, in, k, ohwi);
+  for (size_t i = 0; i < narrow.size(); ++i) out[i] = static_cast<float>(narrow[i]);
+#endif
 }
 void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k, bool ohwi) {
   const auto* from = reinterpret_cast<const uint16_t*>(blocks);  // moves bits only

@@ -42,6 +42,9 @@ bool pack_bf16_weights(const uint16_t* src, bool ohwi, const dnnl::memory::desc&
 void unblock_filter_gradient(const float* blocks, float* out, int64_t o, int64_t in, int64_t k, bool ohwi = false);
 void unblock_filter_gradient(const BFloat16* blocks, BFloat16* out, int64_t o, int64_t in, int64_t k,
                              bool ohwi = false);
+// The bfloat16 gradient widened to float32 as it is unblocked (a widened gradient: the float32
+// .grad of a weight autocast cast to bfloat16, widened_gradient_wanted in framework/op.h).
+void unblock_filter_gradient(const BFloat16* blocks, float* out, int64_t o, int64_t in, int64_t k, bool ohwi = false);
 
 // 16-bit activations [n, c, h, w] from `from`'s layout to `to`'s, where one is NCHW and the other
 // NHWC (the bfloat16 primitives' layout), c and h * w multiples of 16, on AVX-512: each sample a

@@ -17,6 +17,7 @@
 #include "framework/dispatch.h"
 #include "framework/error.h"
 #include "framework/half.h"
+#include "framework/ops/creation.h"
 #include "kernels/cpu/conv/filter_gemm.h"
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
@@ -343,9 +344,16 @@ struct FilterPartials {
   std::optional<Workspace<float>> sums;
   float *direct_weight = nullptr, *direct_bias = nullptr;
   BFloat16* rounded_weight = nullptr;  // a rounded plan's (or the bfloat16 GEMM's) gradient goes here
+  float* widened_weight = nullptr;     // or, widened (a float32 gradient of bfloat16 tensors), here
+  // `widened`: grad_weight is float32 for bfloat16 tensors, written by a rounded plan's unblocking.
   FilterPartials(const Tensor& grad_weight, const Tensor& grad_bias, bool bias, int64_t o, const Chunks& chunks,
-                 bool rounded_plan)
+                 bool rounded_plan, bool widened = false)
       : wn(grad_weight.numel()), bn(bias ? o : 0) {
+    if (widened) {
+      widened_weight = static_cast<float*>(grad_weight.raw_data());
+      sums.emplace(bn);
+      return;
+    }
     if (chunks.count == 1 && grad_weight.dtype() == kFloat32 && (!bias || grad_bias.dtype() == kFloat32)) {
       direct_weight = static_cast<float*>(grad_weight.raw_data());
       if (bias) direct_bias = static_cast<float*>(grad_bias.raw_data());
@@ -359,14 +367,16 @@ struct FilterPartials {
     sums.emplace(chunks.count * (wn + bn));
   }
   float* weights_of(int64_t chunk) {
-    return direct_weight ? direct_weight : rounded_weight ? nullptr : sums->data() + chunk * (wn + bn);
+    if (direct_weight) return direct_weight;
+    return rounded_weight || widened_weight ? nullptr : sums->data() + chunk * (wn + bn);
   }
   float* bias_of(int64_t chunk) {
-    return direct_weight ? direct_bias : rounded_weight ? sums->data() : sums->data() + chunk * (wn + bn) + wn;
+    if (direct_weight) return direct_bias;
+    return rounded_weight || widened_weight ? sums->data() : sums->data() + chunk * (wn + bn) + wn;
   }
   void reduce_into(const Tensor& grad_weight, const Tensor& grad_bias, const Chunks& chunks) const {
     if (direct_weight != nullptr) return;
-    if (rounded_weight != nullptr) {
+    if (rounded_weight != nullptr || widened_weight != nullptr) {
       if (bn) store_run(sums->data(), static_cast<BFloat16*>(grad_bias.raw_data()), bn);
       return;
     }
@@ -421,8 +431,8 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
     }
   }
   memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
-  memory dw_plain(plan.weights_user, engine,
-                  plan.rounded ? static_cast<void*>(partials.rounded_weight) : partials.weights_of(i));
+  void* plain = plan.rounded ? static_cast<void*>(partials.rounded_weight) : partials.weights_of(i);
+  memory dw_plain(plan.weights_user, engine, plan.filter_blocks16 ? nullptr : plain);  // oneDNN's reorder writes it
   memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
   if (!x_in_place) move_activations(plan.in_reorder, s, x_user, x);
   std::unordered_map<int, memory> args{
@@ -433,7 +443,10 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   s.wait();
   if (plan.filter_blocks16) {
     const memory::dims d = plan.weights_user.dims();  // O, I, kh, kw
-    if (plan.rounded)
+    if (partials.widened_weight)
+      unblock_filter_gradient(static_cast<const BFloat16*>(dw.get_data_handle()), partials.widened_weight, d[0], d[1],
+                              d[2] * d[3], plan.weights_ohwi);
+    else if (plan.rounded)
       unblock_filter_gradient(static_cast<const BFloat16*>(dw.get_data_handle()), partials.rounded_weight, d[0], d[1],
                               d[2] * d[3], plan.weights_ohwi);
     else
@@ -481,15 +494,32 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
   if (grad_weight.defined() && !filter_on_gemm) {
     // A call of one chunk of bfloat16 gradients has nothing to add across chunks: oneDNN rounds.
-    if (chunks.count == 1 && pr.dt == kBf16 && grad_weight.dtype() == kBFloat16)
-      filter_plans = plans_for(Pass::BackwardFilterRounded, filter_pr, chunks);
+    if (chunks.count == 1 && pr.dt == kBf16) filter_plans = plans_for(Pass::BackwardFilterRounded, filter_pr, chunks);
     if (!filter_plans.usable()) filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
     if (!filter_plans.usable()) return false;
+  }
+  // A widened weight gradient (float32 for 16-bit tensors, conv2d_widened_weight_grad_in_kernel):
+  // a one-chunk bfloat16 pass widens it while unblocking oneDNN's rounded blocks; elsewhere the
+  // 16-bit gradient is made as usual and widened after.
+  if (grad_weight.defined() && grad_weight.dtype() != input.dtype()) {
+    const bool in_unblocking =
+        !filter_on_gemm && chunks.count == 1 && filter_plans.full->rounded && filter_plans.full->filter_blocks16;
+    if (!in_unblocking) {
+      const Tensor narrow = empty(grad_weight.shape(), TensorOptions(input.dtype()),
+                                  grad_weight.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast);
+      if (!backward_chunks(grad_input, narrow, grad_bias, input, weight, pr, chunks, grad_out)) return false;
+      dispatch_floating(input.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
+        load_run(static_cast<const T*>(narrow.raw_data()), static_cast<float*>(grad_weight.raw_data()),
+                 grad_weight.numel());
+      });
+      return true;
+    }
   }
   std::optional<FilterPartials> partials;
   if (grad_weight.defined())
     partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
-                     filter_on_gemm ? pr.dt == kBf16 : filter_plans.full->rounded);
+                     filter_on_gemm ? pr.dt == kBf16 : filter_plans.full->rounded,
+                     grad_weight.dtype() != input.dtype());
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";
