@@ -3,6 +3,7 @@
 // bit for bit what the cast back gives, and the cast taken whenever something could see it.
 #include "framework/op.h"
 #include "helpers.h"
+#include "kernels/cpu/conv/onednn.h"
 
 using namespace hg;
 
@@ -203,7 +204,14 @@ TEST_CASE(
       // The unfused path: the 16-bit weight's gradient, cast back by the caller.
       Tensor w16 = w.detach().to(kBFloat16).requires_grad_();
       (conv2d(x.to(kBFloat16), w16, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum().backward();
-      CHECK(w.grad().contiguous().to_vector<float>() == w16.grad().to(kFloat32).contiguous().to_vector<float>());
+      const Tensor want = w16.grad().to(kFloat32);
+      if (cpu::onednn_conv2d_applies(x.to(kBFloat16))) {
+        CHECK(w.grad().contiguous().to_vector<float>() == want.contiguous().to_vector<float>());
+      } else {
+        // conv.cpp's own loops hand samples to threads as they come, so two runs may add the
+        // float32 sums in different orders: the same values up to that, one bfloat16 rounding.
+        test::check_close(w.grad(), want, test::tolerance(kBFloat16));
+      }
     }
   }
 }
