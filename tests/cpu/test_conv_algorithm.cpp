@@ -227,6 +227,51 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "the channels-last batched GEMM weight gradient (NHWC patches, an OHWI result) equals float64's, float32 and "
+    "bfloat16, across strides, padding, dilation, bias and 1x1 kernels") {
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
+  };
+  // The last float32 case's patches take 2.25 MiB a sample: GEMMs of 3, 3 and 2 samples, added.
+  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1}, {3, 32, 8, 8, 48, 3, 3, 2, 1, 1},
+                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2}, {4, 16, 8, 8, 32, 1, 1, 2, 0, 1},
+                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1}, {8, 64, 32, 32, 4, 3, 3, 1, 1, 1}};
+  manual_seed(47);
+  const auto nhwc = [](const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); };
+  for (const Case& k : cases) {
+    for (const Dtype d : {kFloat32, kBFloat16}) {
+      CAPTURE(k.c);
+      CAPTURE(k.kh);
+      CAPTURE(k.stride);
+      CAPTURE(dtype_name(d));
+      const Tensor x = randn({k.n, k.c, k.h, k.w}).to(d), w = randn({k.o, k.c, k.kh, k.kw}).to(d);
+      Tensor wr = w.to(kFloat64).requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
+      const Tensor yr =
+          conv2d(x.to(kFloat64), wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
+      const Tensor gy = randn(yr.shape()).to(d);
+      (yr * gy.to(kFloat64)).sum().backward();
+      Conv2dParams p;
+      p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
+      p.dilation[0] = p.dilation[1] = k.dilation;
+      const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
+      const Tensor xs = nhwc(x), gys = nhwc(gy);
+      Tensor dw = full({k.o, k.kh, k.kw, k.c}, 7.0).to(d), db = full({k.o}, 7.0);  // OHWI, overwritten
+      if (d == kFloat32)
+        cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<float>(), gys.data_ptr<float>(), dw.data_ptr<float>(),
+                                       db.data_ptr<float>());
+      else
+        cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), dw.data_ptr<BFloat16>(),
+                                       db.data_ptr<float>());
+      const Tensor want = nhwc(wr.grad()), err = abs(dw.to(kFloat64) - want);
+      const double scale = max(abs(want)).item<double>();
+      // float32: its sums' error; bfloat16: one rounding, half a step (2^-8 of the value), more.
+      CHECK(max(err - abs(want) * (d == kFloat32 ? 0.0 : 1.0 / 256)).item<double>() <= 1e-5 * scale);
+      CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
+    }
+  }
+}
+
+TEST_CASE(
     "conv2d's float32 weight gradient where the choice is the GEMM (4x4 images, a 3-channel stem) matches "
     "float64, with and without the input gradient, with a bias") {
   manual_seed(44);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gemm/blas.h"
 #include "kernels/cpu/gemm/onednn.h"
@@ -17,7 +18,69 @@ namespace {
 // sample) at three samples per GEMM, a reduction 3072 deep, where the GEMM runs at its full rate.
 constexpr int64_t kColumnBytes = int64_t{8} << 20;
 
+// One channels-last sample's patches: row q = oy * ow + ox of `rows` ([oh * ow, kh * kw * c]) holds
+// the input values under output position q's kernel window, tap by tap, c at a time (zeros outside
+// the image).
+template <class T>
+void im2row_nhwc(const T* x, T* rows, const ConvGeometry& g) {
+  const int64_t c = g.c;
+  for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      T* row = rows + (oy * g.ow + ox) * g.ckk;
+      for (int64_t ki = 0; ki < g.kh; ++ki) {
+        const int64_t iy = oy * g.prm.stride[0] - g.prm.padding[0] + ki * g.prm.dilation[0];
+        for (int64_t kj = 0; kj < g.kw; ++kj, row += c) {
+          const int64_t ix = ox * g.prm.stride[1] - g.prm.padding[1] + kj * g.prm.dilation[1];
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w)
+            std::fill(row, row + c, T(0));
+          else
+            std::memcpy(row, x + (iy * g.w + ix) * c, static_cast<size_t>(c) * sizeof(T));
+        }
+      }
+    }
+}
+
+// db[o] = the sum of gy's column o over `positions` rows of o values, widened to float32.
+template <class T>
+void column_sums(const T* gy, int64_t positions, int64_t o, float* db, bool accumulate) {
+  std::vector<float> acc(static_cast<size_t>(o), 0.0f), row(static_cast<size_t>(o));
+  for (int64_t p = 0; p < positions; ++p) {
+    load_run(gy + p * o, row.data(), o);
+    for (int64_t j = 0; j < o; ++j) acc[static_cast<size_t>(j)] += row[static_cast<size_t>(j)];
+  }
+  for (int64_t j = 0; j < o; ++j) db[j] = (accumulate ? db[j] : 0.0f) + acc[static_cast<size_t>(j)];
+}
+
 }  // namespace
+
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const float* x, const float* gy, float* dw, float* db) {
+  const int64_t sample_cols = g.ckk * g.p;
+  const int64_t per = std::clamp<int64_t>(kColumnBytes / static_cast<int64_t>(sample_cols * sizeof(float)), 1, g.n);
+  Workspace<float> rows(sample_cols * per);
+  for (int64_t s0 = 0; s0 < g.n; s0 += per) {
+    const int64_t count = std::min(per, g.n - s0), positions = count * g.p;
+    for (int64_t s = 0; s < count; ++s) im2row_nhwc(x + (s0 + s) * g.h * g.w * g.c, rows.data() + s * sample_cols, g);
+    const float* gys = gy + s0 * g.p * g.o;  // [positions, o], read transposed
+    gemm(true, false, g.o, g.ckk, positions, gys, g.o, rows.data(), g.ckk, dw, g.ckk, s0 > 0);
+    if (db != nullptr) column_sums(gys, positions, g.o, db, s0 > 0);
+  }
+}
+
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db) {
+  const int64_t positions = g.n * g.p;
+  Workspace<BFloat16> rows(positions * g.ckk);
+  for (int64_t s = 0; s < g.n; ++s) im2row_nhwc(x + s * g.h * g.w * g.c, rows.data() + s * g.p * g.ckk, g);
+  // dw [o, ckk] = gy^T [o, positions] @ rows [positions, ckk].
+  const MatrixView gy_view{g.o, positions, 1, g.o}, rows_view{positions, g.ckk, g.ckk, 1};
+  if (!onednn_matmul(kBFloat16, dw, g.ckk, false, gy, gy_view, rows.data(), rows_view)) {
+    Workspace<float> wide_gy(positions * g.o), wide_rows(positions * g.ckk), wide(g.o * g.ckk);
+    load_run(gy, wide_gy.data(), positions * g.o);
+    load_run(rows.data(), wide_rows.data(), positions * g.ckk);
+    gemm(true, false, g.o, g.ckk, positions, wide_gy.data(), g.o, wide_rows.data(), g.ckk, wide.data(), g.ckk, false);
+    store_run(wide.data(), dw, g.o * g.ckk);
+  }
+  if (db != nullptr) column_sums(gy, positions, g.o, db, false);
+}
 
 ConvGeometry conv_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh,
                            int64_t ow, const Conv2dParams& p) {

@@ -25,6 +25,13 @@ void filter_gradient_gemm(const ConvGeometry& g, const float* x, const float* gy
 // bfloat16 kernel for the product, the same values on the float32 GEMM.
 void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db);
 
+// The same for channels-last tensors: x [n, h, w, c], gy [n, oh, ow, o], and dw in OHWI
+// ([o, kh, kw, c], a channels-last weight's gradient). Each output position's patch is one row
+// of kh x kw x c values (c contiguous runs of x), and gy's rows are the product's other operand as
+// they lie, read transposed.
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const float* x, const float* gy, float* dw, float* db);
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db);
+
 // The geometry of n samples of a convolution (groups == 1).
 ConvGeometry conv_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh,
                            int64_t ow, const Conv2dParams& p);

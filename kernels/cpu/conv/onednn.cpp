@@ -466,13 +466,20 @@ void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const
   const ConvGeometry g = conv_geometry(n, pr.c, pr.h, pr.w, pr.o, pr.kh, pr.kw, pr.oh, pr.ow, p);
   float* db = partials.bn ? partials.bias_of(i) : nullptr;
   if (input.dtype() == kBFloat16) {  // one chunk (backward_chunks): the whole batch in one GEMM
-    filter_gradient_gemm(g, reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i)),
-                         reinterpret_cast<const BFloat16*>(gy), partials.rounded_weight, db);
+    const auto* x = reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i));
+    const auto* gy16 = reinterpret_cast<const BFloat16*>(gy);
+    if (pr.nhwc)
+      filter_gradient_gemm_nhwc(g, x, gy16, partials.rounded_weight, db);
+    else
+      filter_gradient_gemm(g, x, gy16, partials.rounded_weight, db);
     return;
   }
   const float* x =
       as_float32(input.dtype(), chunk_start(input, chunks, i), n * pr.c * pr.h * pr.w, thread_buffers().wide_x);
-  filter_gradient_gemm(g, x, reinterpret_cast<const float*>(gy), partials.weights_of(i), db);
+  if (pr.nhwc)
+    filter_gradient_gemm_nhwc(g, x, reinterpret_cast<const float*>(gy), partials.weights_of(i), db);
+  else
+    filter_gradient_gemm(g, x, reinterpret_cast<const float*>(gy), partials.weights_of(i), db);
 }
 
 // The backward passes of every entry point below: the input gradient where grad_input is defined
@@ -487,8 +494,9 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
   // bfloat16 on the GEMM in one chunk only: its bfloat16 results are not partial sums to add.
-  // The GEMM packs NCHW columns into OIHW rows: channels-last calls keep the direct kernel.
-  const bool filter_on_gemm = grad_weight.defined() && !pr.nhwc && !pr.ohwi &&
+  // The GEMM's forms: NCHW activations with OIHW weights, or channels-last ones with OHWI weights
+  // (a channels-last input with an OIHW weight keeps the direct kernel).
+  const bool filter_on_gemm = grad_weight.defined() && pr.nhwc == pr.ohwi &&
                               conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
                               (pr.dt != kBf16 || chunks.count == 1);
   if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
