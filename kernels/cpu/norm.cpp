@@ -130,6 +130,19 @@ void layer_norm_backward_typed(const Tensor& gx, const Tensor& gw, const Tensor&
   write_vector(gb, db);
 }
 
+// batch_norm's per-channel outputs: the mean and 1/sqrt(var + eps) it used and, when `running_mean`
+// is defined (training with running statistics), the updated running values.
+template <class Acc>
+void write_statistics(const Tensor& save_mean, const Tensor& save_invstd, const std::vector<Acc>& mean,
+                      const std::vector<Acc>& invstd, const Tensor& running_mean, const Tensor& running_var,
+                      const std::vector<double>& rm, const std::vector<double>& rv) {
+  write_vector(save_mean, mean);
+  write_vector(save_invstd, invstd);
+  if (!running_mean.defined()) return;
+  write_vector(running_mean, rm);
+  write_vector(running_var, rv);
+}
+
 // batch_norm's passes over one channel's plane of float32 or 16-bit values, 16 lanes at a time:
 // a double chain per element (the scalar loops) runs one add per 3-4 cycles, the float32 lanes
 // sixteen per add. Each lane sums at most kBnBlock / 16 values in float32 before the block's
@@ -294,12 +307,7 @@ void batch_norm_typed(const Tensor& out, const Tensor& save_mean, const Tensor& 
       }
     }
   });
-  write_vector(save_mean, mean);
-  write_vector(save_invstd, invstd);
-  if (training && running_mean.defined()) {
-    write_vector(running_mean, rm);
-    write_vector(running_var, rv);
-  }
+  write_statistics(save_mean, save_invstd, mean, invstd, training ? running_mean : Tensor(), running_var, rm, rv);
 }
 
 template <class T>
@@ -468,12 +476,7 @@ void batch_norm_nhwc_typed(const Tensor& out, const Tensor& save_mean, const Ten
             static_cast<T>(static_cast<Acc>(row[j]) * scale[static_cast<size_t>(j)] + shift[static_cast<size_t>(j)]);
     }
   });
-  write_vector(save_mean, mean);
-  write_vector(save_invstd, invstd);
-  if (training && running_mean.defined()) {
-    write_vector(running_mean, rm);
-    write_vector(running_var, rv);
-  }
+  write_statistics(save_mean, save_invstd, mean, invstd, training ? running_mean : Tensor(), running_var, rm, rv);
 }
 
 template <class T>

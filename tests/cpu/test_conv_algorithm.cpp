@@ -156,117 +156,59 @@ TEST_CASE("conv2d on a Winograd-sized float32 layer: forward and gradients close
 }
 
 TEST_CASE(
-    "the batched GEMM weight gradient equals float64's, across strides, padding, dilation, bias, 1x1 kernels "
-    "and batches split into several GEMMs") {
+    "the batched GEMM weight gradient (NCHW columns into OIHW, NHWC patches into OHWI; float32, and bfloat16 rounded "
+    "once) equals float64's across strides, padding, dilation, bias, 1x1 kernels and batches split into GEMMs") {
   struct Case {
     int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
   };
-  // The last case's columns take 2.25 MiB a sample, so its 8 samples run as GEMMs of 3, 3 and 2
-  // (8 MiB each at most), adding into the gradient.
-  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1}, {3, 4, 8, 8, 6, 3, 3, 2, 1, 1},
-                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2}, {4, 8, 6, 6, 16, 1, 1, 2, 0, 1},
-                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1}, {8, 64, 32, 32, 4, 3, 3, 1, 1, 1}};
+  // The 32x32 case's float32 columns take 2.25 MiB a sample, so its 8 samples run as GEMMs of 3,
+  // 3 and 2 (8 MiB each at most), adding into the gradient; bfloat16 is always one GEMM.
+  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1},  {3, 32, 8, 8, 48, 3, 3, 2, 1, 1},
+                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2},  {4, 16, 8, 8, 32, 1, 1, 2, 0, 1},
+                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1},  {8, 64, 32, 32, 4, 3, 3, 1, 1, 1},
+                        {8, 64, 4, 4, 64, 3, 3, 1, 1, 1}};
   manual_seed(43);
-  for (const Case& k : cases) {
-    CAPTURE(k.c);
-    CAPTURE(k.kh);
-    CAPTURE(k.stride);
-    const Tensor x64 = randn({k.n, k.c, k.h, k.w}, kFloat64), w64 = randn({k.o, k.c, k.kh, k.kw}, kFloat64);
-    Tensor wr = w64.clone().requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
-    const Tensor yr = conv2d(x64, wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
-    const Tensor gy64 = randn(yr.shape(), kFloat64);
-    (yr * gy64).sum().backward();
-    Conv2dParams p;
-    p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
-    p.dilation[0] = p.dilation[1] = k.dilation;
-    const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
-    const Tensor x = x64.to(kFloat32).contiguous(), gy = gy64.to(kFloat32).contiguous();
-    Tensor dw = full({k.o, k.c, k.kh, k.kw}, 7.0), db = full({k.o}, 7.0);  // overwritten, not added to
-    cpu::filter_gradient_gemm(g, x.data_ptr<float>(), gy.data_ptr<float>(), dw.data_ptr<float>(), db.data_ptr<float>());
-    const double scale = max(abs(wr.grad())).item<double>();
-    CHECK(max(abs(dw.to(kFloat64) - wr.grad())).item<double>() / scale < 1e-5);
-    CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
-  }
-}
-
-TEST_CASE(
-    "the bfloat16 batched GEMM weight gradient is float64's rounded once, across strides, padding, dilation, "
-    "bias and 1x1 kernels") {
-  // One GEMM over every sample, float32 sums rounded to bfloat16 once: each value within half a
-  // bfloat16 step (2^-8 of its size) of float64 on the same bfloat16 inputs, plus the float32
-  // sums' own error; the bias's sums stay float32.
-  struct Case {
-    int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
-  };
-  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1}, {3, 32, 8, 8, 48, 3, 3, 2, 1, 1},
-                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2}, {4, 16, 8, 8, 32, 1, 1, 2, 0, 1},
-                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1}, {8, 64, 4, 4, 64, 3, 3, 1, 1, 1}};
-  manual_seed(46);
-  for (const Case& k : cases) {
-    CAPTURE(k.c);
-    CAPTURE(k.kh);
-    CAPTURE(k.stride);
-    const Tensor x = randn({k.n, k.c, k.h, k.w}).to(kBFloat16), w = randn({k.o, k.c, k.kh, k.kw}).to(kBFloat16);
-    Tensor wr = w.to(kFloat64).requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
-    const Tensor yr =
-        conv2d(x.to(kFloat64), wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
-    const Tensor gy = randn(yr.shape()).to(kBFloat16);
-    (yr * gy.to(kFloat64)).sum().backward();
-    Conv2dParams p;
-    p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
-    p.dilation[0] = p.dilation[1] = k.dilation;
-    const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
-    Tensor dw = full({k.o, k.c, k.kh, k.kw}, 7.0).to(kBFloat16), db = full({k.o}, 7.0);  // overwritten
-    cpu::filter_gradient_gemm(g, x.data_ptr<BFloat16>(), gy.data_ptr<BFloat16>(), dw.data_ptr<BFloat16>(),
-                              db.data_ptr<float>());
-    const Tensor want = wr.grad(), err = abs(dw.to(kFloat64) - want);
-    const double scale = max(abs(want)).item<double>();
-    CHECK(max(err - abs(want) * (1.0 / 256)).item<double>() <= 1e-5 * scale);
-    CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
-  }
-}
-
-TEST_CASE(
-    "the channels-last batched GEMM weight gradient (NHWC patches, an OHWI result) equals float64's, float32 and "
-    "bfloat16, across strides, padding, dilation, bias and 1x1 kernels") {
-  struct Case {
-    int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
-  };
-  // The last float32 case's patches take 2.25 MiB a sample: GEMMs of 3, 3 and 2 samples, added.
-  const Case cases[] = {{2, 3, 9, 7, 5, 3, 3, 1, 1, 1}, {3, 32, 8, 8, 48, 3, 3, 2, 1, 1},
-                        {2, 5, 9, 9, 4, 3, 2, 1, 0, 2}, {4, 16, 8, 8, 32, 1, 1, 2, 0, 1},
-                        {1, 2, 5, 5, 3, 5, 5, 1, 2, 1}, {8, 64, 32, 32, 4, 3, 3, 1, 1, 1}};
-  manual_seed(47);
-  const auto nhwc = [](const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); };
+  const auto nhwc_of = [](const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); };
   for (const Case& k : cases) {
     for (const Dtype d : {kFloat32, kBFloat16}) {
-      CAPTURE(k.c);
-      CAPTURE(k.kh);
-      CAPTURE(k.stride);
-      CAPTURE(dtype_name(d));
-      const Tensor x = randn({k.n, k.c, k.h, k.w}).to(d), w = randn({k.o, k.c, k.kh, k.kw}).to(d);
-      Tensor wr = w.to(kFloat64).requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
-      const Tensor yr =
-          conv2d(x.to(kFloat64), wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
-      const Tensor gy = randn(yr.shape()).to(d);
-      (yr * gy.to(kFloat64)).sum().backward();
-      Conv2dParams p;
-      p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
-      p.dilation[0] = p.dilation[1] = k.dilation;
-      const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
-      const Tensor xs = nhwc(x), gys = nhwc(gy);
-      Tensor dw = full({k.o, k.kh, k.kw, k.c}, 7.0).to(d), db = full({k.o}, 7.0);  // OHWI, overwritten
-      if (d == kFloat32)
-        cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<float>(), gys.data_ptr<float>(), dw.data_ptr<float>(),
-                                       db.data_ptr<float>());
-      else
-        cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), dw.data_ptr<BFloat16>(),
-                                       db.data_ptr<float>());
-      const Tensor want = nhwc(wr.grad()), err = abs(dw.to(kFloat64) - want);
-      const double scale = max(abs(want)).item<double>();
-      // float32: its sums' error; bfloat16: one rounding, half a step (2^-8 of the value), more.
-      CHECK(max(err - abs(want) * (d == kFloat32 ? 0.0 : 1.0 / 256)).item<double>() <= 1e-5 * scale);
-      CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
+      for (const bool nhwc : {false, true}) {
+        CAPTURE(k.c);
+        CAPTURE(k.kh);
+        CAPTURE(k.stride);
+        CAPTURE(dtype_name(d));
+        CAPTURE(nhwc);
+        const Tensor x = randn({k.n, k.c, k.h, k.w}).to(d), w = randn({k.o, k.c, k.kh, k.kw}).to(d);
+        Tensor wr = w.to(kFloat64).requires_grad_(), br = zeros({k.o}, kFloat64).requires_grad_();
+        const Tensor yr =
+            conv2d(x.to(kFloat64), wr, br, {k.stride, k.stride}, {k.padding, k.padding}, {k.dilation, k.dilation});
+        const Tensor gy = randn(yr.shape()).to(d);
+        (yr * gy.to(kFloat64)).sum().backward();
+        Conv2dParams p;
+        p.stride[0] = p.stride[1] = k.stride, p.padding[0] = p.padding[1] = k.padding;
+        p.dilation[0] = p.dilation[1] = k.dilation;
+        const auto g = cpu::conv_geometry(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, yr.size(2), yr.size(3), p);
+        const Tensor xs = nhwc ? nhwc_of(x) : x, gys = nhwc ? nhwc_of(gy) : gy;
+        const Tensor want = nhwc ? nhwc_of(wr.grad()) : wr.grad();
+        Tensor dw = full(want.shape(), 7.0).to(d), db = full({k.o}, 7.0);  // overwritten, not added to
+        if (d == kFloat32 && nhwc) {
+          cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<float>(), gys.data_ptr<float>(), dw.data_ptr<float>(),
+                                         db.data_ptr<float>());
+        } else if (d == kFloat32) {
+          cpu::filter_gradient_gemm(g, xs.data_ptr<float>(), gys.data_ptr<float>(), dw.data_ptr<float>(),
+                                    db.data_ptr<float>());
+        } else if (nhwc) {
+          cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), dw.data_ptr<BFloat16>(),
+                                         db.data_ptr<float>());
+        } else {
+          cpu::filter_gradient_gemm(g, xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), dw.data_ptr<BFloat16>(),
+                                    db.data_ptr<float>());
+        }
+        // float32: its sums' error; bfloat16: one rounding (half a step, 2^-8 of the value) more.
+        const Tensor err = abs(dw.to(kFloat64) - want);
+        const double scale = max(abs(want)).item<double>();
+        CHECK(max(err - abs(want) * (d == kFloat32 ? 0.0 : 1.0 / 256)).item<double>() <= 1e-5 * scale);
+        CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
+      }
     }
   }
 }
