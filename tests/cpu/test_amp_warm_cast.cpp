@@ -183,3 +183,15 @@ TEST_CASE("amp: a channels-last weight's cast is kept warm in its layout, bit fo
   amp::AutocastGuard g(kCPU, kBFloat16);
   CHECK(amp::cast_for_autocast(w, kBFloat16).storage() == warm->value.storage());
 }
+
+TEST_CASE("to_with_result takes a dense value (contiguous or channels-last) and refuses a strided view, by name") {
+  const Tensor t = randn({4, 8, 3, 3});
+  const Tensor cl = t.to(kBFloat16).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor out = to_with_result(t, cl);
+  CHECK(out.strides() == cl.strides());
+  CHECK(out.storage() == cl.storage());
+  const Tensor wide = randn({4, 8, 3, 6}).to(kBFloat16);
+  const Tensor view = wide.narrow(3, 0, 3);  // not the whole of its storage
+  hg::test::check_error([&] { to_with_result(t, view); }, {"[to]", "must be dense"});
+  hg::test::check_error([&] { to_with_result(t, randn({4, 8, 3}).to(kBFloat16)); }, {"[to]", "[4, 8, 3, 3]"});
+}
