@@ -10,6 +10,7 @@
 #include "framework/ops/binary.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/views.h"
 
 namespace hg::autograd {
@@ -53,12 +54,11 @@ struct GraphTask {
 
 // Whether `g` is a tensor only the engine can see: this handle is the only one to its TensorImpl,
 // no other TensorImpl views its storage (no alias, no view, no saved copy, nothing the user
-// passed in or will be handed), and it is a plain contiguous tensor filling its whole storage.
+// passed in or will be handed), and it is a dense tensor (contiguous, or channels-last as a
+// channels-last model's weight gradients) filling its whole storage.
 bool engine_owns(const Tensor& g) {
-  // Dense: contiguous, or channels-last (a channels-last model's weight gradients).
-  const bool dense = g.is_contiguous() || g.is_contiguous(g.suggest_memory_format());
-  return g.use_count() == 1 && g.storage().use_count() == 1 && g.autograd_meta() == nullptr && dense &&
-         g.offset() == 0 && g.storage()->nbytes == static_cast<size_t>(g.numel()) * element_size(g.dtype());
+  return g.use_count() == 1 && g.storage().use_count() == 1 && g.autograd_meta() == nullptr &&
+         internal::owns_whole_storage(g);
 }
 
 // have + add for a sum the engine is building (a leaf's or a node input's): added in place when

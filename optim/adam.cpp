@@ -2,6 +2,7 @@
 
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/optim_update_kernels.h"
 #include "serialize/state_value.h"
 
@@ -73,9 +74,9 @@ std::map<std::string, Optimizer::Hyperparameter> Adam::hyperparameters(size_t gr
 
 // The fused kernel is the one implementation of the update. A strided parameter that is not dense
 // (a view into a larger tensor) is updated through a contiguous copy: copy in, fused update, copy
-// back. A channels-last one is updated in place (dense_param), its state kept in its layout.
+// back. A channels-last one is updated in place (internal::is_dense), its state kept in its layout.
 void Adam::update(size_t i, const Tensor& param, const Tensor& grad) {
-  if (dense_param(param)) return update_fused(i, param, grad);
+  if (internal::is_dense(param)) return update_fused(i, param, grad);
   const Tensor dense = contiguous(param);
   update_fused(i, dense, grad);
   Tensor(param).copy_(dense);
@@ -136,8 +137,8 @@ Tensor Adam::step_tensor(size_t i, const Tensor& param) {
 // One fused kernel per parameter. On CUDA it reads the skip flag and advances the step on the
 // device (on the CPU the kernel advances the same kind of one-element tensor).
 void Adam::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(dense_param(param), name(), "parameter {} must be dense on {} (shape {}, strides {})", i, param.device(),
-           param.shape(), param.strides());
+  HG_CHECK(internal::is_dense(param), name(), "parameter {} must be dense on {} (shape {}, strides {})", i,
+           param.device(), param.shape(), param.strides());
   const Tensor g = like_param(grad, param);
   const size_t group = group_of(i);
   const AdamOptions& o = options_[group];

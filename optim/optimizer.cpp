@@ -11,6 +11,7 @@
 #include "framework/grad_mode.h"
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "optim/warm_cast.h"
 #include "serialize/state_value.h"
 
@@ -200,26 +201,18 @@ void Optimizer::step_unscaling(float inv_scale) {
   update_each();
 }
 
-bool Optimizer::dense_param(const Tensor& param) {
-  return param.is_contiguous() || param.is_contiguous(param.suggest_memory_format());
-}
-
 Tensor Optimizer::like_param(const Tensor& t, const Tensor& param) {
   const Tensor same = to(t, param.device(), param.dtype());
   return same.strides() == param.strides() ? same : contiguous(same, param.suggest_memory_format());
 }
 
-Tensor Optimizer::zeros_like_param(const Tensor& param) {
-  const Tensor z = zeros(param.shape(), TensorOptions(param.dtype()).device(param.device()));
-  return z.strides() == param.strides() ? z : contiguous(z, param.suggest_memory_format());
-}
+Tensor Optimizer::zeros_like_param(const Tensor& param) { return like_param(zeros_like(param), param); }
 
 Tensor Optimizer::warm_cast_output(const Tensor& param) {
   const std::shared_ptr<WarmCast> warm = warm_cast_of(param);
-  if (!warm || param.dtype() != kFloat32 || !dense_param(param)) return Tensor();
+  if (!warm || param.dtype() != kFloat32 || !internal::is_dense(param)) return Tensor();
   // In the parameter's layout: the kernel writes it as a flat array beside the parameter's.
-  return empty(param.shape(), TensorOptions(warm->dtype).device(param.device()),
-               param.is_contiguous() ? MemoryFormat::Contiguous : param.suggest_memory_format());
+  return empty(param.shape(), TensorOptions(warm->dtype).device(param.device()), param.suggest_memory_format());
 }
 
 void Optimizer::publish_warm_cast(const Tensor& param, const Tensor& value) {

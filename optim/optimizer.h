@@ -94,15 +94,14 @@ class Optimizer {
   // During step(): the skip_if tensor as a one-element float32 tensor on `device` when it must be
   // read on the device; undefined when there is none (or it was already checked on the host).
   Tensor skip_flag(Device device) const;
-  // For the fused kernels: an empty float16/bfloat16 tensor when `param` (float32, dense_param)
+  // For the fused kernels: an empty float16/bfloat16 tensor when `param` (float32, dense)
   // keeps a warm autocast cast (optim/warm_cast.h), which the kernel fills with the
   // new weights rounded to that dtype; undefined otherwise.
   static Tensor warm_cast_output(const Tensor& param);
-  // Whether the fused kernels update `param` in place, reading it, its gradient and its state
-  // as flat arrays: contiguous, or channels-last (dense in NHWC order, as PyTorch's
-  // model.to(memory_format=torch.channels_last) lays out 4-d weights). Other strided parameters
-  // (views into larger tensors) go through a contiguous copy.
-  static bool dense_param(const Tensor& param);
+  // The fused kernels update a dense parameter (internal::is_dense: contiguous, or channels-last as
+  // PyTorch's model.to(memory_format=torch.channels_last) lays out 4-d weights) in place, reading
+  // it, its gradient and its state as flat arrays laid out alike; other strided parameters (views
+  // into larger tensors) go through a contiguous copy.
   // t (a gradient or a state tensor) on param's device, in its dtype and memory layout.
   static Tensor like_param(const Tensor& t, const Tensor& param);
   // A zero state tensor laid out as param.

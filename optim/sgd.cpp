@@ -2,6 +2,7 @@
 
 #include "framework/ops/copy.h"
 #include "framework/ops/creation.h"
+#include "framework/ops/internal.h"
 #include "framework/ops/optim_update_kernels.h"
 
 namespace hg::optim {
@@ -60,9 +61,9 @@ void SGD::load_state_dict(const StateDict& state) {
 
 // The fused kernel is the one implementation of the update. A strided parameter that is not dense
 // (a view into a larger tensor) is updated through a contiguous copy: copy in, fused update, copy
-// back. A channels-last one is updated in place (dense_param), its state kept in its layout.
+// back. A channels-last one is updated in place (internal::is_dense), its state kept in its layout.
 void SGD::update(size_t i, const Tensor& param, const Tensor& grad) {
-  if (dense_param(param)) return update_fused(i, param, grad);
+  if (internal::is_dense(param)) return update_fused(i, param, grad);
   const Tensor dense = contiguous(param);
   update_fused(i, dense, grad);
   Tensor(param).copy_(dense);
@@ -91,8 +92,8 @@ Tensor SGD::momentum_buffer(size_t i, const Tensor& param, Tensor& ready) {
 // One fused kernel per parameter. On CUDA it reads the skip flag on the device; on the CPU
 // Optimizer::step has already read it on the host (the kernel honours it all the same).
 void SGD::update_fused(size_t i, const Tensor& param, const Tensor& grad) {
-  HG_CHECK(dense_param(param), name(), "parameter {} must be dense on {} (shape {}, strides {})", i, param.device(),
-           param.shape(), param.strides());
+  HG_CHECK(internal::is_dense(param), name(), "parameter {} must be dense on {} (shape {}, strides {})", i,
+           param.device(), param.shape(), param.strides());
   const Tensor g = like_param(grad, param);
   const size_t group = group_of(i);
   const SGDOptions& o = options_[group];

@@ -101,8 +101,11 @@ MemoryFormat output_format(const Shape& out_shape, std::initializer_list<const T
   return MemoryFormat::Contiguous;
 }
 
+// suggest_memory_format is ChannelsLast only for a channels-last tensor that is not also contiguous.
+bool is_dense(const Tensor& t) { return t.is_contiguous(t.suggest_memory_format()); }
+
 bool owns_whole_storage(const Tensor& t) {
-  return t.offset() == 0 && (t.is_contiguous() || t.is_contiguous(t.suggest_memory_format())) &&
+  return t.offset() == 0 && is_dense(t) &&
          static_cast<size_t>(t.numel()) * element_size(t.dtype()) == t.storage()->nbytes;
 }
 

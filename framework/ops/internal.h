@@ -42,8 +42,10 @@ Tensor laid_out(const Tensor& t, MemoryFormat format);
 // PyTorch's TensorIterator, the first of `inputs` of the output's shape that is contiguous or
 // channels-last decides (ChannelsLast only for 4-d outputs); Contiguous when none does.
 MemoryFormat output_format(const Shape& out_shape, std::initializer_list<const Tensor*> inputs);
-// Whether t covers its whole storage (dense: contiguous or channels-last, from its first byte to
-// its last).
+// Whether t is dense in a memory format's order: contiguous, or channels-last (a kernel may read
+// it, and any tensor of the same strides, as one flat array).
+bool is_dense(const Tensor& t);
+// Whether t covers its whole storage (dense, from its first byte to its last).
 bool owns_whole_storage(const Tensor& t);
 // Finite marks: t (which owns its whole storage, freshly written) holds no inf or NaN, as of its
 // storage's current version; and whether that is known of t now (false for a view, or once any

@@ -400,23 +400,24 @@ void bn_block_sums(const T* x, int64_t r0, int64_t r1, int64_t c, Acc* acc, cons
     }
 }
 
-// Per channel, the double total of block_sums(first row, end row, float32 sums [c]) over the
-// fixed blocks of rows, added in block order.
-template <class T, class Acc, class F>
-std::vector<double> bn_column_sums(int64_t rows, int64_t c, const F& block_sums) {
+// `width` double totals (a sum per channel, or several sums' channels side by side): each fixed
+// block of rows fills zeroed Acc sums through block_sums(first row, end row, sums), and the
+// blocks' sums are added in block order.
+template <class Acc, class F>
+std::vector<double> bn_column_sums(int64_t rows, int64_t width, const F& block_sums) {
   const int64_t blocks = (rows + kBnRows - 1) / kBnRows;
-  std::vector<double> parts(static_cast<size_t>(blocks * c));
-  parallel_for(blocks, grain_for(kBnRows * c), [&](int64_t begin, int64_t end) {
-    std::vector<Acc> acc(static_cast<size_t>(c));
+  std::vector<double> parts(static_cast<size_t>(blocks * width));
+  parallel_for(blocks, grain_for(kBnRows * width), [&](int64_t begin, int64_t end) {
+    std::vector<Acc> acc(static_cast<size_t>(width));
     for (int64_t blk = begin; blk < end; ++blk) {
       std::fill(acc.begin(), acc.end(), Acc(0));
       block_sums(blk * kBnRows, std::min(rows, (blk + 1) * kBnRows), acc.data());
-      std::copy(acc.begin(), acc.end(), parts.begin() + blk * c);
+      std::copy(acc.begin(), acc.end(), parts.begin() + blk * width);
     }
   });
-  std::vector<double> total(static_cast<size_t>(c));
+  std::vector<double> total(static_cast<size_t>(width));
   for (int64_t blk = 0; blk < blocks; ++blk)
-    for (int64_t ch = 0; ch < c; ++ch) total[static_cast<size_t>(ch)] += parts[static_cast<size_t>(blk * c + ch)];
+    for (int64_t i = 0; i < width; ++i) total[static_cast<size_t>(i)] += parts[static_cast<size_t>(blk * width + i)];
   return total;
 }
 
@@ -434,15 +435,14 @@ void batch_norm_nhwc_typed(const Tensor& out, const Tensor& save_mean, const Ten
   T* yp = static_cast<T*>(out.raw_data());
   std::vector<double> m(static_cast<size_t>(c)), var(static_cast<size_t>(c));
   if (training) {
-    const std::vector<double> sum = bn_column_sums<T, Acc>(
+    const std::vector<double> sum = bn_column_sums<Acc>(
         rows, c, [&](int64_t r0, int64_t r1, Acc* acc) { bn_block_sums<T, Acc>(xp, r0, r1, c, acc, nullptr); });
-    std::vector<Acc> mf(static_cast<size_t>(c));
     for (int64_t ch = 0; ch < c; ++ch) {
       m[static_cast<size_t>(ch)] = sum[static_cast<size_t>(ch)] / static_cast<double>(rows);
-      mf[static_cast<size_t>(ch)] = static_cast<Acc>(m[static_cast<size_t>(ch)]);
+      mean[static_cast<size_t>(ch)] = static_cast<Acc>(m[static_cast<size_t>(ch)]);
     }
-    const std::vector<double> ss = bn_column_sums<T, Acc>(
-        rows, c, [&](int64_t r0, int64_t r1, Acc* acc) { bn_block_sums<T, Acc>(xp, r0, r1, c, acc, mf.data()); });
+    const std::vector<double> ss = bn_column_sums<Acc>(
+        rows, c, [&](int64_t r0, int64_t r1, Acc* acc) { bn_block_sums<T, Acc>(xp, r0, r1, c, acc, mean.data()); });
     for (int64_t ch = 0; ch < c; ++ch) {
       const auto cu = static_cast<size_t>(ch);
       var[cu] = ss[cu] / static_cast<double>(rows);
@@ -489,45 +489,32 @@ void batch_norm_backward_nhwc_typed(const Tensor& gx, const Tensor& gw, const Te
   const std::vector<Acc> mean = read_vector<Acc>(save_mean, c, Acc(0)), inv = read_vector<Acc>(save_invstd, c, Acc(1));
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* gp = static_cast<const T*>(gy.raw_data());
-  // sum(dy) and sum(dy (x - mean)) per channel, in one pass over both.
-  const int64_t blocks = (rows + kBnRows - 1) / kBnRows;
-  std::vector<double> parts(static_cast<size_t>(2 * blocks * c));
-  parallel_for(blocks, grain_for(2 * kBnRows * c), [&](int64_t begin, int64_t end) {
-    std::vector<Acc> ag(static_cast<size_t>(c)), ax(static_cast<size_t>(c));
-    for (int64_t blk = begin; blk < end; ++blk) {
-      std::fill(ag.begin(), ag.end(), Acc(0));
-      std::fill(ax.begin(), ax.end(), Acc(0));
-      const int64_t r0 = blk * kBnRows, r1 = std::min(rows, (blk + 1) * kBnRows);
-      int64_t j = 0;  // each group of 16 channels summed down the block's rows in registers
-      if constexpr (std::is_same_v<Acc, float>) {
-        for (; j + 16 <= c; j += 16) {
-          const Lanes16 m = load_lanes16(mean.data() + j);
-          Lanes16 sum_g{}, sum_gx{};
-          for (int64_t r = r0; r < r1; ++r) {
-            const Lanes16 g = load_lanes16(gp + r * c + j);
-            sum_g += g;
-            sum_gx += g * (load_lanes16(xp + r * c + j) - m);
-          }
-          store_lanes16(ag.data() + j, sum_g);
-          store_lanes16(ax.data() + j, sum_gx);
-        }
-      }
-      for (; j < c; ++j)
+  // sum(dy) and sum(dy (x - mean)) per channel, side by side, in one pass over both.
+  const std::vector<double> sums = bn_column_sums<Acc>(rows, 2 * c, [&](int64_t r0, int64_t r1, Acc* acc) {
+    Acc* ag = acc;
+    Acc* ax = acc + c;
+    int64_t j = 0;  // each group of 16 channels summed down the block's rows in registers
+    if constexpr (std::is_same_v<Acc, float>) {
+      for (; j + 16 <= c; j += 16) {
+        const Lanes16 m = load_lanes16(mean.data() + j);
+        Lanes16 sum_g{}, sum_gx{};
         for (int64_t r = r0; r < r1; ++r) {
-          const Acc g = static_cast<Acc>(gp[r * c + j]);
-          ag[static_cast<size_t>(j)] += g;
-          ax[static_cast<size_t>(j)] += g * (static_cast<Acc>(xp[r * c + j]) - mean[static_cast<size_t>(j)]);
+          const Lanes16 g = load_lanes16(gp + r * c + j);
+          sum_g += g;
+          sum_gx += g * (load_lanes16(xp + r * c + j) - m);
         }
-      std::copy(ag.begin(), ag.end(), parts.begin() + 2 * blk * c);
-      std::copy(ax.begin(), ax.end(), parts.begin() + (2 * blk + 1) * c);
+        store_lanes16(ag + j, sum_g);
+        store_lanes16(ax + j, sum_gx);
+      }
     }
+    for (; j < c; ++j)
+      for (int64_t r = r0; r < r1; ++r) {
+        const Acc g = static_cast<Acc>(gp[r * c + j]);
+        ag[j] += g;
+        ax[j] += g * (static_cast<Acc>(xp[r * c + j]) - mean[static_cast<size_t>(j)]);
+      }
   });
-  std::vector<double> sg(static_cast<size_t>(c)), sgx(static_cast<size_t>(c));
-  for (int64_t blk = 0; blk < blocks; ++blk)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      sg[static_cast<size_t>(ch)] += parts[static_cast<size_t>(2 * blk * c + ch)];
-      sgx[static_cast<size_t>(ch)] += parts[static_cast<size_t>((2 * blk + 1) * c + ch)];
-    }
+  std::vector<double> sg(sums.begin(), sums.begin() + c), sgx(sums.begin() + c, sums.end());
   for (int64_t ch = 0; ch < c; ++ch) sgx[static_cast<size_t>(ch)] *= static_cast<double>(inv[static_cast<size_t>(ch)]);
   write_vector(gw, sgx);
   write_vector(gb, sg);
@@ -564,8 +551,8 @@ void batch_norm_backward_nhwc_typed(const Tensor& gx, const Tensor& gw, const Te
   });
 }
 
-// A 4-d x that is not contiguous reached the kernels channels-last (batch_norm_channels_last_in_kernel).
-bool nhwc(const Tensor& x) { return x.dim() == 4 && !x.is_contiguous(); }
+// Whether x reached the kernels channels-last (batch_norm_channels_last_in_kernel).
+bool nhwc(const Tensor& x) { return x.suggest_memory_format() == MemoryFormat::ChannelsLast; }
 
 void layer_norm_cpu(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& w,
                     const Tensor& b, double eps) {

@@ -1,5 +1,5 @@
 // What the oneDNN kernels (matmul, convolution) share: the CPU engine and a stream per thread,
-// the cache their primitives are kept in, and
+// per-thread buffers, the cache their primitives are kept in, and
 // the guard that keeps oneDNN's OpenMP team at one thread. Included only where HG_HAVE_ONEDNN is
 // set.
 #pragma once
@@ -7,9 +7,11 @@
 #include <omp.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace hg::cpu {
@@ -43,6 +45,32 @@ class OneOpenMPThread {
 
  private:
   int previous_;
+};
+
+// A per-thread buffer that only grows (scratch memory, reordered chunks), so a training loop's
+// steady state allocates nothing. 64-byte aligned, as tensors are: oneDNN's kernels load and store
+// whole cache lines.
+class GrowBuffer {
+ public:
+  GrowBuffer() = default;
+  GrowBuffer(const GrowBuffer&) = delete;
+  GrowBuffer& operator=(const GrowBuffer&) = delete;
+  ~GrowBuffer() { std::free(data_); }
+  // At least `bytes` bytes; the contents are not kept when it grows.
+  char* sized(size_t bytes) {
+    if (bytes <= size_) return data_;
+    std::free(data_);
+    data_ = static_cast<char*>(std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
+    size_ = 0;
+    if (data_ == nullptr) throw std::bad_alloc();
+    size_ = bytes;
+    return data_;
+  }
+
+ private:
+  static constexpr size_t kAlign = 64;
+  char* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 // Primitives (and what goes with them) made once per problem and kept, behind a mutex: a

@@ -265,43 +265,36 @@ TEST_CASE(
     "channels_last: SGD and Adam update channels-last parameters in place, bit for bit as contiguous ones, their "
     "state in the same layout") {
   manual_seed(10);
-  for (const bool grad_cl : {true, false}) {  // the gradient in the parameter's layout, or contiguous
-    CAPTURE(grad_cl);
-    const Tensor w0 = randn({8, 16, 3, 3});
-    Tensor dense = w0.clone().requires_grad_(), cl = as_cl(w0).requires_grad_();
-    optim::SGD sgd_dense({dense}, {.lr = 0.1, .momentum = 0.9}), sgd_cl({cl}, {.lr = 0.1, .momentum = 0.9});
-    const void* storage = cl.raw_data();
-    for (int step = 0; step < 3; ++step) {
-      const Tensor g = randn(w0.shape());
-      dense.set_grad(g);
-      cl.set_grad(grad_cl ? g.contiguous(kCL) : g);
-      sgd_dense.step();
-      sgd_cl.step();
-    }
-    CHECK(cl.raw_data() == storage);
-    CHECK(channels_last(cl));
-    CHECK(bitwise_equal(cl, dense));
-    const Tensor buf = sgd_cl.state_dict().at("state.0.momentum_buffer");
-    CHECK(channels_last(buf));  // kept in the parameter's layout, so no step copies
-    CHECK(bitwise_equal(buf.contiguous(), sgd_dense.state_dict().at("state.0.momentum_buffer")));
-
-    Tensor a_dense = w0.clone().requires_grad_(), a_cl = as_cl(w0).requires_grad_();
-    optim::Adam adam_dense({a_dense}, {.lr = 0.01}), adam_cl({a_cl}, {.lr = 0.01});
-    const void* a_storage = a_cl.raw_data();
-    for (int step = 0; step < 3; ++step) {
-      const Tensor g = randn(w0.shape());
-      a_dense.set_grad(g);
-      a_cl.set_grad(grad_cl ? g.contiguous(kCL) : g);
-      adam_dense.step();
-      adam_cl.step();
-    }
-    CHECK(a_cl.raw_data() == a_storage);
-    CHECK(bitwise_equal(a_cl, a_dense));
-    const auto st = adam_cl.state_dict(), st_dense = adam_dense.state_dict();
-    for (const char* key : {"state.0.exp_avg", "state.0.exp_avg_sq"}) {
-      CAPTURE(key);
-      CHECK(channels_last(st.at(key)));
-      CHECK(bitwise_equal(st.at(key).contiguous(), st_dense.at(key)));
+  const auto make = [](bool adam, const Tensor& w) -> std::unique_ptr<optim::Optimizer> {
+    if (adam) return std::make_unique<optim::Adam>(TensorList{w}, optim::AdamOptions{.lr = 0.01});
+    return std::make_unique<optim::SGD>(TensorList{w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  };
+  for (const bool adam : {false, true}) {
+    for (const bool grad_cl : {true, false}) {  // the gradient in the parameter's layout, or contiguous
+      CAPTURE(adam);
+      CAPTURE(grad_cl);
+      const Tensor w0 = randn({8, 16, 3, 3});
+      Tensor dense = w0.clone().requires_grad_(), cl = as_cl(w0).requires_grad_();
+      const auto opt_dense = make(adam, dense), opt_cl = make(adam, cl);
+      const void* storage = cl.raw_data();
+      for (int step = 0; step < 3; ++step) {
+        const Tensor g = randn(w0.shape());
+        dense.set_grad(g);
+        cl.set_grad(grad_cl ? g.contiguous(kCL) : g);
+        opt_dense->step();
+        opt_cl->step();
+      }
+      CHECK(cl.raw_data() == storage);
+      CHECK(channels_last(cl));
+      CHECK(bitwise_equal(cl, dense));
+      const auto st = opt_cl->state_dict(), st_dense = opt_dense->state_dict();
+      const std::vector<std::string> keys = adam ? std::vector<std::string>{"state.0.exp_avg", "state.0.exp_avg_sq"}
+                                                 : std::vector<std::string>{"state.0.momentum_buffer"};
+      for (const std::string& key : keys) {
+        CAPTURE(key);
+        CHECK(channels_last(st.at(key)));  // kept in the parameter's layout, so no step copies
+        CHECK(bitwise_equal(st.at(key).contiguous(), st_dense.at(key)));
+      }
     }
   }
 }

@@ -335,7 +335,7 @@ void conv_relu_backward_typed(const Tensor& grad_input, const Tensor& grad_weigh
 // Channels-last activations and weights (conv2d_channels_last_in_kernel: the op passes them as
 // they are) that the oneDNN path declined: this file's loops read and write NCHW and OIHW, so
 // they run on contiguous copies.
-bool channels_last(const Tensor& t) { return t.defined() && t.dim() == 4 && !t.is_contiguous(); }
+bool channels_last(const Tensor& t) { return t.suggest_memory_format() == MemoryFormat::ChannelsLast; }
 
 void forward_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                  const Conv2dParams& p) {
@@ -376,10 +376,10 @@ void backward_data_cpu(const Tensor& grad_input, const Tensor& grad_out, const T
 void backward_filter_cpu(const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_out,
                          const Tensor& input, const Conv2dParams& p) {
   if (onednn_conv2d_backward_filter(grad_weight, grad_bias, grad_out, input, p)) return;
-  if (grad_weight.dtype() !=
-      grad_out.dtype()) {  // widened (conv2d_widened_weight_grad_in_kernel): 16 bits, then widened
-    const Tensor narrow = empty(grad_weight.shape(), TensorOptions(grad_out.dtype()),
-                                channels_last(grad_weight) ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  // A widened gradient (conv2d_widened_weight_grad_in_kernel): made in 16 bits, then widened.
+  if (grad_weight.dtype() != grad_out.dtype()) {
+    const Tensor narrow =
+        empty(grad_weight.shape(), TensorOptions(grad_out.dtype()), grad_weight.suggest_memory_format());
     backward_filter_cpu(narrow, grad_bias, grad_out, input, p);
     Tensor(grad_weight).copy_(narrow);
     return;

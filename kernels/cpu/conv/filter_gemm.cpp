@@ -51,6 +51,20 @@ void column_sums(const T* gy, int64_t positions, int64_t o, float* db, bool accu
   for (int64_t j = 0; j < o; ++j) db[j] = (accumulate ? db[j] : 0.0f) + acc[static_cast<size_t>(j)];
 }
 
+// dw [m, n] = op(a) [m, k] @ op(b) [k, n] in bfloat16 (BLAS's transposes and leading dimensions),
+// float32 sums rounded once: on oneDNN's bfloat16 matmul, or where it has no kernel, on the float32
+// GEMM over widened copies of the operands.
+void bf16_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t lda, const BFloat16* b,
+                  int64_t ldb, BFloat16* dw) {
+  if (onednn_matmul(kBFloat16, dw, n, false, a, MatrixView::blas(m, k, ta, lda), b, MatrixView::blas(k, n, tb, ldb)))
+    return;
+  Workspace<float> wide_a(m * k), wide_b(k * n), wide(m * n);
+  load_run(a, wide_a.data(), m * k);
+  load_run(b, wide_b.data(), k * n);
+  gemm(ta, tb, m, n, k, wide_a.data(), lda, wide_b.data(), ldb, wide.data(), n, false);
+  store_run(wide.data(), dw, m * n);
+}
+
 }  // namespace
 
 void filter_gradient_gemm_nhwc(const ConvGeometry& g, const float* x, const float* gy, float* dw, float* db) {
@@ -71,14 +85,7 @@ void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const B
   Workspace<BFloat16> rows(positions * g.ckk);
   for (int64_t s = 0; s < g.n; ++s) im2row_nhwc(x + s * g.h * g.w * g.c, rows.data() + s * g.p * g.ckk, g);
   // dw [o, ckk] = gy^T [o, positions] @ rows [positions, ckk].
-  const MatrixView gy_view{g.o, positions, 1, g.o}, rows_view{positions, g.ckk, g.ckk, 1};
-  if (!onednn_matmul(kBFloat16, dw, g.ckk, false, gy, gy_view, rows.data(), rows_view)) {
-    Workspace<float> wide_gy(positions * g.o), wide_rows(positions * g.ckk), wide(g.o * g.ckk);
-    load_run(gy, wide_gy.data(), positions * g.o);
-    load_run(rows.data(), wide_rows.data(), positions * g.ckk);
-    gemm(true, false, g.o, g.ckk, positions, wide_gy.data(), g.o, wide_rows.data(), g.ckk, wide.data(), g.ckk, false);
-    store_run(wide.data(), dw, g.o * g.ckk);
-  }
+  bf16_product(true, false, g.o, g.ckk, positions, gy, g.o, rows.data(), g.ckk, dw);
   if (db != nullptr) column_sums(gy, positions, g.o, db, false);
 }
 
@@ -118,20 +125,14 @@ void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat
       std::memcpy(rows.data() + r * ld + s * g.p, sample_gy + r * g.p, static_cast<size_t>(g.p) * sizeof(BFloat16));
   }
   // dw [o, ckk] = rows [o, ld] @ cols^T, cols read by columns.
-  const MatrixView rows_view{g.o, ld, ld, 1}, cols_view{ld, g.ckk, 1, ld};
-  Workspace<float> wide(std::max(ld, g.o * g.ckk));
-  if (!onednn_matmul(kBFloat16, dw, g.ckk, false, rows.data(), rows_view, cols.data(), cols_view)) {
-    Workspace<float> wide_rows(g.o * ld), wide_cols(g.ckk * ld);
-    load_run(rows.data(), wide_rows.data(), g.o * ld);
-    load_run(cols.data(), wide_cols.data(), g.ckk * ld);
-    gemm(false, true, g.o, g.ckk, ld, wide_rows.data(), ld, wide_cols.data(), ld, wide.data(), g.ckk, false);
-    store_run(wide.data(), dw, g.o * g.ckk);
-  }
-  if (db != nullptr)
+  bf16_product(false, true, g.o, g.ckk, ld, rows.data(), ld, cols.data(), ld, dw);
+  if (db != nullptr) {
+    Workspace<float> wide_row(ld);
     for (int64_t r = 0; r < g.o; ++r) {
-      load_run(rows.data() + r * ld, wide.data(), ld);
-      db[r] = row_sum(wide.data(), ld);
+      load_run(rows.data() + r * ld, wide_row.data(), ld);
+      db[r] = row_sum(wide_row.data(), ld);
     }
+  }
 }
 
 }  // namespace hg::cpu

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <new>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -40,34 +39,12 @@ namespace {
 
 using namespace onednn_conv;
 
-// A per-thread buffer that only grows, so a training loop's steady state allocates nothing here.
-// 64-byte aligned, as tensors are: oneDNN's kernels load and store whole cache lines.
-class GrowBuffer {
- public:
-  GrowBuffer() = default;
-  GrowBuffer(const GrowBuffer&) = delete;
-  GrowBuffer& operator=(const GrowBuffer&) = delete;
-  ~GrowBuffer() { std::free(data_); }
-  char* sized(size_t bytes) {
-    if (bytes <= size_) return data_;
-    std::free(data_);
-    data_ = static_cast<char*>(std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
-    size_ = data_ != nullptr ? bytes : 0;
-    if (data_ == nullptr) throw std::bad_alloc();
-    return data_;
-  }
-
- private:
-  static constexpr size_t kAlign = 64;
-  char* data_ = nullptr;
-  size_t size_ = 0;
-};
-
+// The calling thread's buffers (onednn_common.h's GrowBuffer: they only grow, so a training
+// loop's steady state allocates nothing here).
 struct ThreadBuffers {
   // in, out: activation passes; x, gy: filter; block: a pooled forward's result, gy_nchw: a pooled
   // backward's output gradient; wide_in, wide_x, wide_out: float16 chunks in float32 (widened).
   GrowBuffer in, out, x, gy, scratch, weights, bias, block, gy_nchw, wide_in, wide_x, wide_out;
-  static char* sized(GrowBuffer& v, size_t bytes) { return v.sized(bytes); }
 };
 ThreadBuffers& thread_buffers() {
   thread_local ThreadBuffers b;
@@ -84,7 +61,7 @@ bool widened(Dtype dtype) { return dtype == kFloat16; }
 // copy in `buf`.
 const float* as_float32(Dtype dtype, const char* user, int64_t count, GrowBuffer& buf) {
   if (!widened(dtype)) return reinterpret_cast<const float*>(user);
-  float* wide = reinterpret_cast<float*>(ThreadBuffers::sized(buf, static_cast<size_t>(count) * sizeof(float)));
+  float* wide = reinterpret_cast<float*>(buf.sized(static_cast<size_t>(count) * sizeof(float)));
   load_run(reinterpret_cast<const Half*>(user), wide, count);
   return wide;
 }
@@ -253,20 +230,19 @@ void run_activation_pass(const ChunkPlans& plans, const Chunks& chunks, const Te
     dnnl::stream& s = thread_stream();
     const memory::dims dims = plan.out_user.dims();  // [samples, channels, h, w]
     const int64_t count = dims[0] * dims[1] * dims[2] * dims[3];
-    char* result = pool != nullptr ? ThreadBuffers::sized(b.block, static_cast<size_t>(count) * element_size(dtype))
-                                   : chunk_start(out, chunks, i);
-    char* written = widened(dtype) ? ThreadBuffers::sized(b.wide_out, plan.out_user.get_size()) : result;
+    char* result =
+        pool != nullptr ? b.block.sized(static_cast<size_t>(count) * element_size(dtype)) : chunk_start(out, chunks, i);
+    char* written = widened(dtype) ? b.wide_out.sized(plan.out_user.get_size()) : result;
     const char* user_in = source ? source(i) : chunk_start(in, chunks, i);
     const char* in_float32 = as_float32(dtype, user_in, plan.in_user, b.wide_in);
     memory src_user(plan.in_user, engine, const_cast<char*>(in_float32));
     // Activations already in the primitive's layout (NHWC bfloat16) are read and written in place.
     const bool in_place_in = plan.in_user == plan.in_prim, in_place_out = plan.out_user == plan.out_prim;
-    memory src(plan.in_prim, engine,
-               in_place_in ? const_cast<char*>(in_float32) : ThreadBuffers::sized(b.in, plan.in_prim.get_size()));
-    memory dst(plan.out_prim, engine, in_place_out ? written : ThreadBuffers::sized(b.out, plan.out_prim.get_size()));
+    memory src(plan.in_prim, engine, in_place_in ? const_cast<char*>(in_float32) : b.in.sized(plan.in_prim.get_size()));
+    memory dst(plan.out_prim, engine, in_place_out ? written : b.out.sized(plan.out_prim.get_size()));
     memory dst_user(plan.out_user, engine, written);
     memory wm(plan.weights_prim, engine, const_cast<void*>(w.of(plans, chunks, i)));
-    memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+    memory sm(plan.scratch, engine, b.scratch.sized(plan.scratch.get_size()));
     if (!in_place_in) move_activations(plan.in_reorder, s, src_user, src);
     std::unordered_map<int, memory> args{
         {in_arg, src}, {DNNL_ARG_WEIGHTS, wm}, {out_arg, dst}, {DNNL_ARG_SCRATCHPAD, sm}};
@@ -416,7 +392,7 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
   char* x_values = const_cast<char*>(as_float32(dtype, chunk_start(input, chunks, i), plan.in_user, b.wide_x));
   const bool x_in_place = plan.in_user == plan.in_prim;
   memory x_user(plan.in_user, engine, x_values);
-  memory x(plan.in_prim, engine, x_in_place ? x_values : ThreadBuffers::sized(b.x, plan.in_prim.get_size()));
+  memory x(plan.in_prim, engine, x_in_place ? x_values : b.x.sized(plan.in_prim.get_size()));
   memory gy;
   if (gy_ready != nullptr) {
     gy = *gy_ready;
@@ -425,15 +401,15 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
     if (plan.out_user == plan.out_prim) {
       gy = memory(plan.out_prim, engine, gy_values);
     } else {
-      gy = memory(plan.out_prim, engine, ThreadBuffers::sized(b.gy, plan.out_prim.get_size()));
+      gy = memory(plan.out_prim, engine, b.gy.sized(plan.out_prim.get_size()));
       memory gy_user_layout(plan.out_user, engine, gy_values);
       move_activations(plan.out_reorder, s, gy_user_layout, gy);
     }
   }
-  memory dw(plan.weights_prim, engine, ThreadBuffers::sized(b.weights, plan.weights_prim.get_size()));
+  memory dw(plan.weights_prim, engine, b.weights.sized(plan.weights_prim.get_size()));
   void* plain = plan.rounded ? static_cast<void*>(partials.rounded_weight) : partials.weights_of(i);
   memory dw_plain(plan.weights_user, engine, plan.filter_blocks16 ? nullptr : plain);  // oneDNN's reorder writes it
-  memory sm(plan.scratch, engine, ThreadBuffers::sized(b.scratch, plan.scratch.get_size()));
+  memory sm(plan.scratch, engine, b.scratch.sized(plan.scratch.get_size()));
   if (!x_in_place) move_activations(plan.in_reorder, s, x_user, x);
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, gy}, {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_SCRATCHPAD, sm}};
@@ -509,12 +485,13 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   // A widened weight gradient (float32 for 16-bit tensors, conv2d_widened_weight_grad_in_kernel):
   // a one-chunk bfloat16 pass widens it while unblocking oneDNN's rounded blocks; elsewhere the
   // 16-bit gradient is made as usual and widened after.
-  if (grad_weight.defined() && grad_weight.dtype() != input.dtype()) {
+  const bool widen = grad_weight.defined() && grad_weight.dtype() != input.dtype();
+  if (widen) {
     const bool in_unblocking =
         !filter_on_gemm && chunks.count == 1 && filter_plans.full->rounded && filter_plans.full->filter_blocks16;
     if (!in_unblocking) {
-      const Tensor narrow = empty(grad_weight.shape(), TensorOptions(input.dtype()),
-                                  grad_weight.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast);
+      const Tensor narrow =
+          empty(grad_weight.shape(), TensorOptions(input.dtype()), grad_weight.suggest_memory_format());
       if (!backward_chunks(grad_input, narrow, grad_bias, input, weight, pr, chunks, grad_out)) return false;
       dispatch_floating(input.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
         load_run(static_cast<const T*>(narrow.raw_data()), static_cast<float*>(grad_weight.raw_data()),
@@ -526,8 +503,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   std::optional<FilterPartials> partials;
   if (grad_weight.defined())
     partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
-                     filter_on_gemm ? pr.dt == kBf16 : filter_plans.full->rounded,
-                     grad_weight.dtype() != input.dtype());
+                     filter_on_gemm ? pr.dt == kBf16 : filter_plans.full->rounded, widen);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";
@@ -568,7 +544,7 @@ struct MadeOutputGrad {
   int64_t o, oh, ow;
   const char* make(const Chunks& chunks, int64_t i, int64_t samples) const {
     const size_t bytes = static_cast<size_t>(samples * o * oh * ow) * element_size(from.grad.dtype());
-    char* buf = ThreadBuffers::sized(thread_buffers().gy_nchw, bytes);
+    char* buf = thread_buffers().gy_nchw.sized(bytes);
     dispatch_floating(from.grad.dtype(), "conv2d", [&]<class T>(TypeTag<T>) {
       make_conv_output_grad(from, i * chunks.per, samples, o, oh, ow, reinterpret_cast<T*>(buf));
     });

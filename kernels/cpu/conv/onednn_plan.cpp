@@ -19,10 +19,8 @@ Problem problem_of(const Tensor& input, const Tensor& weight, int64_t oh, int64_
   pr.n = input.size(0), pr.c = input.size(1), pr.h = input.size(2), pr.w = input.size(3);
   pr.o = weight.size(0), pr.kh = weight.size(2), pr.kw = weight.size(3), pr.oh = oh, pr.ow = ow;
   pr.groups = p.groups, pr.bias = bias;
-  const auto channels_last = [](const Tensor& t) {
-    return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast);
-  };
-  pr.nhwc = channels_last(input), pr.ohwi = channels_last(weight);
+  pr.nhwc = input.suggest_memory_format() == MemoryFormat::ChannelsLast;
+  pr.ohwi = weight.suggest_memory_format() == MemoryFormat::ChannelsLast;
   for (int i = 0; i < 2; ++i) pr.stride[i] = p.stride[i], pr.padding[i] = p.padding[i], pr.dilation[i] = p.dilation[i];
   return pr;
 }

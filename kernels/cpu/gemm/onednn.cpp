@@ -7,7 +7,6 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <vector>
 
 #include "framework/error.h"
 #include "kernels/cpu/gemm/route.h"
@@ -76,13 +75,11 @@ void run_plan(const Plan& plan, void* out, const void* a, const void* b, const v
   const OneOpenMPThread one_thread;
   const dnnl::engine& engine = cpu_engine();
   dnnl::stream& stream = thread_stream();
-  // Scratch memory: one buffer per thread that only grows, so a training loop in its steady
-  // state allocates nothing here.
-  thread_local std::vector<char> scratch;
-  if (scratch.size() < plan.scratch.get_size()) scratch.resize(plan.scratch.get_size());
+  // Scratch memory: one buffer per thread that only grows.
+  thread_local GrowBuffer scratch;
   // oneDNN takes non-const handles but only reads the operands.
   const dnnl::memory ma(plan.a, engine, const_cast<void*>(a)), mb(plan.b, engine, const_cast<void*>(b)),
-      mo(plan.out, engine, out), ms(plan.scratch, engine, scratch.data());
+      mo(plan.out, engine, out), ms(plan.scratch, engine, scratch.sized(plan.scratch.get_size()));
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mo}, {DNNL_ARG_SCRATCHPAD, ms}};
   if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan.bias, engine, const_cast<void*>(bias)));
