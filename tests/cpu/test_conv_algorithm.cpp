@@ -28,13 +28,15 @@ ConvShape resnet_conv(int64_t channels, int64_t side) {
   s.in_channels = s.out_channels = channels;
   s.kh = s.kw = 3;
   s.oh = s.ow = side;
+  s.padding_h = s.padding_w = 1;
   return s;
 }
 
 }  // namespace
 
 TEST_CASE(
-    "conv algorithm: Winograd for 3x3 stride-1 float32 layers of 8x8 outputs and more, the weight gradient of "
+    "conv algorithm: Winograd for 3x3 stride-1 float32 and (padding 1, even) bfloat16 layers of 8x8 outputs and more, "
+    "the weight gradient of "
     "4x4 images and shallow products on the GEMM, else direct") {
   const CpuCaps caps = zen4();
   struct Row {
@@ -56,7 +58,9 @@ TEST_CASE(
   reduce.out_channels = 512, reduce.stride_h = reduce.stride_w = 2;
   bf16_small.float32_primitives = false;
   grouped_small.groups = 2;
-  ConvShape bf16_reduce = reduce, bf16_stem = stem;
+  ConvShape bf16_reduce = reduce, bf16_stem = stem, bf16_unpadded = bf16, bf16_odd = resnet_conv(64, 15);
+  bf16_unpadded.padding_h = bf16_unpadded.padding_w = 0;
+  bf16_odd.float32_primitives = false;
   bf16_reduce.float32_primitives = bf16_stem.float32_primitives = false;
   const Row rows[] = {
       {resnet_conv(64, 32), ConvPass::Forward, ConvAlgorithm::Winograd},
@@ -69,7 +73,11 @@ TEST_CASE(
       {dilated, ConvPass::Forward, ConvAlgorithm::Direct},
       {grouped, ConvPass::Forward, ConvAlgorithm::Direct},
       {odd, ConvPass::Forward, ConvAlgorithm::Direct},
-      {bf16, ConvPass::Forward, ConvAlgorithm::Direct},
+      {bf16, ConvPass::Forward, ConvAlgorithm::Winograd},  // halfgrad's bfloat16 F(2x2, 3x3)
+      {bf16, ConvPass::InputGradient, ConvAlgorithm::Winograd},
+      {bf16_small, ConvPass::Forward, ConvAlgorithm::Direct},  // 16 outputs
+      {bf16_unpadded, ConvPass::Forward, ConvAlgorithm::Direct},
+      {bf16_odd, ConvPass::Forward, ConvAlgorithm::Direct},
       {k1, ConvPass::Forward, ConvAlgorithm::Direct},
       {resnet_conv(512, 4), ConvPass::WeightGradient, ConvAlgorithm::Gemm},  // 16 outputs
       {reduce, ConvPass::WeightGradient, ConvAlgorithm::Gemm},
@@ -122,6 +130,14 @@ TEST_CASE(
   CHECK(cpu::conv_algorithm(bf16_small, ConvPass::WeightGradient, no_dnn, ConvAlgorithm::Gemm) ==
         ConvAlgorithm::Direct);
   CHECK(cpu::conv_algorithm(bf16, ConvPass::WeightGradient, caps, ConvAlgorithm::Gemm) == ConvAlgorithm::Gemm);
+  // bfloat16 Winograd needs the bfloat16 dot product (AVX512_BF16; an AMX-only CPU has no such
+  // kernel here) and stays off under HG_CPU_ONEDNN=0; forced, it takes a 4x4 image too.
+  CHECK(cpu::conv_algorithm(bf16, ConvPass::Forward, no_bf16) == ConvAlgorithm::Direct);
+  CpuCaps native_off = caps;
+  native_off.native_off = true;
+  CHECK(cpu::conv_algorithm(bf16, ConvPass::Forward, native_off) == ConvAlgorithm::Direct);
+  CHECK(cpu::conv_algorithm(bf16_small, ConvPass::Forward, caps, ConvAlgorithm::Winograd) == ConvAlgorithm::Winograd);
+  CHECK(cpu::conv_algorithm(bf16, ConvPass::Forward, caps, ConvAlgorithm::Direct) == ConvAlgorithm::Direct);
 }
 
 TEST_CASE("HG_CPU_CONV names the algorithms; anything else is an error naming the valid ones") {

@@ -9,10 +9,15 @@ namespace hg::cpu {
 bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps& caps) {
   switch (a) {
     case ConvAlgorithm::Direct: return true;
-    case ConvAlgorithm::Winograd:
-      return pass != ConvPass::WeightGradient && caps.avx512 && caps.onednn && s.float32_primitives && s.kh == 3 &&
-             s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 && s.dilation_w == 1 &&
-             s.groups == 1 && s.in_channels % 16 == 0 && s.out_channels % 16 == 0;
+    case ConvAlgorithm::Winograd: {
+      const bool winograd_3x3 = pass != ConvPass::WeightGradient && caps.avx512 && caps.onednn && s.kh == 3 &&
+                                s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.dilation_h == 1 &&
+                                s.dilation_w == 1 && s.groups == 1 && s.in_channels % 16 == 0 &&
+                                s.out_channels % 16 == 0;
+      if (s.float32_primitives) return winograd_3x3;
+      return winograd_3x3 && caps.avx512_bf16 && caps.native_bf16() && s.padding_h == 1 && s.padding_w == 1 &&
+             s.oh % 2 == 0 && s.ow % 2 == 0;
+    }
     case ConvAlgorithm::Gemm:
       return pass == ConvPass::WeightGradient && s.groups == 1 &&
              (s.float32_primitives || (caps.onednn && caps.native_bf16()));

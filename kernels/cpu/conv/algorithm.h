@@ -1,15 +1,18 @@
-// Which algorithm a convolution pass on oneDNN's float32 primitives runs: direct; Winograd
-// F(4x4, 3x3) (oneDNN's jit_wino_4x3, AVX-512), which computes a 3x3 stride-1 convolution with
-// 36 multiplications per 4x4 output tile instead of 144, at the cost of a transform of the
-// input, filter and output per tile; or, for the weight gradient, one GEMM over the im2col
-// columns of a batch of samples (conv/filter_gemm.h). The choice is made here, from the shape
-// and the CPU, with the measurement behind each threshold; HG_CPU_CONV=direct|winograd|gemm
-// forces one for A/B runs wherever it can take the pass (the usual choice elsewhere).
+// Which algorithm a convolution pass on the CPU runs: direct; Winograd, which computes a 3x3
+// stride-1 convolution with fewer multiplications at the cost of a transform of the input, filter
+// and output per tile: on float32 primitives oneDNN's F(4x4, 3x3) (jit_wino_4x3, AVX-512; 36
+// multiplications per 4x4 output tile instead of 144), for bfloat16 halfgrad's F(2x2, 3x3)
+// (conv/winograd_bf16.h; 16 per 2x2 tile instead of 36, padding 1, even images); or, for the weight gradient, one GEMM
+// over the im2col columns of a batch of samples (conv/filter_gemm.h). The choice is made here, from the shape and the
+// CPU, with the measurement behind each threshold; HG_CPU_CONV=direct|winograd|gemm forces one for A/B runs wherever it
+// can take the pass (the usual choice elsewhere).
 //
 // Accuracy: Winograd's transforms add rounding. Against float64, relative to the largest output,
 // ResNet-sized float32 layers measured 1e-6 to 4e-6 on Winograd and 3e-7 direct (tests/cpu/
 // test_conv_algorithm.cpp bounds it): far inside 16-bit autocast's rounding and the noise of
-// training. HG_CPU_CONV=direct gives the direct kernel's results everywhere.
+// training. bfloat16 Winograd carries about twice the direct kernel's rounding (4e-3 to 5e-3
+// against bfloat16's own 2e-3; tests/cpu/test_winograd_bf16.cpp). HG_CPU_CONV=direct gives the
+// direct kernel's results everywhere.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +33,7 @@ enum class ConvPass { Forward, InputGradient, WeightGradient };
 // faster than float32 Winograd).
 struct ConvShape {
   int64_t in_channels = 0, out_channels = 0, kh = 0, kw = 0, oh = 0, ow = 0, groups = 1;
-  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, padding_h = 0, padding_w = 0;
   bool float32_primitives = true;
 };
 
@@ -59,9 +62,10 @@ struct ConvThresholds {
 inline constexpr ConvThresholds kConvThresholds{};
 
 // Whether an algorithm can compute this pass at all. Direct: always. Winograd: 3x3, stride 1, no
-// dilation, one group, whole blocks of 16 channels on float32 primitives, AVX-512 and oneDNN, not
-// the weight gradient (oneDNN 2.6's Winograd weight-gradient kernel crashed on ResNet-18's
-// shapes). Gemm: the weight gradient of one group, on float32 primitives or, for bfloat16, where
+// dilation, one group, whole blocks of 16 channels, not the weight gradient (oneDNN 2.6's
+// Winograd weight-gradient kernel crashed on ResNet-18's shapes); on float32 primitives with
+// AVX-512 and oneDNN, for bfloat16 with the CPU's bfloat16 dot product (AVX512_BF16), padding 1
+// and an even output. Gemm: the weight gradient of one group, on float32 primitives or, for bfloat16, where
 // the CPU has bfloat16 units and oneDNN (a bfloat16 call of several chunks, which needs partial
 // sums, keeps the direct kernel: conv/onednn.cpp).
 bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps& caps);

@@ -20,6 +20,7 @@
 #include "kernels/cpu/conv/filter_gemm.h"
 #include "kernels/cpu/conv/pool_2x2.h"
 #include "kernels/cpu/conv/relu_grad.h"
+#include "kernels/cpu/conv/winograd_bf16.h"
 #include "kernels/cpu/cpu_caps.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cpu/simd/convert.h"
@@ -162,6 +163,24 @@ bool forward_on_own_path(const Problem& pr) {
   return !pr.nhwc && pr.c / pr.groups * pr.kh * pr.kw <= kForwardOwnPathDepth;
 }
 
+// bfloat16 3x3 layers where conv/algorithm.h chooses Winograd run on conv/winograd_bf16.h
+// instead of the primitives: the forward (c -> o channels) or the input gradient (o -> c).
+bool on_winograd_bf16(const Problem& pr, ConvPass pass) {
+  const bool forward = pass == ConvPass::Forward;
+  return pr.dt == kBf16 && conv_algorithm(pr.shape(), pass) == ConvAlgorithm::Winograd && winograd_bf16_available() &&
+         winograd_bf16_takes(forward ? pr.c : pr.o, forward ? pr.o : pr.c, pr.oh, pr.ow, pr.nhwc);
+}
+
+// The transformed filter of a Winograd pass (conv/winograd_bf16.h), made once per call.
+struct WinogradFilter {
+  Workspace<BFloat16> u;
+  WinogradFilter(const Tensor& weight, const Problem& pr, bool input_gradient)
+      : u(winograd_bf16_weights_count(pr.c, pr.o)) {
+    winograd_bf16_weights(static_cast<const BFloat16*>(weight.raw_data()), pr.ohwi, pr.o, pr.c, input_gradient,
+                          u.data());
+  }
+};
+
 // Where chunk i's samples of t start.
 char* chunk_start(const Tensor& t, const Chunks& chunks, int64_t i) {
   const int64_t sample_bytes = t.numel() / t.size(0) * static_cast<int64_t>(element_size(t.dtype()));
@@ -281,6 +300,17 @@ bool onednn_conv2d_forward(const Tensor& out, const Tensor& input, const Tensor&
   const Problem pr = problem_of(input, weight, out.size(2), out.size(3), bias.defined(), p);
   if (forward_on_own_path(pr)) return false;
   const Chunks chunks = chunks_for(pr.n);
+  if (on_winograd_bf16(pr, ConvPass::Forward)) {
+    const WinogradFilter filter(weight, pr, false);
+    std::vector<float> bias_values;
+    if (bias.defined()) bias_values = bias.to(kFloat32).to_vector<float>();
+    run_parallel(chunks.count, [&](int64_t i) {
+      winograd_bf16_conv(reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i)),
+                         reinterpret_cast<BFloat16*>(chunk_start(out, chunks, i)), chunks.size(i, pr.n), pr.c, pr.o,
+                         pr.h, pr.w, pr.nhwc, filter.u.data(), bias.defined() ? bias_values.data() : nullptr, p.relu);
+    });
+    return true;
+  }
   const ChunkPlans plans = plans_for(Pass::Forward, pr, chunks);
   if (!plans.usable()) return false;
   run_or_fail("forward", [&] {
@@ -475,7 +505,9 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   const bool filter_on_gemm = grad_weight.defined() && pr.nhwc == pr.ohwi &&
                               conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
                               (pr.dt != kBf16 || chunks.count == 1);
-  if (grad_input.defined() && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable()) return false;
+  const bool data_on_winograd = grad_input.defined() && on_winograd_bf16(pr, ConvPass::InputGradient);
+  if (grad_input.defined() && !data_on_winograd && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable())
+    return false;
   if (grad_weight.defined() && !filter_on_gemm) {
     // A call of one chunk of bfloat16 gradients has nothing to add across chunks: oneDNN rounds.
     if (chunks.count == 1 && pr.dt == kBf16) filter_plans = plans_for(Pass::BackwardFilterRounded, filter_pr, chunks);
@@ -507,7 +539,29 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";
+  // Chunk i's weight-gradient pass from its output gradient in halfgrad's layout.
+  const auto filter_from_user = [&](int64_t i, const char* gy_user) {
+    if (filter_on_gemm) {
+      const float* gy =
+          as_float32(input.dtype(), gy_user, chunks.size(i, pr.n) * pr.o * pr.oh * pr.ow, thread_buffers().wide_in);
+      filter_chunk_gemm(pr, chunks, i, input, reinterpret_cast<const char*>(gy), *partials);
+    } else {
+      filter_chunk(filter_plans.of(chunks, i), chunks, i, input, gy_user, *partials, nullptr);
+    }
+  };
   run_or_fail(what, [&] {
+    if (data_on_winograd) {
+      const WinogradFilter filter(weight, pr, true);
+      run_parallel(chunks.count, [&](int64_t i) {
+        const OneOpenMPThread one_thread;
+        const char* gy = grad_out(i);
+        winograd_bf16_conv(reinterpret_cast<const BFloat16*>(gy),
+                           reinterpret_cast<BFloat16*>(chunk_start(grad_input, chunks, i)), chunks.size(i, pr.n), pr.o,
+                           pr.c, pr.h, pr.w, pr.nhwc, filter.u.data(), nullptr, false);
+        if (partials) filter_from_user(i, gy);
+      });
+      return;
+    }
     if (grad_input.defined()) {
       AfterChunk filter;
       if (partials) {
@@ -524,13 +578,7 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
     }
     run_parallel(chunks.count, [&](int64_t i) {
       const OneOpenMPThread one_thread;
-      if (filter_on_gemm) {
-        const float* gy = as_float32(input.dtype(), grad_out(i), chunks.size(i, pr.n) * pr.o * pr.oh * pr.ow,
-                                     thread_buffers().wide_in);
-        filter_chunk_gemm(pr, chunks, i, input, reinterpret_cast<const char*>(gy), *partials);
-      } else {
-        filter_chunk(filter_plans.of(chunks, i), chunks, i, input, grad_out(i), *partials, nullptr);
-      }
+      filter_from_user(i, grad_out(i));
     });
   });
   if (partials) partials->reduce_into(grad_weight, grad_bias, chunks);

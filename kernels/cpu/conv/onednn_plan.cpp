@@ -29,6 +29,7 @@ ConvShape Problem::shape() const {
   ConvShape s;
   s.in_channels = c / groups, s.out_channels = o / groups, s.groups = groups;
   s.kh = kh, s.kw = kw, s.oh = oh, s.ow = ow;
+  s.padding_h = padding[0], s.padding_w = padding[1];
   s.stride_h = stride[0], s.stride_w = stride[1];
   s.dilation_h = dilation[0], s.dilation_w = dilation[1];
   s.float32_primitives = dt == kF32;
@@ -37,10 +38,10 @@ ConvShape Problem::shape() const {
 
 namespace {
 
-// The pass's algorithm (conv/algorithm.h) where it is one of oneDNN's, or direct when
-// `direct_only`.
+// The pass's algorithm (conv/algorithm.h) where it is one of oneDNN's (Winograd on float32
+// primitives; bfloat16's is conv/winograd_bf16.h, outside oneDNN), or direct when `direct_only`.
 dnnl::algorithm conv_algo(const Problem& pr, ConvPass pass, bool direct_only) {
-  return !direct_only && conv_algorithm(pr.shape(), pass) == ConvAlgorithm::Winograd
+  return !direct_only && pr.dt == kF32 && conv_algorithm(pr.shape(), pass) == ConvAlgorithm::Winograd
              ? dnnl::algorithm::convolution_winograd
              : dnnl::algorithm::convolution_direct;
 }
