@@ -181,3 +181,43 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "bfloat16 Winograd weight gradient: OIHW and OHWI, bfloat16 rounded once or float32, with the bias's sums, "
+    "within a few bfloat16 roundings of float64") {
+  if (!cpu::winograd_bf16_available()) {
+    MESSAGE("skipped: this CPU or build has no AVX512_BF16");
+    return;
+  }
+  manual_seed(79);
+  // {2, 32, 80, 4, 6}: 12 tiles (6 pairs); {3, 64, 64, 8, 8}: 48; {1, 48, 32, 6, 10}: 15, an odd count.
+  for (const Case& k : kCases) {
+    for (const bool nhwc : {false, true}) {
+      if (!cpu::winograd_bf16_takes(k.c, k.o, k.h, k.w, nhwc)) continue;
+      const Tensor x = randn({k.n, k.c, k.h, k.w}).to(kBFloat16);
+      const Tensor gy = randn({k.n, k.o, k.h, k.w}).to(kBFloat16);
+      Tensor wr = zeros({k.o, k.c, 3, 3}, kFloat64).requires_grad_();
+      (conv2d(x.to(kFloat64), wr, Tensor(), {1, 1}, {1, 1}) * gy.to(kFloat64)).sum().backward();
+      const Tensor db_want = gy.to(kFloat64).sum({0, 2, 3});
+      const Tensor xs = nhwc ? nhwc_of(x) : x, gys = nhwc ? nhwc_of(gy) : gy;
+      for (const bool ohwi : {false, true}) {
+        for (const bool wide : {false, true}) {
+          CAPTURE(k.c);
+          CAPTURE(k.o);
+          CAPTURE(k.h);
+          CAPTURE(k.w);
+          CAPTURE(nhwc);
+          CAPTURE(ohwi);
+          CAPTURE(wide);
+          const Tensor want = ohwi ? nhwc_of(wr.grad()) : wr.grad();
+          Tensor dw = full(want.shape(), 7.0, wide ? kFloat32 : kBFloat16), db = full({k.o}, 7.0);
+          cpu::winograd_bf16_filter_gradient(xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), k.n, k.c, k.o, k.h, k.w,
+                                             nhwc, ohwi, wide ? nullptr : dw.data_ptr<BFloat16>(),
+                                             wide ? dw.data_ptr<float>() : nullptr, db.data_ptr<float>());
+          CHECK(relative_error(dw, want) < 1e-2);
+          CHECK(relative_error(db, db_want) < 1e-5);
+        }
+      }
+    }
+  }
+}

@@ -62,10 +62,10 @@ struct ConvThresholds {
 inline constexpr ConvThresholds kConvThresholds{};
 
 // Whether an algorithm can compute this pass at all. Direct: always. Winograd: 3x3, stride 1, no
-// dilation, one group, whole blocks of 16 channels, not the weight gradient (oneDNN 2.6's
-// Winograd weight-gradient kernel crashed on ResNet-18's shapes); on float32 primitives with
-// AVX-512 and oneDNN, for bfloat16 with the CPU's bfloat16 dot product (AVX512_BF16), padding 1
-// and an even output. Gemm: the weight gradient of one group, on float32 primitives or, for bfloat16, where
+// dilation, one group, whole blocks of 16 channels, AVX-512 and oneDNN; on float32 primitives not
+// the weight gradient (oneDNN 2.6's Winograd weight-gradient kernel crashed on ResNet-18's
+// shapes); for bfloat16 (all three passes) with the CPU's bfloat16 dot product (AVX512_BF16),
+// padding 1 and an even output. Gemm: the weight gradient of one group, on float32 primitives or, for bfloat16, where
 // the CPU has bfloat16 units and oneDNN (a bfloat16 call of several chunks, which needs partial
 // sums, keeps the direct kernel: conv/onednn.cpp).
 bool can_take(ConvAlgorithm a, const ConvShape& s, ConvPass pass, const CpuCaps& caps);

@@ -164,11 +164,12 @@ bool forward_on_own_path(const Problem& pr) {
 }
 
 // bfloat16 3x3 layers where conv/algorithm.h chooses Winograd run on conv/winograd_bf16.h
-// instead of the primitives: the forward (c -> o channels) or the input gradient (o -> c).
+// instead of the primitives: the forward and weight gradient (c -> o channels) or the input
+// gradient (o -> c).
 bool on_winograd_bf16(const Problem& pr, ConvPass pass) {
-  const bool forward = pass == ConvPass::Forward;
+  const bool swapped = pass == ConvPass::InputGradient;
   return pr.dt == kBf16 && conv_algorithm(pr.shape(), pass) == ConvAlgorithm::Winograd && winograd_bf16_available() &&
-         winograd_bf16_takes(forward ? pr.c : pr.o, forward ? pr.o : pr.c, pr.oh, pr.ow, pr.nhwc);
+         winograd_bf16_takes(swapped ? pr.o : pr.c, swapped ? pr.c : pr.o, pr.oh, pr.ow, pr.nhwc);
 }
 
 // The transformed filter of a Winograd pass (conv/winograd_bf16.h), made once per call.
@@ -488,6 +489,18 @@ void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const
     filter_gradient_gemm(g, x, reinterpret_cast<const float*>(gy), partials.weights_of(i), db);
 }
 
+// Chunk i's weight-gradient pass on the bfloat16 Winograd kernel (conv/winograd_bf16.h), from its
+// output gradient gy in halfgrad's layout: one chunk's gradient rounded (or widened) straight
+// into the tensor, several chunks' float32 partial sums.
+void filter_chunk_winograd(const Problem& pr, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy,
+                           FilterPartials& partials) {
+  float* wide = partials.widened_weight != nullptr ? partials.widened_weight : partials.weights_of(i);
+  winograd_bf16_filter_gradient(reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i)),
+                                reinterpret_cast<const BFloat16*>(gy), chunks.size(i, pr.n), pr.c, pr.o, pr.h, pr.w,
+                                pr.nhwc, pr.ohwi, partials.rounded_weight, partials.rounded_weight ? nullptr : wide,
+                                partials.bn ? partials.bias_of(i) : nullptr);
+}
+
 // The backward passes of every entry point below: the input gradient where grad_input is defined
 // (from `weight`), the weight and bias gradients where grad_weight / grad_bias are (from `input`).
 // `grad_out` gives each chunk's output gradient, in halfgrad's layout. With both, each chunk's output gradient is
@@ -505,22 +518,26 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   const bool filter_on_gemm = grad_weight.defined() && pr.nhwc == pr.ohwi &&
                               conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
                               (pr.dt != kBf16 || chunks.count == 1);
+  const bool filter_on_winograd =
+      grad_weight.defined() && !filter_on_gemm && on_winograd_bf16(filter_pr, ConvPass::WeightGradient);
   const bool data_on_winograd = grad_input.defined() && on_winograd_bf16(pr, ConvPass::InputGradient);
   if (grad_input.defined() && !data_on_winograd && !(data_plans = plans_for(Pass::BackwardData, pr, chunks)).usable())
     return false;
-  if (grad_weight.defined() && !filter_on_gemm) {
+  if (grad_weight.defined() && !filter_on_gemm && !filter_on_winograd) {
     // A call of one chunk of bfloat16 gradients has nothing to add across chunks: oneDNN rounds.
     if (chunks.count == 1 && pr.dt == kBf16) filter_plans = plans_for(Pass::BackwardFilterRounded, filter_pr, chunks);
     if (!filter_plans.usable()) filter_plans = plans_for(Pass::BackwardFilter, filter_pr, chunks);
     if (!filter_plans.usable()) return false;
   }
   // A widened weight gradient (float32 for 16-bit tensors, conv2d_widened_weight_grad_in_kernel):
-  // a one-chunk bfloat16 pass widens it while unblocking oneDNN's rounded blocks; elsewhere the
-  // 16-bit gradient is made as usual and widened after.
+  // a one-chunk bfloat16 pass widens it while unblocking oneDNN's rounded blocks, or writes it from
+  // Winograd's float32 sums; elsewhere the 16-bit gradient is made as usual and widened after.
   const bool widen = grad_weight.defined() && grad_weight.dtype() != input.dtype();
   if (widen) {
     const bool in_unblocking =
-        !filter_on_gemm && chunks.count == 1 && filter_plans.full->rounded && filter_plans.full->filter_blocks16;
+        filter_on_winograd
+            ? chunks.count == 1
+            : !filter_on_gemm && chunks.count == 1 && filter_plans.full->rounded && filter_plans.full->filter_blocks16;
     if (!in_unblocking) {
       const Tensor narrow =
           empty(grad_weight.shape(), TensorOptions(input.dtype()), grad_weight.suggest_memory_format());
@@ -535,13 +552,18 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   std::optional<FilterPartials> partials;
   if (grad_weight.defined())
     partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
-                     filter_on_gemm ? pr.dt == kBf16 : filter_plans.full->rounded, widen);
+                     filter_on_winograd ? chunks.count == 1
+                     : filter_on_gemm   ? pr.dt == kBf16
+                                        : filter_plans.full->rounded,
+                     widen);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";
   // Chunk i's weight-gradient pass from its output gradient in halfgrad's layout.
   const auto filter_from_user = [&](int64_t i, const char* gy_user) {
-    if (filter_on_gemm) {
+    if (filter_on_winograd) {
+      filter_chunk_winograd(pr, chunks, i, input, gy_user, *partials);
+    } else if (filter_on_gemm) {
       const float* gy =
           as_float32(input.dtype(), gy_user, chunks.size(i, pr.n) * pr.o * pr.oh * pr.ow, thread_buffers().wide_in);
       filter_chunk_gemm(pr, chunks, i, input, reinterpret_cast<const char*>(gy), *partials);
@@ -566,7 +588,9 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
       AfterChunk filter;
       if (partials) {
         filter = [&](int64_t i, const memory& gy, const char* gy_float32) {
-          if (filter_on_gemm)
+          if (filter_on_winograd)
+            filter_chunk_winograd(pr, chunks, i, input, gy_float32, *partials);
+          else if (filter_on_gemm)
             filter_chunk_gemm(pr, chunks, i, input, gy_float32, *partials);
           else
             filter_chunk(filter_plans.of(chunks, i), chunks, i, input, nullptr, *partials, &gy);

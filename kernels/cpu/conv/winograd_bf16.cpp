@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "framework/error.h"
@@ -39,47 +41,58 @@ void store16(uint16_t* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
 }
 
-// m [MR][16 NV] = the products of MR transformed tiles (v: each tile's channel pairs, v_step
-// words apart) with one transformed filter position (u: pair p's 16 NV output channels at
-// u + p * u_step), over `pairs` input-channel pairs.
+// One GEMM of the algorithm, in words of bfloat16 pairs along its reduction: m [rows][16 vectors]
+// (float32, rows ld apart) = the sum over `pairs` of rows' broadcast words times the vectors'
+// 16-word runs. Row i's word of pair p is at bcast[i * bcast_row + p * bcast_pair]; vector j's
+// run of pair p at vec[p * vec_pair + 16 j].
+struct Gemm {
+  const uint32_t* bcast;
+  int64_t bcast_row, bcast_pair;
+  const uint32_t* vec;
+  int64_t vec_pair, pairs;
+  float* m;
+  int64_t ld;
+};
+
 template <int MR, int NV>
-void multiply(const uint32_t* v, int64_t v_step, const uint32_t* u, int64_t u_step, int64_t pairs, float* m) {
+void multiply(const Gemm& g) {
   __m512 acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < pairs; ++p, u += u_step, ++v) {
+  const uint32_t* b = g.bcast;
+  const uint32_t* u = g.vec;
+  for (int64_t p = 0; p < g.pairs; ++p, u += g.vec_pair, b += g.bcast_pair) {
     __m512i uv[NV];
     for (int j = 0; j < NV; ++j) uv[j] = _mm512_loadu_si512(u + 16 * j);
     for (int i = 0; i < MR; ++i) {
-      const __m512i b = _mm512_set1_epi32(static_cast<int>(v[i * v_step]));
+      const __m512i w = _mm512_set1_epi32(static_cast<int>(b[i * g.bcast_row]));
       for (int j = 0; j < NV; ++j)
-        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], reinterpret_cast<__m512bh>(uv[j]), reinterpret_cast<__m512bh>(b));
+        acc[i][j] = _mm512_dpbf16_ps(acc[i][j], reinterpret_cast<__m512bh>(uv[j]), reinterpret_cast<__m512bh>(w));
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(m + i * kOutBlock + 16 * j, acc[i][j]);
+    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(g.m + i * g.ld + 16 * j, acc[i][j]);
 }
 
 template <int NV>
-void multiply_rows(int rows, const uint32_t* v, int64_t v_step, const uint32_t* u, int64_t u_step, int64_t pairs,
-                   float* m) {
+void multiply_rows(int rows, const Gemm& g) {
   switch (rows) {
-    case 6: return multiply<6, NV>(v, v_step, u, u_step, pairs, m);
-    case 5: return multiply<5, NV>(v, v_step, u, u_step, pairs, m);
-    case 4: return multiply<4, NV>(v, v_step, u, u_step, pairs, m);
-    case 3: return multiply<3, NV>(v, v_step, u, u_step, pairs, m);
-    case 2: return multiply<2, NV>(v, v_step, u, u_step, pairs, m);
-    default: return multiply<1, NV>(v, v_step, u, u_step, pairs, m);
+    case 6: return multiply<6, NV>(g);
+    case 5: return multiply<5, NV>(g);
+    case 4: return multiply<4, NV>(g);
+    case 3: return multiply<3, NV>(g);
+    case 2: return multiply<2, NV>(g);
+    default: return multiply<1, NV>(g);
   }
 }
 
-void multiply_block(int rows, int vectors, const uint32_t* v, int64_t v_step, const uint32_t* u, int64_t u_step,
-                    int64_t pairs, float* m) {
+// rows (1 .. kTileRows) x vectors (1 .. 4) of a Gemm.
+void multiply_block(int rows, int vectors, const Gemm& g) {
   switch (vectors) {
-    case 4: return multiply_rows<4>(rows, v, v_step, u, u_step, pairs, m);
-    case 3: return multiply_rows<3>(rows, v, v_step, u, u_step, pairs, m);
-    case 2: return multiply_rows<2>(rows, v, v_step, u, u_step, pairs, m);
-    default: return multiply_rows<1>(rows, v, v_step, u, u_step, pairs, m);
+    case 4: return multiply_rows<4>(rows, g);
+    case 3: return multiply_rows<3>(rows, g);
+    case 2: return multiply_rows<2>(rows, g);
+    default: return multiply_rows<1>(rows, g);
   }
 }
 
@@ -92,30 +105,38 @@ TileAt tile_at(int64_t t, int64_t tiles_y, int64_t tiles_x) {
   return {t / per_sample, 2 * (r / tiles_x), 2 * (r % tiles_x)};
 }
 
-// v [16][kTileBlock][in] for tile `slot`: B^T d B of its 4x4 input patch (zero outside the image),
-// 16 channels at a time, rounded to bfloat16.
-void transform_input(const uint16_t* x, int64_t in, int64_t h, int64_t w, const TileAt& at, int64_t slot, uint16_t* v) {
+// B^T d B of one tile's 4x4 input patch (zero outside the image), channels c0 .. c0 + 16: r[xi].
+void transform_patch(const uint16_t* x, int64_t in, int64_t h, int64_t w, const TileAt& at, int64_t c0,
+                     __m512 (&r)[16]) {
   const __m512 zero = _mm512_setzero_ps();
   const uint16_t* sample = x + at.sample * h * w * in;
-  for (int64_t c0 = 0; c0 < in; c0 += 16) {
-    __m512 d[4][4];
-    for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 4; ++j) {
-        const int64_t iy = at.y - 1 + i, ix = at.x - 1 + j;
-        d[i][j] = iy < 0 || iy >= h || ix < 0 || ix >= w ? zero : load16(sample + (iy * w + ix) * in + c0);
-      }
-    __m512 s[4][4];  // B^T d
+  __m512 d[4][4];
+  for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
-      s[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
-      s[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
-      s[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
-      s[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
+      const int64_t iy = at.y - 1 + i, ix = at.x - 1 + j;
+      d[i][j] = iy < 0 || iy >= h || ix < 0 || ix >= w ? zero : load16(sample + (iy * w + ix) * in + c0);
     }
-    for (int i = 0; i < 4; ++i) {  // (B^T d) B
-      const __m512 r[4] = {_mm512_sub_ps(s[i][0], s[i][2]), _mm512_add_ps(s[i][1], s[i][2]),
-                           _mm512_sub_ps(s[i][2], s[i][1]), _mm512_sub_ps(s[i][1], s[i][3])};
-      for (int j = 0; j < 4; ++j) store16(v + ((i * 4 + j) * kTileBlock + slot) * in + c0, r[j]);
-    }
+  __m512 s[4][4];  // B^T d
+  for (int j = 0; j < 4; ++j) {
+    s[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
+    s[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
+    s[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
+    s[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
+  }
+  for (int i = 0; i < 4; ++i) {  // (B^T d) B
+    r[i * 4 + 0] = _mm512_sub_ps(s[i][0], s[i][2]);
+    r[i * 4 + 1] = _mm512_add_ps(s[i][1], s[i][2]);
+    r[i * 4 + 2] = _mm512_sub_ps(s[i][2], s[i][1]);
+    r[i * 4 + 3] = _mm512_sub_ps(s[i][1], s[i][3]);
+  }
+}
+
+// v [16][kTileBlock][in] for tile `slot`: its transformed patch, rounded to bfloat16.
+void transform_input(const uint16_t* x, int64_t in, int64_t h, int64_t w, const TileAt& at, int64_t slot, uint16_t* v) {
+  for (int64_t c0 = 0; c0 < in; c0 += 16) {
+    __m512 r[16];
+    transform_patch(x, in, h, w, at, c0, r);
+    for (int xi = 0; xi < 16; ++xi) store16(v + (xi * kTileBlock + slot) * in + c0, r[xi]);
   }
 }
 
@@ -162,8 +183,8 @@ void conv_nhwc(const uint16_t* x, uint16_t* y, int64_t n, int64_t in, int64_t ou
         const uint32_t* u_xi = u + xi * pairs * out + o0;
         for (int64_t t = 0; t < count; t += kTileRows) {
           const auto* v_t = reinterpret_cast<const uint32_t*>(v.data() + (xi * kTileBlock + t) * in);
-          multiply_block(static_cast<int>(std::min<int64_t>(kTileRows, count - t)), vectors, v_t, pairs, u_xi, out,
-                         pairs, m.data() + (xi * kTileBlock + t) * kOutBlock);
+          multiply_block(static_cast<int>(std::min<int64_t>(kTileRows, count - t)), vectors,
+                         {v_t, pairs, 1, u_xi, out, pairs, m.data() + (xi * kTileBlock + t) * kOutBlock, kOutBlock});
         }
       }
       for (int64_t t = 0; t < count; ++t)
@@ -262,6 +283,105 @@ void input_gradient_filter_pair(const uint16_t* w, bool ohwi, int64_t o, int64_t
   }
 }
 
+// A g A^T of one tile's 2x2 output gradient g, channels o0 .. o0 + 16: r[xi] (the gradient of the
+// forward's 16 sums, whose output transform is A^T m A).
+void transform_gradient(const uint16_t* gy, int64_t out, int64_t h, int64_t w, const TileAt& at, int64_t o0,
+                        __m512 (&r)[16]) {
+  const __m512 zero = _mm512_setzero_ps();
+  const uint16_t* top = gy + ((at.sample * h + at.y) * w + at.x) * out + o0;
+  const __m512 g00 = load16(top), g01 = load16(top + out), g10 = load16(top + w * out),
+               g11 = load16(top + w * out + out);
+  const __m512 rows[4][2] = {{g00, g01},  // A g
+                             {_mm512_add_ps(g00, g10), _mm512_add_ps(g01, g11)},
+                             {_mm512_sub_ps(g00, g10), _mm512_sub_ps(g01, g11)},
+                             {_mm512_sub_ps(zero, g10), _mm512_sub_ps(zero, g11)}};
+  for (int i = 0; i < 4; ++i) {  // (A g) A^T
+    r[i * 4 + 0] = rows[i][0];
+    r[i * 4 + 1] = _mm512_add_ps(rows[i][0], rows[i][1]);
+    r[i * 4 + 2] = _mm512_sub_ps(rows[i][0], rows[i][1]);
+    r[i * 4 + 3] = _mm512_sub_ps(zero, rows[i][1]);
+  }
+}
+
+// G^T d G: the 9 taps' gradients (out[tap]) of 16 kernels from their transformed gradients d[xi].
+void untransform_filter(const __m512 (&d)[16], __m512 (&out)[9]) {
+  const __m512 half = _mm512_set1_ps(0.5f);
+  __m512 e[4][3];  // d G, row by row
+  for (int i = 0; i < 4; ++i) {
+    const __m512 a = d[i * 4], b = d[i * 4 + 1], c = d[i * 4 + 2], f = d[i * 4 + 3];
+    const __m512 sum = _mm512_mul_ps(half, _mm512_add_ps(b, c));
+    e[i][0] = _mm512_add_ps(a, sum);
+    e[i][1] = _mm512_mul_ps(half, _mm512_sub_ps(b, c));
+    e[i][2] = _mm512_add_ps(sum, f);
+  }
+  for (int j = 0; j < 3; ++j) {  // G^T (d G), column by column
+    const __m512 a = e[0][j], b = e[1][j], c = e[2][j], f = e[3][j];
+    const __m512 sum = _mm512_mul_ps(half, _mm512_add_ps(b, c));
+    out[j] = _mm512_add_ps(a, sum);
+    out[3 + j] = _mm512_mul_ps(half, _mm512_sub_ps(b, c));
+    out[6 + j] = _mm512_add_ps(sum, f);
+  }
+}
+
+// du [16][out][in] (float32) = for each transformed position, the sum over the tiles of n NHWC
+// samples of the transformed output gradient (out) times the transformed input patch (in). The
+// reduction runs over pairs of tiles, so both sides are transformed two tiles at a time into
+// words (an odd last tile pairs with zeros).
+void transformed_filter_gradient(const uint16_t* x, const uint16_t* gy, int64_t n, int64_t in, int64_t out, int64_t h,
+                                 int64_t w, float* du) {
+  const int64_t tiles_y = h / 2, tiles_x = w / 2, tiles = n * tiles_y * tiles_x, pairs = (tiles + 1) / 2;
+  Workspace<uint32_t> v(16 * pairs * in), g(16 * pairs * out);
+  for (int64_t p = 0; p < pairs; ++p) {
+    const TileAt first = tile_at(2 * p, tiles_y, tiles_x), second = tile_at(2 * p + 1, tiles_y, tiles_x);
+    const bool both = 2 * p + 1 < tiles;
+    __m512 lo[16], hi[16];
+    for (__m512& r : hi) r = _mm512_setzero_ps();
+    for (int64_t c0 = 0; c0 < in; c0 += 16) {
+      transform_patch(x, in, h, w, first, c0, lo);
+      if (both) transform_patch(x, in, h, w, second, c0, hi);
+      for (int xi = 0; xi < 16; ++xi)
+        _mm512_storeu_si512(v.data() + (xi * pairs + p) * in + c0, pair_words(lo[xi], hi[xi]));
+    }
+    for (int64_t o0 = 0; o0 < out; o0 += 16) {
+      transform_gradient(gy, out, h, w, first, o0, lo);
+      if (both) transform_gradient(gy, out, h, w, second, o0, hi);
+      for (int xi = 0; xi < 16; ++xi)
+        _mm512_storeu_si512(g.data() + (xi * pairs + p) * out + o0, pair_words(lo[xi], hi[xi]));
+    }
+  }
+  for (int64_t xi = 0; xi < 16; ++xi)
+    for (int64_t c0 = 0; c0 < in; c0 += kOutBlock) {
+      const int vectors = static_cast<int>(std::min<int64_t>(kOutBlock, in - c0) / 16);
+      for (int64_t o0 = 0; o0 < out; o0 += kTileRows)
+        multiply_block(static_cast<int>(std::min<int64_t>(kTileRows, out - o0)), vectors,
+                       {g.data() + xi * pairs * out + o0, 1, out, v.data() + xi * pairs * in + c0, in, pairs,
+                        du + (xi * out + o0) * in + c0, in});
+    }
+}
+
+// dw (OIHW, or OHWI with ohwi; float32, or bfloat16 rounded once) = G^T du G for every kernel.
+template <class T>
+void write_filter_gradient(const float* du, int64_t out, int64_t in, bool ohwi, T* dw) {
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t c0 = 0; c0 < in; c0 += 16) {
+      __m512 d[16], taps[9];
+      for (int xi = 0; xi < 16; ++xi) d[xi] = _mm512_loadu_ps(du + (xi * out + o) * in + c0);
+      untransform_filter(d, taps);
+      alignas(64) T lanes[9][16];
+      for (int t = 0; t < 9; ++t) {
+        if constexpr (std::is_same_v<T, float>)
+          _mm512_store_ps(lanes[t], taps[t]);
+        else
+          store16(reinterpret_cast<uint16_t*>(lanes[t]), taps[t]);
+      }
+      for (int t = 0; t < 9; ++t)
+        for (int l = 0; l < 16; ++l) {
+          T& slot = ohwi ? dw[(o * 9 + t) * in + c0 + l] : dw[((o * in) + c0 + l) * 9 + t];
+          slot = lanes[t][l];
+        }
+    }
+}
+
 }  // namespace
 
 bool winograd_bf16_available() {
@@ -299,6 +419,42 @@ void winograd_bf16_conv(const BFloat16* x, BFloat16* y, int64_t n, int64_t in, i
   for (int64_t s = 0; s < n; ++s) transpose_16bit(y_nhwc.data() + s * out * hw, yb + s * out * hw, hw, out);
 }
 
+void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_t n, int64_t in, int64_t out, int64_t h,
+                                   int64_t w, bool nhwc, bool ohwi, BFloat16* dw16, float* dw32, float* db) {
+  HG_CHECK(
+      winograd_bf16_available() && winograd_bf16_takes(in, out, h, w, nhwc) && (dw16 == nullptr) != (dw32 == nullptr),
+      "conv2d",
+      "the bfloat16 Winograd weight gradient does not take {} -> {} channels at {}x{} ({}), or was given {} "
+      "outputs",
+      in, out, h, w, nhwc ? "NHWC" : "NCHW", dw16 == nullptr && dw32 == nullptr ? "no" : "two");
+  const auto* xb = reinterpret_cast<const uint16_t*>(x);
+  const auto* gb = reinterpret_cast<const uint16_t*>(gy);
+  const int64_t hw = h * w;
+  std::optional<Workspace<uint16_t>> x_nhwc, gy_nhwc;
+  if (!nhwc) {  // each sample transposed to NHWC
+    x_nhwc.emplace(n * in * hw);
+    gy_nhwc.emplace(n * out * hw);
+    for (int64_t s = 0; s < n; ++s) {
+      transpose_16bit(xb + s * in * hw, x_nhwc->data() + s * in * hw, in, hw);
+      transpose_16bit(gb + s * out * hw, gy_nhwc->data() + s * out * hw, out, hw);
+    }
+    xb = x_nhwc->data();
+    gb = gy_nhwc->data();
+  }
+  Workspace<float> du(16 * out * in);
+  transformed_filter_gradient(xb, gb, n, in, out, h, w, du.data());
+  if (dw32 != nullptr)
+    write_filter_gradient(du.data(), out, in, ohwi, dw32);
+  else
+    write_filter_gradient(du.data(), out, in, ohwi, reinterpret_cast<BFloat16*>(dw16));
+  if (db == nullptr) return;
+  for (int64_t o0 = 0; o0 < out; o0 += 16) {
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t q = 0; q < n * hw; ++q) sum = _mm512_add_ps(sum, load16(gb + q * out + o0));
+    _mm512_storeu_ps(db + o0, sum);
+  }
+}
+
 #else  // no AVX-512 in this build
 
 bool winograd_bf16_available() { return false; }
@@ -307,6 +463,10 @@ void winograd_bf16_weights(const BFloat16*, bool, int64_t, int64_t, bool, BFloat
 }
 void winograd_bf16_conv(const BFloat16*, BFloat16*, int64_t, int64_t, int64_t, int64_t, int64_t, bool, const BFloat16*,
                         const float*, bool) {
+  fail("conv2d", "the bfloat16 Winograd kernel is not built (no AVX-512 in this build)");
+}
+void winograd_bf16_filter_gradient(const BFloat16*, const BFloat16*, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
+                                   bool, BFloat16*, float*, float*) {
   fail("conv2d", "the bfloat16 Winograd kernel is not built (no AVX-512 in this build)");
 }
 
