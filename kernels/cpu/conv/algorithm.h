@@ -42,6 +42,11 @@ struct ConvThresholds {
   // (batch 8, one thread, AMD EPYC Zen 4, 2026-11-29, ONEDNN_VERBOSE medians, direct -> Winograd
   // ms): forward 64ch 32x32 9.3 -> 3.0, 128ch 16x16 5.2 -> 2.5, 256ch 8x8 5.2 -> 3.4, but 512ch
   // 4x4 9.0 -> 11.5; input gradient 9.2 -> 2.7, 5.3 -> 2.6, 4.9 -> 3.7, 5.1 -> 11.8.
+  // bfloat16 (conv/winograd_bf16.h, all three passes) takes the same threshold: batch 8, one
+  // thread, same machine, 2026-11-29, kernel calls timed alone (oneDNN's direct kernel -> Winograd
+  // ms, NHWC): forward 64ch 32x32 2.63 -> 1.74, 128ch 16x16 2.45 -> 1.45, 256ch 8x8 2.4 -> 1.49;
+  // weight gradient 3.1 -> 1.86, 2.6 -> 1.58, 2.6 -> 1.95-2.38; but 512ch 4x4 forward 2.0 ->
+  // 2.03 plus a 1.9 ms filter transform, weight gradient 3.6 -> 4.9.
   int64_t winograd_min_outputs = 64;
   // The weight gradient on the batched GEMM (conv/filter_gemm.h) for outputs of at most this
   // many positions per channel, or products at most gemm_weight_gradient_max_depth deep (input
