@@ -3,6 +3,7 @@
 // gradient, NCHW and NHWC, OIHW and OHWI weights, several tile blocks and output-channel blocks.
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "helpers.h"
 #include "kernels/cpu/conv/algorithm.h"
@@ -27,6 +28,16 @@ struct Case {
 // channel counts of ResNet's, non-square images.
 const Case kCases[] = {{1, 16, 16, 2, 2}, {2, 32, 80, 4, 6}, {3, 64, 64, 8, 8}, {1, 48, 32, 6, 10}, {2, 16, 128, 8, 4}};
 
+// Whether this machine runs the kernel; the test says it is skipped where not.
+bool kernel_runs_here() {
+  if (cpu::winograd_bf16_available()) return true;
+  MESSAGE("skipped: this CPU or build has no AVX512_BF16");
+  return false;
+}
+
+// The case as one line for a failure's report.
+std::string describe(const Case& k) { return fmt::format("n {} c {} o {} {}x{}", k.n, k.c, k.o, k.h, k.w); }
+
 }  // namespace
 
 TEST_CASE("winograd_bf16_takes: channels in 16s, even images, NCHW planes in 16s") {
@@ -42,19 +53,14 @@ TEST_CASE("winograd_bf16_takes: channels in 16s, even images, NCHW planes in 16s
 TEST_CASE(
     "bfloat16 Winograd F(2x2, 3x3): forward with bias and ReLU, and input gradient, NCHW and NHWC, OIHW and OHWI "
     "weights, within a few bfloat16 roundings of float64") {
-  if (!cpu::winograd_bf16_available()) {
-    MESSAGE("skipped: this CPU or build has no AVX512_BF16");
-    return;
-  }
+  if (!kernel_runs_here()) return;
   manual_seed(71);
   for (const Case& k : kCases) {
     for (const bool nhwc : {false, true}) {
       for (const bool ohwi : {false, true}) {
         if (!cpu::winograd_bf16_takes(k.c, k.o, k.h, k.w, nhwc)) continue;
-        CAPTURE(k.c);
-        CAPTURE(k.o);
-        CAPTURE(k.h);
-        CAPTURE(k.w);
+        const std::string shape = describe(k);
+        CAPTURE(shape);
         CAPTURE(nhwc);
         CAPTURE(ohwi);
         const Tensor x = randn({k.n, k.c, k.h, k.w}).to(kBFloat16);
@@ -100,10 +106,7 @@ TEST_CASE(
 }
 
 TEST_CASE("bfloat16 Winograd: ReLU keeps a NaN (an overflow stays visible to the GradScaler)") {
-  if (!cpu::winograd_bf16_available()) {
-    MESSAGE("skipped: this CPU or build has no AVX512_BF16");
-    return;
-  }
+  if (!kernel_runs_here()) return;
   Tensor x = randn({1, 16, 4, 4}).to(kBFloat16);
   x.index_put_({0, 0, 1, 1}, std::numeric_limits<double>::quiet_NaN());
   const Tensor w = randn({16, 16, 3, 3}).to(kBFloat16);
@@ -118,10 +121,7 @@ TEST_CASE("bfloat16 Winograd: ReLU keeps a NaN (an overflow stays visible to the
 }
 
 TEST_CASE("bfloat16 Winograd: a shape it does not take is an hg::Error naming conv2d") {
-  if (!cpu::winograd_bf16_available()) {
-    MESSAGE("skipped: this CPU or build has no AVX512_BF16");
-    return;
-  }
+  if (!kernel_runs_here()) return;
   const Tensor x = zeros({1, 16, 5, 5}, kBFloat16), u = zeros({cpu::winograd_bf16_weights_count(16, 16)}, kBFloat16);
   Tensor y = empty({1, 16, 5, 5}, kBFloat16);
   hg::test::check_error(
@@ -185,10 +185,7 @@ TEST_CASE(
 TEST_CASE(
     "bfloat16 Winograd weight gradient: OIHW and OHWI, bfloat16 rounded once or float32, with the bias's sums, "
     "within a few bfloat16 roundings of float64") {
-  if (!cpu::winograd_bf16_available()) {
-    MESSAGE("skipped: this CPU or build has no AVX512_BF16");
-    return;
-  }
+  if (!kernel_runs_here()) return;
   manual_seed(79);
   // {2, 32, 80, 4, 6}: 12 tiles (6 pairs); {3, 64, 64, 8, 8}: 48; {1, 48, 32, 6, 10}: 15, an odd count.
   for (const Case& k : kCases) {
@@ -202,10 +199,8 @@ TEST_CASE(
       const Tensor xs = nhwc ? nhwc_of(x) : x, gys = nhwc ? nhwc_of(gy) : gy;
       for (const bool ohwi : {false, true}) {
         for (const bool wide : {false, true}) {
-          CAPTURE(k.c);
-          CAPTURE(k.o);
-          CAPTURE(k.h);
-          CAPTURE(k.w);
+          const std::string shape = describe(k);
+          CAPTURE(shape);
           CAPTURE(nhwc);
           CAPTURE(ohwi);
           CAPTURE(wide);
