@@ -180,6 +180,14 @@ TEST_CASE(
       CHECK(relative_error(wi.grad(), wr.grad()) < 1e-2);
     }
   }
+  // Channels-last activations with an OIHW weight: the gradient comes back in the weight's layout.
+  Tensor xi = x.contiguous(MemoryFormat::ChannelsLast).detach().requires_grad_(), wi = w.detach().requires_grad_();
+  const Tensor y = conv2d(xi, wi, bias, {1, 1}, {1, 1});
+  CHECK(relative_error(y, yr.detach()) < 1e-2);
+  (y.to(kFloat64) * gy.to(kFloat64)).sum().backward();
+  CHECK(wi.grad().is_contiguous());
+  CHECK(relative_error(xi.grad(), xr.grad()) < 1e-2);
+  CHECK(relative_error(wi.grad(), wr.grad()) < 1e-2);
 }
 
 TEST_CASE(
