@@ -220,7 +220,7 @@ void transform_filter(const __m512 (&k)[9], __m512 (&out)[16]) {
 }
 
 // Output channel o's taps as 9 rows of c input channels ([tap][c], OHWI's order): the weight
-// itself for OHWI, regrouped into `buf` for OIHW.
+// itself for OHWI (buf unused, may be null), regrouped into `buf` (9 * c values) for OIHW.
 const uint16_t* taps_of(const uint16_t* w, bool ohwi, int64_t o, int64_t c, uint16_t* buf) {
   if (ohwi) return w + o * 9 * c;
   const uint16_t* kernel = w + o * c * 9;
@@ -250,7 +250,7 @@ __m512i pair_words(__m512 lo, __m512 hi) {
 void forward_filter_block(const uint16_t* w, bool ohwi, int64_t o, int64_t c, int64_t o0, uint32_t* u) {
   std::vector<uint16_t> regrouped(ohwi ? 0 : static_cast<size_t>(16 * 9 * c));
   const uint16_t* taps[16];
-  for (int64_t i = 0; i < 16; ++i) taps[i] = taps_of(w, ohwi, o0 + i, c, regrouped.data() + i * 9 * c);
+  for (int64_t i = 0; i < 16; ++i) taps[i] = taps_of(w, ohwi, o0 + i, c, ohwi ? nullptr : regrouped.data() + i * 9 * c);
   const int64_t pairs = c / 2;
   for (int64_t c0 = 0; c0 < c; c0 += 32) {
     __m512i words[16][16];            // [xi][output channel]: 16 pairs of input channels
@@ -279,7 +279,7 @@ void forward_filter_block(const uint16_t* w, bool ohwi, int64_t o, int64_t c, in
 void input_gradient_filter_pair(const uint16_t* w, bool ohwi, int64_t o, int64_t c, int64_t p, uint32_t* u) {
   std::vector<uint16_t> regrouped(ohwi ? 0 : static_cast<size_t>(2 * 9 * c));
   const uint16_t* even = taps_of(w, ohwi, 2 * p, c, regrouped.data());
-  const uint16_t* odd = taps_of(w, ohwi, 2 * p + 1, c, regrouped.data() + (ohwi ? 0 : 9 * c));
+  const uint16_t* odd = taps_of(w, ohwi, 2 * p + 1, c, ohwi ? nullptr : regrouped.data() + 9 * c);
   for (int64_t c0 = 0; c0 < c; c0 += 16) {
     __m512 lo[16], hi[16];
     transform_taps(even, c, c0, true, lo);
