@@ -32,8 +32,9 @@ namespace {
 
 // Tiles transformed and multiplied per block. Their transformed inputs (16 x tiles x in channels,
 // bfloat16) and the GEMMs' sums (16 x tiles x 64 channels, float32) stay in the core's L2 cache;
-// 12 tiles ran fastest on ResNet-18's layers (Zen 4, 2026-11-29: 64 channels at 32x32 1.80 ms
-// against 2.3 ms at 48 and 96 tiles; 128 at 16x16 1.45 against 1.57).
+// 12 tiles ran fastest on ResNet-18's layers (forward, batch 8, NHWC, one Zen 4 thread,
+// 2026-11-29, 12 / 24 / 48 tiles: 64 channels at 32x32 1.73 / 1.77 / 1.94 ms, 128 at 16x16 1.43 /
+// 1.47 / 1.57, 256 at 8x8 1.32 / 1.39 / 1.39).
 constexpr int64_t kTileBlock = 12;
 constexpr int64_t kOutBlock = 64;  // output channels per GEMM pass: four registers of 16
 constexpr int kTileRows = 6;       // tiles per GEMM micro-kernel: 6 x 4 accumulators
