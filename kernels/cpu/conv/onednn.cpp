@@ -289,7 +289,9 @@ std::string cpu_conv_paths() {
   if (!caps.onednn) return "conv2d on im2col + GEMM (oneDNN off)";
   return fmt::format(
       "conv2d: bfloat16 {}, float32 {}, float16 {}; forwards at most {} deep (a first layer) on im2col",
-      caps.native_bf16() ? "on oneDNN's primitives" : "widened on im2col + GEMM",
+      !caps.native_bf16()         ? "widened on im2col + GEMM"
+      : winograd_bf16_available() ? "on oneDNN's primitives (3x3 stride-1 layers from 8x8 on halfgrad's Winograd)"
+                                  : "on oneDNN's primitives",
       float32_on_primitives() ? "on oneDNN's primitives" : "on im2col + GEMM",
       float32_on_primitives() ? "widened per chunk onto the float32 primitives" : "widened on im2col + GEMM",
       kForwardOwnPathDepth);
