@@ -184,33 +184,40 @@ TEST_CASE(
   // One sample is one chunk: the float32 .grad is written as oneDNN's rounded blocks are unblocked.
   // Four samples on several threads are several chunks: the bfloat16 gradient is made, then widened.
   // Either way the values are the unfused path's (conv2d on explicit bfloat16 casts, then .to).
+  // Images of 8x8 take bfloat16 Winograd where this CPU has it (its float32 sums rounded into the
+  // float32 .grad), 4x4 ones the batched GEMM, 6x6 oneDNN's direct kernel (conv/algorithm.h).
   manual_seed(35);
-  for (const int64_t n : {1, 4}) {
-    for (const bool cl : {false, true}) {
-      CAPTURE(n);
-      CAPTURE(cl);
-      const MemoryFormat fmt = cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
-      const Tensor x = randn({n, 32, 6, 6}).contiguous(fmt), upstream = randn({n, 48, 6, 6});
-      Tensor w = (randn({48, 32, 3, 3}) * 0.1).contiguous(fmt).requires_grad_();
-      Tensor loss;
-      {
-        amp::AutocastGuard g(kCPU, kBFloat16);
-        loss = (conv2d(x, w, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum();
-      }
-      OpRecorder rec;
-      loss.backward();
-      REQUIRE(w.grad().dtype() == kFloat32);
-      CHECK(casts_back(rec, kBFloat16) == 0);  // the weight's cast back was skipped
-      // The unfused path: the 16-bit weight's gradient, cast back by the caller.
-      Tensor w16 = w.detach().to(kBFloat16).requires_grad_();
-      (conv2d(x.to(kBFloat16), w16, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum().backward();
-      const Tensor want = w16.grad().to(kFloat32);
-      if (cpu::onednn_conv2d_applies(x.to(kBFloat16))) {
-        CHECK(w.grad().contiguous().to_vector<float>() == want.contiguous().to_vector<float>());
-      } else {
-        // conv.cpp's own loops hand samples to threads as they come, so two runs may add the
-        // float32 sums in different orders: the same values up to that, one bfloat16 rounding.
-        test::check_close(w.grad(), want, test::tolerance(kBFloat16));
+  for (const int64_t side : {6, 8, 4}) {
+    for (const int64_t n : {1, 4}) {
+      for (const bool cl : {false, true}) {
+        CAPTURE(side);
+        CAPTURE(n);
+        CAPTURE(cl);
+        const MemoryFormat fmt = cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+        const Tensor x = randn({n, 32, side, side}).contiguous(fmt), upstream = randn({n, 48, side, side});
+        Tensor w = (randn({48, 32, 3, 3}) * 0.1).contiguous(fmt).requires_grad_();
+        Tensor loss;
+        {
+          amp::AutocastGuard g(kCPU, kBFloat16);
+          loss = (conv2d(x, w, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum();
+        }
+        OpRecorder rec;
+        loss.backward();
+        REQUIRE(w.grad().dtype() == kFloat32);
+        CHECK(casts_back(rec, kBFloat16) == 0);  // the weight's cast back was skipped
+        // The unfused path: the 16-bit weight's gradient, cast back by the caller.
+        Tensor w16 = w.detach().to(kBFloat16).requires_grad_();
+        (conv2d(x.to(kBFloat16), w16, Tensor(), {1}, {1}).to(kFloat32) * upstream).sum().backward();
+        const Tensor want = w16.grad().to(kFloat32);
+        if (cpu::onednn_conv2d_applies(x.to(kBFloat16))) {
+          CHECK(w.grad().contiguous().to_vector<float>() == want.contiguous().to_vector<float>());
+        } else {
+          // conv.cpp's own loops hand samples to threads as they come, so two runs may add the
+          // float32 sums in different orders: the same values up to that, one bfloat16 rounding.
+          test::check_close(w.grad(), want, test::tolerance(kBFloat16));
+        }
+        // Either way .grad holds bfloat16 values, as the cast back would have made them.
+        CHECK(test::bitwise_equal(w.grad().to(kBFloat16).to(kFloat32), w.grad()));
       }
     }
   }

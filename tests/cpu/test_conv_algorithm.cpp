@@ -173,7 +173,8 @@ TEST_CASE("conv2d on a Winograd-sized float32 layer: forward and gradients close
 
 TEST_CASE(
     "the batched GEMM weight gradient (NCHW columns into OIHW, NHWC patches into OHWI; float32, and bfloat16 rounded "
-    "once) equals float64's across strides, padding, dilation, bias, 1x1 kernels and batches split into GEMMs") {
+    "once or kept in float32) equals float64's across strides, padding, dilation, bias, 1x1 kernels and batches split "
+    "into GEMMs") {
   struct Case {
     int64_t n, c, h, w, o, kh, kw, stride, padding, dilation;
   };
@@ -224,6 +225,16 @@ TEST_CASE(
         const double scale = max(abs(want)).item<double>();
         CHECK(max(err - abs(want) * (d == kFloat32 ? 0.0 : 1.0 / 256)).item<double>() <= 1e-5 * scale);
         CHECK(max(abs(db.to(kFloat64) - br.grad())).item<double>() / max(abs(br.grad())).item<double>() < 1e-5);
+        if (d == kBFloat16) {  // bfloat16 operands with the float32 sums kept: float32's bound
+          Tensor wide = full(want.shape(), 7.0);
+          if (nhwc)
+            cpu::filter_gradient_gemm_nhwc(g, xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), wide.data_ptr<float>(),
+                                           nullptr);
+          else
+            cpu::filter_gradient_gemm(g, xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), wide.data_ptr<float>(),
+                                      nullptr);
+          CHECK(max(abs(wide.to(kFloat64) - want)).item<double>() <= 1e-5 * scale);
+        }
       }
     }
   }

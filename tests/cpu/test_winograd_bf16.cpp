@@ -201,8 +201,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "bfloat16 Winograd weight gradient: OIHW and OHWI, bfloat16 rounded once or float32, with the bias's sums, "
-    "within a few bfloat16 roundings of float64") {
+    "bfloat16 Winograd weight gradient: OIHW and OHWI, bfloat16 rounded once, widened or float32 sums, with the "
+    "bias's sums, within a few bfloat16 roundings of float64") {
   if (!kernel_runs_here()) return;
   manual_seed(79);
   // {2, 32, 80, 4, 6}: 12 tiles (6 pairs); {3, 64, 64, 8, 8}: 48; {1, 48, 32, 6, 10}: 15, an odd count.
@@ -216,19 +216,24 @@ TEST_CASE(
       const Tensor db_want = gy.to(kFloat64).sum({0, 2, 3});
       const Tensor xs = nhwc ? nhwc_of(x) : x, gys = nhwc ? nhwc_of(gy) : gy;
       for (const bool ohwi : {false, true}) {
-        for (const bool wide : {false, true}) {
+        for (const auto form : {cpu::WinogradFilterGradient::Rounded, cpu::WinogradFilterGradient::Widened,
+                                cpu::WinogradFilterGradient::Sums}) {
+          const bool wide = form != cpu::WinogradFilterGradient::Rounded;
           const std::string shape = describe(k);
           CAPTURE(shape);
           CAPTURE(nhwc);
           CAPTURE(ohwi);
-          CAPTURE(wide);
+          CAPTURE(static_cast<int>(form));
           const Tensor want = ohwi ? nhwc_of(wr.grad()) : wr.grad();
           Tensor dw = full(want.shape(), 7.0, wide ? kFloat32 : kBFloat16), db = full({k.o}, 7.0);
           cpu::winograd_bf16_filter_gradient(xs.data_ptr<BFloat16>(), gys.data_ptr<BFloat16>(), k.n, k.c, k.o, k.h, k.w,
-                                             nhwc, ohwi, wide ? nullptr : dw.data_ptr<BFloat16>(),
-                                             wide ? dw.data_ptr<float>() : nullptr, db.data_ptr<float>());
+                                             nhwc, ohwi, dw.raw_data(), form, db.data_ptr<float>());
           CHECK(relative_error(dw, want) < 1e-2);
           CHECK(relative_error(db, db_want) < 1e-5);
+          // Widened holds bfloat16 values (float32 bits with a zero low half); the sums mostly do not.
+          const Tensor bf16_values = dw.to(kBFloat16).to(dw.dtype());
+          if (form == cpu::WinogradFilterGradient::Widened) CHECK(hg::test::bitwise_equal(bf16_values, dw));
+          if (form == cpu::WinogradFilterGradient::Sums) CHECK_FALSE(hg::test::bitwise_equal(bf16_values, dw));
         }
       }
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/gemm/blas.h"
@@ -51,18 +52,25 @@ void column_sums(const T* gy, int64_t positions, int64_t o, float* db, bool accu
   for (int64_t j = 0; j < o; ++j) db[j] = (accumulate ? db[j] : 0.0f) + acc[static_cast<size_t>(j)];
 }
 
-// dw [m, n] = op(a) [m, k] @ op(b) [k, n] in bfloat16 (BLAS's transposes and leading dimensions),
-// float32 sums rounded once: on oneDNN's bfloat16 matmul, or where it has no kernel, on the float32
-// GEMM over widened copies of the operands.
+// dw [m, n] = op(a) [m, k] @ op(b) [k, n] of bfloat16 operands (BLAS's transposes and leading
+// dimensions): float32 sums rounded once into a bfloat16 dw, or kept in a float32 one; on oneDNN's
+// bfloat16 matmul, or where it has no kernel, on the float32 GEMM over widened copies of the
+// operands.
+template <class Out>
 void bf16_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t lda, const BFloat16* b,
-                  int64_t ldb, BFloat16* dw) {
-  if (onednn_matmul(kBFloat16, dw, n, false, a, MatrixView::blas(m, k, ta, lda), b, MatrixView::blas(k, n, tb, ldb)))
-    return;
-  Workspace<float> wide_a(m * k), wide_b(k * n), wide(m * n);
+                  int64_t ldb, Out* dw) {
+  const MatrixView av = MatrixView::blas(m, k, ta, lda), bv = MatrixView::blas(k, n, tb, ldb);
+  if constexpr (std::is_same_v<Out, float>) {
+    if (onednn_matmul_bf16_widened(dw, n, a, av, b, bv)) return;
+  } else {
+    if (onednn_matmul(kBFloat16, dw, n, false, a, av, b, bv)) return;
+  }
+  Workspace<float> wide_a(m * k), wide_b(k * n), wide(std::is_same_v<Out, float> ? 0 : m * n);
   load_run(a, wide_a.data(), m * k);
   load_run(b, wide_b.data(), k * n);
-  gemm(ta, tb, m, n, k, wide_a.data(), lda, wide_b.data(), ldb, wide.data(), n, false);
-  store_run(wide.data(), dw, m * n);
+  float* sums = std::is_same_v<Out, float> ? reinterpret_cast<float*>(dw) : wide.data();
+  gemm(ta, tb, m, n, k, wide_a.data(), lda, wide_b.data(), ldb, sums, n, false);
+  if constexpr (!std::is_same_v<Out, float>) store_run(sums, dw, m * n);
 }
 
 }  // namespace
@@ -80,7 +88,11 @@ void filter_gradient_gemm_nhwc(const ConvGeometry& g, const float* x, const floa
   }
 }
 
-void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db) {
+namespace {
+
+// The bfloat16 GEMMs above (filter_gemm.h), into a bfloat16 or float32 dw.
+template <class Out>
+void bf16_filter_gradient_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, Out* dw, float* db) {
   const int64_t positions = g.n * g.p;
   Workspace<BFloat16> rows(positions * g.ckk);
   for (int64_t s = 0; s < g.n; ++s) im2row_nhwc(x + s * g.h * g.w * g.c, rows.data() + s * g.p * g.ckk, g);
@@ -88,6 +100,8 @@ void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const B
   bf16_product(true, false, g.o, g.ckk, positions, gy, g.o, rows.data(), g.ckk, dw);
   if (db != nullptr) column_sums(gy, positions, g.o, db, false);
 }
+
+}  // namespace
 
 ConvGeometry conv_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh,
                            int64_t ow, const Conv2dParams& p) {
@@ -115,7 +129,11 @@ void filter_gradient_gemm(const ConvGeometry& g, const float* x, const float* gy
   }
 }
 
-void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db) {
+namespace {
+
+// The bfloat16 GEMMs above (filter_gemm.h), into a bfloat16 or float32 dw.
+template <class Out>
+void bf16_filter_gradient(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, Out* dw, float* db) {
   const int64_t ld = g.n * g.p;
   Workspace<BFloat16> cols(g.ckk * ld), rows(g.o * ld);
   for (int64_t s = 0; s < g.n; ++s) {
@@ -133,6 +151,21 @@ void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat
       db[r] = row_sum(wide_row.data(), ld);
     }
   }
+}
+
+}  // namespace
+
+void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db) {
+  bf16_filter_gradient(g, x, gy, dw, db);
+}
+void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, float* dw, float* db) {
+  bf16_filter_gradient(g, x, gy, dw, db);
+}
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db) {
+  bf16_filter_gradient_nhwc(g, x, gy, dw, db);
+}
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, float* dw, float* db) {
+  bf16_filter_gradient_nhwc(g, x, gy, dw, db);
 }
 
 }  // namespace hg::cpu

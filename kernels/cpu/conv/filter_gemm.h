@@ -24,6 +24,8 @@ void filter_gradient_gemm(const ConvGeometry& g, const float* x, const float* gy
 // GEMMs, so the batch is never split); db, when not null, gets float32 sums. Where oneDNN has no
 // bfloat16 kernel for the product, the same values on the float32 GEMM.
 void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db);
+// The same with the float32 sums kept: a widened gradient, or a chunk's partial sums to add.
+void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, float* dw, float* db);
 
 // The same for channels-last tensors: x [n, h, w, c], gy [n, oh, ow, o], and dw in OHWI
 // ([o, kh, kw, c], a channels-last weight's gradient). Each output position's patch is one row
@@ -31,6 +33,7 @@ void filter_gradient_gemm(const ConvGeometry& g, const BFloat16* x, const BFloat
 // they lie, read transposed.
 void filter_gradient_gemm_nhwc(const ConvGeometry& g, const float* x, const float* gy, float* dw, float* db);
 void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, BFloat16* dw, float* db);
+void filter_gradient_gemm_nhwc(const ConvGeometry& g, const BFloat16* x, const BFloat16* gy, float* dw, float* db);
 
 // The geometry of n samples of a convolution (groups == 1).
 ConvGeometry conv_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t oh,

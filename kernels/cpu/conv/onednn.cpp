@@ -466,7 +466,8 @@ void filter_chunk(const Plan& plan, const Chunks& chunks, int64_t i, const Tenso
 
 // Chunk i's weight-gradient pass on the batched GEMM (conv/filter_gemm.h, where conv/algorithm.h
 // puts it) into its partial sums, on the calling pool thread; gy: the chunk's output gradient,
-// NCHW, float32 (float16 widened), or bfloat16, whose gradient is rounded straight into the tensor.
+// NCHW or NHWC, float32 (float16 widened), or bfloat16: one chunk's gradient rounded (or widened)
+// straight into the tensor, several chunks' float32 partial sums.
 void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy,
                        FilterPartials& partials) {
   const int64_t n = chunks.size(i, pr.n);
@@ -474,13 +475,19 @@ void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const
   for (int d = 0; d < 2; ++d) p.stride[d] = pr.stride[d], p.padding[d] = pr.padding[d], p.dilation[d] = pr.dilation[d];
   const ConvGeometry g = conv_geometry(n, pr.c, pr.h, pr.w, pr.o, pr.kh, pr.kw, pr.oh, pr.ow, p);
   float* db = partials.bn ? partials.bias_of(i) : nullptr;
-  if (input.dtype() == kBFloat16) {  // one chunk (backward_chunks): the whole batch in one GEMM
+  if (input.dtype() == kBFloat16) {
     const auto* x = reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i));
     const auto* gy16 = reinterpret_cast<const BFloat16*>(gy);
-    if (pr.nhwc)
-      filter_gradient_gemm_nhwc(g, x, gy16, partials.rounded_weight, db);
+    const auto run = [&](auto* dw) {
+      if (pr.nhwc)
+        filter_gradient_gemm_nhwc(g, x, gy16, dw, db);
+      else
+        filter_gradient_gemm(g, x, gy16, dw, db);
+    };
+    if (partials.rounded_weight != nullptr)
+      run(partials.rounded_weight);
     else
-      filter_gradient_gemm(g, x, gy16, partials.rounded_weight, db);
+      run(partials.weights_of(i));
     return;
   }
   const float* x =
@@ -496,11 +503,15 @@ void filter_chunk_gemm(const Problem& pr, const Chunks& chunks, int64_t i, const
 // into the tensor, several chunks' float32 partial sums.
 void filter_chunk_winograd(const Problem& pr, const Chunks& chunks, int64_t i, const Tensor& input, const char* gy,
                            FilterPartials& partials) {
-  float* wide = partials.widened_weight != nullptr ? partials.widened_weight : partials.weights_of(i);
+  void* dw = partials.rounded_weight;
+  WinogradFilterGradient form = WinogradFilterGradient::Rounded;
+  if (partials.widened_weight != nullptr)
+    dw = partials.widened_weight, form = WinogradFilterGradient::Widened;
+  else if (partials.rounded_weight == nullptr)
+    dw = partials.weights_of(i), form = WinogradFilterGradient::Sums;
   winograd_bf16_filter_gradient(reinterpret_cast<const BFloat16*>(chunk_start(input, chunks, i)),
                                 reinterpret_cast<const BFloat16*>(gy), chunks.size(i, pr.n), pr.c, pr.o, pr.h, pr.w,
-                                pr.nhwc, pr.ohwi, partials.rounded_weight, partials.rounded_weight ? nullptr : wide,
-                                partials.bn ? partials.bias_of(i) : nullptr);
+                                pr.nhwc, pr.ohwi, dw, form, partials.bn ? partials.bias_of(i) : nullptr);
 }
 
 // The backward passes of every entry point below: the input gradient where grad_input is defined
@@ -514,12 +525,11 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   Problem filter_pr = pr;
   filter_pr.bias = grad_bias.defined();
   ChunkPlans data_plans, filter_plans;
-  // bfloat16 on the GEMM in one chunk only: its bfloat16 results are not partial sums to add.
   // The GEMM's forms: NCHW activations with OIHW weights, or channels-last ones with OHWI weights
-  // (a channels-last input with an OIHW weight keeps the direct kernel).
+  // (a channels-last input with an OIHW weight keeps the direct kernel). bfloat16 in one chunk
+  // rounds its sums into the gradient; in several, each keeps float32 partial sums.
   const bool filter_on_gemm = grad_weight.defined() && pr.nhwc == pr.ohwi &&
-                              conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm &&
-                              (pr.dt != kBf16 || chunks.count == 1);
+                              conv_algorithm(filter_pr.shape(), ConvPass::WeightGradient) == ConvAlgorithm::Gemm;
   const bool filter_on_winograd =
       grad_weight.defined() && !filter_on_gemm && on_winograd_bf16(filter_pr, ConvPass::WeightGradient);
   const bool data_on_winograd = grad_input.defined() && on_winograd_bf16(pr, ConvPass::InputGradient);
@@ -532,14 +542,14 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
     if (!filter_plans.usable()) return false;
   }
   // A widened weight gradient (float32 for 16-bit tensors, conv2d_widened_weight_grad_in_kernel):
-  // a one-chunk bfloat16 pass widens it while unblocking oneDNN's rounded blocks, or writes it from
-  // Winograd's float32 sums; elsewhere the 16-bit gradient is made as usual and widened after.
+  // a one-chunk bfloat16 pass widens it while unblocking oneDNN's rounded blocks, or rounds
+  // Winograd's float32 sums into it; elsewhere the 16-bit gradient is made as usual and widened
+  // after.
   const bool widen = grad_weight.defined() && grad_weight.dtype() != input.dtype();
   if (widen) {
     const bool in_unblocking =
-        filter_on_winograd
-            ? chunks.count == 1
-            : !filter_on_gemm && chunks.count == 1 && filter_plans.full->rounded && filter_plans.full->filter_blocks16;
+        chunks.count == 1 &&
+        (filter_on_winograd || (!filter_on_gemm && filter_plans.full->rounded && filter_plans.full->filter_blocks16));
     if (!in_unblocking) {
       const Tensor narrow =
           empty(grad_weight.shape(), TensorOptions(input.dtype()), grad_weight.suggest_memory_format());
@@ -553,11 +563,9 @@ bool backward_chunks(const Tensor& grad_input, const Tensor& grad_weight, const 
   }
   std::optional<FilterPartials> partials;
   if (grad_weight.defined())
-    partials.emplace(grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
-                     filter_on_winograd ? chunks.count == 1
-                     : filter_on_gemm   ? pr.dt == kBf16
-                                        : filter_plans.full->rounded,
-                     widen);
+    partials.emplace(
+        grad_weight, grad_bias, filter_pr.bias, filter_pr.o, chunks,
+        filter_on_winograd || filter_on_gemm ? pr.dt == kBf16 && chunks.count == 1 : filter_plans.full->rounded, widen);
   const char* what = !grad_weight.defined()  ? "backward (input gradient)"
                      : !grad_input.defined() ? "backward (weight gradient)"
                                              : "backward";

@@ -46,6 +46,11 @@ __m512 load16(const uint16_t* p) {
 void store16(uint16_t* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
 }
+// v rounded to bfloat16 (as store16 rounds) and widened back: exactly the bfloat16 value.
+__m512 load16_rounded(__m512 v) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v))), 16));
+}
 
 // One GEMM of the algorithm, in words of bfloat16 pairs along its reduction: m [rows][16 vectors]
 // (float32, rows ld apart) = the sum over `pairs` of rows' broadcast words times the vectors'
@@ -365,9 +370,10 @@ void transformed_filter_gradient(const uint16_t* x, const uint16_t* gy, int64_t 
     }
 }
 
-// dw (OIHW, or OHWI with ohwi; float32, or bfloat16 rounded once) = G^T du G for every kernel.
+// dw (OIHW, or OHWI with ohwi) = G^T du G for every kernel: bfloat16 rounded once, or float32
+// holding those rounded values (`widened`), or the float32 sums.
 template <class T>
-void write_filter_gradient(const float* du, int64_t out, int64_t in, bool ohwi, T* dw) {
+void write_filter_gradient(const float* du, int64_t out, int64_t in, bool ohwi, bool widened, T* dw) {
   for (int64_t o = 0; o < out; ++o)
     for (int64_t c0 = 0; c0 < in; c0 += 16) {
       __m512 d[16], taps[9];
@@ -376,7 +382,7 @@ void write_filter_gradient(const float* du, int64_t out, int64_t in, bool ohwi, 
       alignas(64) T lanes[9][16];
       for (int t = 0; t < 9; ++t) {
         if constexpr (std::is_same_v<T, float>)
-          _mm512_store_ps(lanes[t], taps[t]);
+          _mm512_store_ps(lanes[t], widened ? load16_rounded(taps[t]) : taps[t]);
         else
           store16(reinterpret_cast<uint16_t*>(lanes[t]), taps[t]);
       }
@@ -428,13 +434,10 @@ void winograd_bf16_conv(const BFloat16* x, BFloat16* y, int64_t n, int64_t in, i
 }
 
 void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_t n, int64_t in, int64_t out, int64_t h,
-                                   int64_t w, bool nhwc, bool ohwi, BFloat16* dw16, float* dw32, float* db) {
-  HG_CHECK(
-      winograd_bf16_available() && winograd_bf16_takes(in, out, h, w, nhwc) && (dw16 == nullptr) != (dw32 == nullptr),
-      "conv2d",
-      "the bfloat16 Winograd weight gradient does not take {} -> {} channels at {}x{} ({}), or was given {} "
-      "outputs",
-      in, out, h, w, nhwc ? "NHWC" : "NCHW", dw16 == nullptr && dw32 == nullptr ? "no" : "two");
+                                   int64_t w, bool nhwc, bool ohwi, void* dw, WinogradFilterGradient form, float* db) {
+  HG_CHECK(winograd_bf16_available() && winograd_bf16_takes(in, out, h, w, nhwc) && dw != nullptr, "conv2d",
+           "the bfloat16 Winograd weight gradient does not take {} -> {} channels at {}x{} ({}){}", in, out, h, w,
+           nhwc ? "NHWC" : "NCHW", dw == nullptr ? ", or an output of null" : "");
   const auto* xb = reinterpret_cast<const uint16_t*>(x);
   const auto* gb = reinterpret_cast<const uint16_t*>(gy);
   const int64_t hw = h * w;
@@ -451,10 +454,10 @@ void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_
   }
   Workspace<float> du(16 * out * in);
   transformed_filter_gradient(xb, gb, n, in, out, h, w, du.data());
-  if (dw32 != nullptr)
-    write_filter_gradient(du.data(), out, in, ohwi, dw32);
+  if (form == WinogradFilterGradient::Rounded)
+    write_filter_gradient(du.data(), out, in, ohwi, false, static_cast<BFloat16*>(dw));
   else
-    write_filter_gradient(du.data(), out, in, ohwi, reinterpret_cast<BFloat16*>(dw16));
+    write_filter_gradient(du.data(), out, in, ohwi, form == WinogradFilterGradient::Widened, static_cast<float*>(dw));
   if (db == nullptr) return;
   for (int64_t o0 = 0; o0 < out; o0 += 16) {
     __m512 sum = _mm512_setzero_ps();
@@ -478,7 +481,7 @@ void winograd_bf16_conv(const BFloat16*, BFloat16*, int64_t, int64_t, int64_t, i
   fail("conv2d", "the bfloat16 Winograd kernel is not built (no AVX-512 in this build)");
 }
 void winograd_bf16_filter_gradient(const BFloat16*, const BFloat16*, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
-                                   bool, BFloat16*, float*, float*) {
+                                   bool, void*, WinogradFilterGradient, float*) {
   fail("conv2d", "the bfloat16 Winograd kernel is not built (no AVX-512 in this build)");
 }
 

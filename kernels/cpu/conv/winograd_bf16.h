@@ -44,14 +44,19 @@ void winograd_bf16_weights(const BFloat16* w, bool ohwi, int64_t o, int64_t c, b
 void winograd_bf16_conv(const BFloat16* x, BFloat16* y, int64_t n, int64_t in, int64_t out, int64_t h, int64_t w,
                         bool nhwc, const BFloat16* u, const float* bias, bool relu);
 
+// How winograd_bf16_filter_gradient writes its result: bfloat16, the float32 sums rounded once;
+// Widened, float32 holding those rounded values (a widened gradient: framework/op.h's
+// widened_gradient_wanted); Sums, the float32 sums themselves (a chunk's partial sums to add).
+enum class WinogradFilterGradient { Rounded, Widened, Sums };
+
 // The weight gradient of the same convolution (3x3, stride 1, padding 1) from x [n, in, h, w] and
 // the output gradient gy [n, out, h, w] (NCHW, or NHWC with nhwc), by the transposed algorithm:
 // both transformed per tile (gy's 2x2 tiles by A g A^T), the transformed filter's gradient summed
 // over the tiles in float32 (16 GEMMs over tile pairs), and G^T (.) G back to 3x3 taps. Written,
-// not added to, into dw16 (bfloat16, rounded once) or dw32 (float32: a widened gradient or a
-// chunk's partial sums), exactly one of them given, OIHW or (ohwi) OHWI; db, when not null, gets
-// gy's float32 sums per output channel. On the calling thread (a pool task).
+// not added to, into dw as `form` says (bfloat16 for Rounded, float32 otherwise), OIHW or (ohwi)
+// OHWI; db, when not null, gets gy's float32 sums per output channel. On the calling thread (a
+// pool task).
 void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_t n, int64_t in, int64_t out, int64_t h,
-                                   int64_t w, bool nhwc, bool ohwi, BFloat16* dw16, float* dw32, float* db);
+                                   int64_t w, bool nhwc, bool ohwi, void* dw, WinogradFilterGradient form, float* db);
 
 }  // namespace hg::cpu

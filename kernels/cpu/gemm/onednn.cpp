@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -23,8 +24,9 @@ namespace hg::cpu {
 namespace {
 
 // A problem: sizes, operand strides, the output's row stride, whether a bias is added, and the
-// dtype (bfloat16, or float32 for the products sgemm packs slowly: float32_on_matmul).
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int>;
+// dtypes of the operands (bfloat16, or float32 for the products sgemm packs slowly:
+// float32_on_matmul) and of the result (theirs, or float32 for bfloat16 sums kept widened).
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int>;
 
 // A matmul primitive made for one problem. `usable` is false when oneDNN only had a reference
 // kernel (or none): the caller then takes another path.
@@ -36,11 +38,11 @@ struct Plan {
 };
 
 std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias,
-                                      dnnl::memory::data_type dt) {
+                                      dnnl::memory::data_type dt, dnnl::memory::data_type out_dt) {
   auto plan = std::make_shared<Plan>();
   plan->a = dnnl::memory::desc({av.rows, av.cols}, dt, {av.row_stride, av.col_stride});
   plan->b = dnnl::memory::desc({bv.rows, bv.cols}, dt, {bv.row_stride, bv.col_stride});
-  plan->out = dnnl::memory::desc({av.rows, bv.cols}, dt, {out_ld, 1});
+  plan->out = dnnl::memory::desc({av.rows, bv.cols}, out_dt, {out_ld, 1});
   if (bias) plan->bias = dnnl::memory::desc({1, bv.cols}, dt, {bv.cols, 1});
   dnnl::primitive_attr attr;
   // Scratch memory comes from the caller on every run, so one primitive can run on several
@@ -63,11 +65,13 @@ std::shared_ptr<const Plan> make_plan(const MatrixView& av, const MatrixView& bv
 
 // The plan for a problem, made the first time it is asked for (onednn_common.h's cache).
 std::shared_ptr<const Plan> plan_for(const MatrixView& av, const MatrixView& bv, int64_t out_ld, bool bias,
-                                     dnnl::memory::data_type dt = dnnl::memory::data_type::bf16) {
+                                     dnnl::memory::data_type dt = dnnl::memory::data_type::bf16,
+                                     std::optional<dnnl::memory::data_type> out_dt = std::nullopt) {
   static PrimitiveCache<Key, Plan> plans;
-  const Key key{av.rows,       av.cols,       bv.cols, av.row_stride, av.col_stride,
-                bv.row_stride, bv.col_stride, out_ld,  bias,          static_cast<int>(dt)};
-  return plans.get(key, [&] { return make_plan(av, bv, out_ld, bias, dt); });
+  const dnnl::memory::data_type result = out_dt.value_or(dt);
+  const Key key{av.rows,       av.cols, bv.cols, av.row_stride,        av.col_stride,           bv.row_stride,
+                bv.col_stride, out_ld,  bias,    static_cast<int>(dt), static_cast<int>(result)};
+  return plans.get(key, [&] { return make_plan(av, bv, out_ld, bias, dt, result); });
 }
 
 // Runs a plan on the calling thread.
@@ -307,11 +311,26 @@ bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, cons
   return true;
 }
 
+bool onednn_matmul_bf16_widened(float* out, int64_t out_ld, const void* a, MatrixView av, const void* b,
+                                MatrixView bv) {
+  if (av.rows == 0 || bv.cols == 0) return false;
+  try {
+    const auto plan = plan_for(av, bv, out_ld, false, dnnl::memory::data_type::bf16, dnnl::memory::data_type::f32);
+    if (!plan->usable) return false;
+    run_plan(*plan, out, a, b, nullptr);
+  } catch (const dnnl::error& e) {
+    fail("mm", "oneDNN bfloat16 matmul of [{}, {}] @ [{}, {}] into float32 failed: {}", av.rows, av.cols, bv.rows,
+         bv.cols, e.what());
+  }
+  return true;
+}
+
 #else  // built without oneDNN
 
 bool onednn_matmul(Dtype, void*, int64_t, bool, const void*, MatrixView, const void*, MatrixView, const void*) {
   return false;
 }
+bool onednn_matmul_bf16_widened(float*, int64_t, const void*, MatrixView, const void*, MatrixView) { return false; }
 #endif
 
 }  // namespace hg::cpu

@@ -35,4 +35,9 @@ struct MatrixView {
 bool onednn_matmul(Dtype dtype, void* out, int64_t out_ld, bool accumulate, const void* a, MatrixView av, const void* b,
                    MatrixView bv, const void* bias = nullptr);
 
+// out = a @ b of bfloat16 operands with the float32 sums kept (a convolution's weight gradient
+// as a chunk's partial sums, or widened: conv/filter_gemm.h), in one part on the calling thread
+// (the callers run inside pool tasks). Returns false, having written nothing, as above.
+bool onednn_matmul_bf16_widened(float* out, int64_t out_ld, const void* a, MatrixView av, const void* b, MatrixView bv);
+
 }  // namespace hg::cpu
