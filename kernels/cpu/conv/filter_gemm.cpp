@@ -41,17 +41,6 @@ void im2row_nhwc(const T* x, T* rows, const ConvGeometry& g) {
     }
 }
 
-// db[o] = the sum of gy's column o over `positions` rows of o values, widened to float32.
-template <class T>
-void column_sums(const T* gy, int64_t positions, int64_t o, float* db, bool accumulate) {
-  std::vector<float> acc(static_cast<size_t>(o), 0.0f), row(static_cast<size_t>(o));
-  for (int64_t p = 0; p < positions; ++p) {
-    load_run(gy + p * o, row.data(), o);
-    for (int64_t j = 0; j < o; ++j) acc[static_cast<size_t>(j)] += row[static_cast<size_t>(j)];
-  }
-  for (int64_t j = 0; j < o; ++j) db[j] = (accumulate ? db[j] : 0.0f) + acc[static_cast<size_t>(j)];
-}
-
 // dw [m, n] = op(a) [m, k] @ op(b) [k, n] of bfloat16 operands (BLAS's transposes and leading
 // dimensions): float32 sums rounded once into a bfloat16 dw, or kept in a float32 one; on oneDNN's
 // bfloat16 matmul, or where it has no kernel, on the float32 GEMM over widened copies of the

@@ -1,6 +1,6 @@
 // im2col and col2im for CPU conv2d: a sample's input planes as the column matrix of the
-// convolution's GEMM ([in channels x kh x kw, oh x ow]) and back, and the row sums of a bias's
-// gradient. conv.cpp's own path runs a sample at a time on them; conv/filter_gemm.cpp packs
+// convolution's GEMM ([in channels x kh x kw, oh x ow]) and back, and the row (NCHW) and column
+// (NHWC) sums of a bias's gradient. conv.cpp's own path runs a sample at a time on them; conv/filter_gemm.cpp packs
 // several samples side by side for the weight gradient's single GEMM.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "framework/ops/conv_kernels.h"
 #include "framework/tensor.h"
@@ -148,6 +149,18 @@ Acc row_sum(const Acc* v, int64_t n) {
   for (; j < n; ++j) s += v[j];
   for (int64_t l = 0; l < kLanes; ++l) s += part[l];
   return s;
+}
+
+// db[o] = the sum of gy's column o over `positions` rows of o values (a channels-last output
+// gradient's bias sums), widened to float32; added to db with `accumulate`.
+template <class T>
+void column_sums(const T* gy, int64_t positions, int64_t o, float* db, bool accumulate) {
+  std::vector<float> acc(static_cast<size_t>(o), 0.0f), row(static_cast<size_t>(o));
+  for (int64_t p = 0; p < positions; ++p) {
+    load_run(gy + p * o, row.data(), o);
+    for (int64_t j = 0; j < o; ++j) acc[static_cast<size_t>(j)] += row[static_cast<size_t>(j)];
+  }
+  for (int64_t j = 0; j < o; ++j) db[j] = (accumulate ? db[j] : 0.0f) + acc[static_cast<size_t>(j)];
 }
 
 }  // namespace hg::cpu

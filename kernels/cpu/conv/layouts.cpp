@@ -250,7 +250,7 @@ bool transpose_activations(const dnnl::memory::desc& from, const dnnl::memory::d
   if (!to_nhwc && !to_nchw) return false;
   const auto* in = static_cast<const uint16_t*>(src);
   auto* out = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) transpose_16bit(in + i * c * p, out + i * c * p, to_nhwc ? c : p, to_nhwc ? p : c);
+  transpose_16bit(in, out, n, to_nhwc ? c : p, to_nhwc ? p : c);
   return true;
 #else
   return false;

@@ -1,5 +1,13 @@
 #include "kernels/cpu/conv/winograd_bf16.h"
 
+// GCC 12 flags the undefined pass-through operands inside its own AVX-512 intrinsics as used
+// uninitialized once they are inlined (GCC bug 105593, fixed in 13), as in conv/layouts.cpp;
+// before the includes, since simd/transpose16.h's functions are compiled here too.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -7,6 +15,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "kernels/cpu/conv/im2col.h"
 #include "kernels/cpu/cpu_caps.h"
 #include "kernels/cpu/simd/transpose16.h"
 #include "kernels/cpu/thread_pool.h"
@@ -400,7 +409,7 @@ void write_filter_gradient(const float* du, int64_t out, int64_t in, bool ohwi, 
 
 bool winograd_bf16_available() {
   const CpuCaps& caps = cpu_caps();
-  return caps.avx512 && caps.avx512_bf16 && caps.native_bf16();
+  return caps.avx512_bf16 && caps.native_bf16();
 }
 
 void winograd_bf16_weights(const BFloat16* w, bool ohwi, int64_t o, int64_t c, bool input_gradient, BFloat16* u) {
@@ -428,9 +437,9 @@ void winograd_bf16_conv(const BFloat16* x, BFloat16* y, int64_t n, int64_t in, i
   // NCHW: each sample transposed to NHWC and the result back.
   const int64_t hw = h * w;
   Workspace<uint16_t> x_nhwc(n * in * hw), y_nhwc(n * out * hw);
-  for (int64_t s = 0; s < n; ++s) transpose_16bit(xb + s * in * hw, x_nhwc.data() + s * in * hw, in, hw);
+  transpose_16bit(xb, x_nhwc.data(), n, in, hw);
   conv_nhwc(x_nhwc.data(), y_nhwc.data(), n, in, out, h, w, words, bias, relu);
-  for (int64_t s = 0; s < n; ++s) transpose_16bit(y_nhwc.data() + s * out * hw, yb + s * out * hw, hw, out);
+  transpose_16bit(y_nhwc.data(), yb, n, hw, out);
 }
 
 void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_t n, int64_t in, int64_t out, int64_t h,
@@ -445,10 +454,8 @@ void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_
   if (!nhwc) {  // each sample transposed to NHWC
     x_nhwc.emplace(n * in * hw);
     gy_nhwc.emplace(n * out * hw);
-    for (int64_t s = 0; s < n; ++s) {
-      transpose_16bit(xb + s * in * hw, x_nhwc->data() + s * in * hw, in, hw);
-      transpose_16bit(gb + s * out * hw, gy_nhwc->data() + s * out * hw, out, hw);
-    }
+    transpose_16bit(xb, x_nhwc->data(), n, in, hw);
+    transpose_16bit(gb, gy_nhwc->data(), n, out, hw);
     xb = x_nhwc->data();
     gb = gy_nhwc->data();
   }
@@ -458,12 +465,7 @@ void winograd_bf16_filter_gradient(const BFloat16* x, const BFloat16* gy, int64_
     write_filter_gradient(du.data(), out, in, ohwi, false, static_cast<BFloat16*>(dw));
   else
     write_filter_gradient(du.data(), out, in, ohwi, form == WinogradFilterGradient::Widened, static_cast<float*>(dw));
-  if (db == nullptr) return;
-  for (int64_t o0 = 0; o0 < out; o0 += 16) {
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t q = 0; q < n * hw; ++q) sum = _mm512_add_ps(sum, load16(gb + q * out + o0));
-    _mm512_storeu_ps(db + o0, sum);
-  }
+  if (db != nullptr) column_sums(reinterpret_cast<const BFloat16*>(gb), n * hw, out, db, false);
 }
 
 #if defined(__clang__)

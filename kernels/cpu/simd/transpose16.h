@@ -59,6 +59,12 @@ inline void transpose_16bit(const uint16_t* __restrict src, uint16_t* __restrict
     }
 }
 
+// The same for n matrices one after another (a batch's samples: NCHW <-> NHWC).
+inline void transpose_16bit(const uint16_t* __restrict src, uint16_t* __restrict dst, int64_t n, int64_t rows,
+                            int64_t cols) {
+  for (int64_t i = 0; i < n; ++i) transpose_16bit(src + i * rows * cols, dst + i * rows * cols, rows, cols);
+}
+
 }  // namespace hg::cpu
 
 #endif
