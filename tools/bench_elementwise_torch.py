@@ -2,8 +2,12 @@
 """Elementwise ops, halfgrad next to PyTorch (docs/history/PERF.md, "Elementwise ops").
 
 For each op, dtype and thread count it times halfgrad (tools/bench_elementwise, one process per
-thread count, fed over stdin) and then PyTorch in this process, back to back, so both see the
-same machine load. Prints a Markdown table; medians of --reps out-of-place calls on --n elements.
+thread count, fed over stdin) and PyTorch in this process in alternating rounds (--rounds, each
+the median of --reps out-of-place calls on --n elements; who goes first alternates too). A
+shared or virtual machine moves between faster and slower phases (on a 2-vCPU VM a second
+thread gave 2x in one second and nothing the next), so a cell timed in one block each way can
+compare two phases; the ratio printed is the median of the rounds' own ratios, each taken from
+two timings a few milliseconds apart. Prints a Markdown table.
 
   python3 tools/bench_elementwise_torch.py --hg build/tools/bench_elementwise
 """
@@ -46,7 +50,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--hg", default="build/tools/bench_elementwise")
     p.add_argument("--n", type=int, default=4 * 1024 * 1024)
-    p.add_argument("--reps", type=int, default=21)
+    p.add_argument("--reps", type=int, default=11)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--ops", default="", help="comma-separated subset (default: all)")
@@ -73,26 +78,35 @@ def main():
     for dtype in a.dtypes.split(","):
         td = getattr(torch, dtype)
         for op in names:
+            x, y = torch.randn(a.n) * 2, torch.randn(a.n) * 2
+            if op in UNARY:
+                f, positive = UNARY[op]
+                if positive:
+                    x = x.abs() + 0.1
+                x = x.to(td)
+                call = lambda: f(x)
+            else:
+                x, y = x.to(td), y.to(td)
+                call = lambda: BINARY[op](x, y)
             for t in threads:
                 torch.set_num_threads(t)
-                h = hg_ms(t, op, dtype)
-                x, y = torch.randn(a.n) * 2, torch.randn(a.n) * 2
-                if op in UNARY:
-                    f, positive = UNARY[op]
-                    if positive:
-                        x = x.abs() + 0.1
-                    x = x.to(td)
-                    tm = median_ms(a.reps, lambda: f(x))
-                else:
-                    x, y = x.to(td), y.to(td)
-                    tm = median_ms(a.reps, lambda: BINARY[op](x, y))
-                rows[(op, dtype, t)] = (h, tm)
+                hs, ts = [], []
+                for r in range(a.rounds):
+                    if r % 2 == 0:
+                        hs.append(hg_ms(t, op, dtype))
+                        ts.append(median_ms(a.reps, call))
+                    else:
+                        ts.append(median_ms(a.reps, call))
+                        hs.append(hg_ms(t, op, dtype))
+                ratio = statistics.median(h / tm for h, tm in zip(hs, ts))
+                rows[(op, dtype, t)] = (statistics.median(hs), statistics.median(ts), ratio)
     for pr in procs.values():
         pr.stdin.close()
         pr.wait()
 
-    print(f"n = {a.n}, median of {a.reps}; ms, halfgrad / PyTorch {torch.__version__} (ratio = hg/torch; "
-          f"vs mul = hg/hg mul, same dtype and threads)\n")
+    print(f"n = {a.n}, {a.rounds} alternating rounds of {a.reps} calls; ms (median of the rounds' medians), "
+          f"halfgrad / PyTorch {torch.__version__} (ratio = median of the rounds' hg/torch; vs mul = hg/hg mul, "
+          f"same dtype and threads)\n")
     head = "| op | dtype |" + "".join(f" {t}T hg | {t}T torch | {t}T ratio | {t}T vs mul |" for t in threads)
     print(head)
     print("|" + "---|" * (2 + 4 * len(threads)))
@@ -101,10 +115,10 @@ def main():
         for op in names:
             cells = []
             for t in threads:
-                h, tm = rows[(op, dtype, t)]
+                h, tm, ratio = rows[(op, dtype, t)]
                 mul = rows.get(("mul", dtype, t), (float("nan"),))[0]
-                cells.append(f" {h:.3f} | {tm:.3f} | {h / tm:.2f} | {h / mul:.2f} |")
-                worst.append((h / tm, op, dtype, t))
+                cells.append(f" {h:.3f} | {tm:.3f} | {ratio:.2f} | {h / mul:.2f} |")
+                worst.append((ratio, op, dtype, t))
             print(f"| {op}{'*' if op in TRANSCENDENTAL else ''} | {dtype} |" + "".join(cells))
     worst.sort(reverse=True)
     print("\n(* transcendental) slowest relative to PyTorch:",
