@@ -47,6 +47,37 @@ TEST_CASE("binary arithmetic broadcasts and matches float64 in every float dtype
   }
 }
 
+TEST_CASE("add and sub round a + alpha * b once, with alpha 1 and without") {
+  // The CPU kernels add without the multiply when alpha is 1 (kernels/cpu/elementwise.cpp); both
+  // forms must give the correctly rounded result, for floats and integers alike.
+  manual_seed(3);
+  const Tensor xd = randn({1000}) * 100.0, yd = randn({1000}) * 100.0;
+  for (double alpha : {1.0, 3.0, -0.5}) {
+    CAPTURE(alpha);
+    const auto x32 = xd.to_vector<float>(), y32 = yd.to_vector<float>();
+    std::vector<float> sum(x32.size()), diff(x32.size());
+    for (size_t i = 0; i < x32.size(); ++i) {
+      sum[i] = static_cast<float>(double(x32[i]) + double(static_cast<float>(alpha) * y32[i]));
+      diff[i] = static_cast<float>(double(x32[i]) - double(static_cast<float>(alpha) * y32[i]));
+    }
+    if (alpha == 1.0) {
+      // a + b exactly: the float sum of the two, rounded once
+      for (size_t i = 0; i < x32.size(); ++i) CHECK(sum[i] == x32[i] + y32[i]);
+    }
+    CHECK(add(xd, yd, alpha).to_vector<float>() == sum);
+    CHECK(sub(xd, yd, alpha).to_vector<float>() == diff);
+    if (alpha == 1.0 || alpha == 3.0) {
+      const Tensor xi = xd.to(kInt32), yi = yd.to(kInt32);
+      const auto a = xi.to_vector<int32_t>(), b = yi.to_vector<int32_t>();
+      std::vector<int32_t> isum(a.size()), idiff(a.size());
+      const auto k = static_cast<int32_t>(alpha);
+      for (size_t i = 0; i < a.size(); ++i) isum[i] = a[i] + k * b[i], idiff[i] = a[i] - k * b[i];
+      CHECK(add(xi, yi, alpha).to_vector<int32_t>() == isum);
+      CHECK(sub(xi, yi, alpha).to_vector<int32_t>() == idiff);
+    }
+  }
+}
+
 TEST_CASE("comparisons give bool tensors") {
   Tensor a = tensor(std::vector<float>{1, 2, 3});
   Tensor b = tensor(std::vector<float>{3, 2, 1});

@@ -41,6 +41,8 @@ TEST_CASE("outputs written with streaming stores equal the plain-store results")
     REQUIRE(cpu::use_stream_stores(x, {&x}));  // the smallest case below takes the streaming path
     check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor& b) { return a * b; });
     check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor& b) { return a + b * 2.0; });
+    check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor& b) { return sub(a, b); });
+    check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor& b) { return add(a, b, 0.75); });
     check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor&) { return -a; });
     check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor&) { return a.exp(); });
     check_streamed_matches_pieces(x, y, [](const Tensor& a, const Tensor& b) { return lt(a, b); });
