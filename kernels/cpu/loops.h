@@ -246,9 +246,11 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 // float32 runs that are contiguous are mapped in place; everything else (16-bit floats, strided
 // or broadcast operands) is gathered a block at a time into a float buffer (16-bit floats
 // widened in vector registers by load_run), mapped, and stored back rounded to nearest even.
+// `may_stream` false keeps plain stores however large the tensors (elementwise.cpp's
+// memory_bound_map says which maps stream).
 template <class T, class Map>
-void unary_map_loop(const Tensor& out, const Tensor& in, Map map) {
-  const bool stream = use_stream_stores(out, {&in});
+void unary_map_loop(const Tensor& out, const Tensor& in, Map map, bool may_stream = true) {
+  const bool stream = may_stream && use_stream_stores(out, {&in});
   const bool stage_aliased = elementwise_choice().stage_aliased_maps;
   for_each_run<2>(
       out.shape(), {&out, &in}, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
