@@ -5,11 +5,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include "tests/cpu/helpers.h"
 
 using namespace hg;
@@ -49,6 +55,58 @@ TEST_CASE("threads: pool jobs after pauses shorter and longer than the workers' 
   for (const auto& r : runs) wrong += r.load() != jobs;
   CHECK(wrong == 0);
 }
+
+#if defined(__linux__)
+TEST_CASE("threads: each worker runs bound to a CPU of its own, and the calling thread stays unbound") {
+  cpu_set_t before;
+  CPU_ZERO(&before);
+  REQUIRE(sched_getaffinity(0, sizeof(before), &before) == 0);
+  const std::vector<int> cpus = hg::cpu::worker_cpus();
+  if (cpus.empty()) {
+    MESSAGE(
+        "skipped: the workers are not bound here (one thread, HG_CPU_BIND=0, or fewer CPUs allowed than "
+        "workers)");
+    return;
+  }
+  CHECK(static_cast<int>(cpus.size()) == hg::cpu::num_threads() - 1);
+  CHECK(std::set<int>(cpus.begin(), cpus.end()).size() == cpus.size());
+  for (int c : cpus) CHECK(CPU_ISSET(c, &before));
+  // The caller's task waits until a worker has taken one, so a worker's binding is always seen.
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> worker_tasks{0};
+  std::mutex seen_mutex;
+  std::vector<std::vector<int>> worker_masks;
+  hg::cpu::run_parallel(2 * hg::cpu::num_threads(), [&](int64_t) {
+    if (std::this_thread::get_id() == caller) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (worker_tasks.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    std::vector<int> in_mask;
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &mask)) in_mask.push_back(c);
+    }
+    {
+      std::lock_guard lock(seen_mutex);
+      worker_masks.push_back(in_mask);
+    }
+    worker_tasks.fetch_add(1);
+  });
+  REQUIRE(worker_tasks.load() > 0);
+  for (const auto& m : worker_masks) {
+    REQUIRE(m.size() == 1);  // bound to one CPU
+    CHECK(std::find(cpus.begin(), cpus.end(), m[0]) != cpus.end());
+  }
+  cpu_set_t after;
+  CPU_ZERO(&after);
+  REQUIRE(sched_getaffinity(0, sizeof(after), &after) == 0);
+  CHECK(CPU_EQUAL(&before, &after));  // the calling thread keeps the mask it had
+}
+#endif
 
 TEST_CASE("threads: a task that throws fails its job with that error, and the pool keeps working") {
   for (const int pause_us : {0, 3000}) {
