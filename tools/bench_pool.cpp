@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
   std::sort(first.begin(), first.end());
   std::sort(rest.begin(), rest.end());
   const char* threads = std::getenv("HG_NUM_THREADS");
-  std::printf("HG_NUM_THREADS %s, %s %d us between bursts: first call after the gap %.3f ms, the others %.3f ms "
-              "(medians)\n",
-              threads ? threads : "unset", sleep ? "sleep" : "serial work", gap_us, first[first.size() / 2],
-              rest[rest.size() / 2]);
+  std::printf(
+      "HG_NUM_THREADS %s, %s %d us between bursts: first call after the gap %.3f ms, the others %.3f ms "
+      "(medians)\n",
+      threads ? threads : "unset", sleep ? "sleep" : "serial work", gap_us, first[first.size() / 2],
+      rest[rest.size() / 2]);
 }
