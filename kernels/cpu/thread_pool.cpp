@@ -200,8 +200,8 @@ class ThreadPool {
     }
   }
 
+  const std::vector<int> worker_cpus_;  // the CPU worker i binds to, or empty
   std::vector<std::thread> workers_;
-  const std::vector<int> worker_cpus_;  // the CPU worker i binds to, or empty; set before workers_ start
   std::mutex run_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;

@@ -3,6 +3,7 @@
 // ThreadSanitizer in CI.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
